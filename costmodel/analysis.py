@@ -1,0 +1,204 @@
+"""Analyses: free functions of an op graph.
+
+They read the node attributes the builder writes (``op``, ``count``, ``block``,
+``inputs``, ``embedding``) and return sympy expressions, exact until a number is
+substituted with :func:`evaluate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+import sympy
+
+from .cost import Cost, OpCost, Zero
+from .errors import CostModelError
+from .ops import Conventions, op_cost
+from .symbols import symbol
+
+
+def op_nodes(G: nx.DiGraph) -> Iterator[tuple[str, dict]]:
+    """The nodes that carry an op (graph inputs carry none), in insertion order."""
+    for name, data in G.nodes(data=True):
+        if "op" in data:
+            yield name, data
+
+
+def node_cost(G: nx.DiGraph, name: str, conventions: Conventions = Conventions()) -> OpCost:
+    """The cost of one run of the op at node ``name`` (not multiplied by its count)."""
+    return op_cost(G.nodes[name]["op"], conventions)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What one step of a graph costs, summed over its ops × their counts."""
+
+    params: sympy.Expr
+    params_embedding: sympy.Expr
+    forward: Cost
+    backward: Cost
+    activations: sympy.Expr  # bytes saved for backward
+
+    @property
+    def params_non_embedding(self) -> sympy.Expr:
+        return sympy.expand(self.params - self.params_embedding)
+
+    @property
+    def training(self) -> Cost:
+        return self.forward + self.backward
+
+    def map(self, fn) -> Totals:
+        return Totals(fn(self.params), fn(self.params_embedding), self.forward.map(fn), self.backward.map(fn),
+                      fn(self.activations))
+
+
+def totals(G: nx.DiGraph, conventions: Conventions = Conventions()) -> Totals:
+    """Parameters, forward and backward costs and saved activation bytes of ``G``.
+
+    >>> from costmodel import GraphBuilder, totals, symbols as s
+    >>> b = GraphBuilder("one", b=s.B, d=s.d)
+    >>> x = b.input("x", "b d", dtype="bf16")
+    >>> _ = b.matmul("w", x, "b d, d e -> b e", e=s.d)
+    >>> t = totals(b.graph)
+    >>> t.forward.matmul_flops, t.backward.matmul_flops, t.params
+    (2*B*d**2, 4*B*d**2, d**2)
+    """
+    params = emb = Zero
+    forward = backward = Cost()
+    for name, data in op_nodes(G):
+        cost, count = op_cost(data["op"], conventions), data["count"]
+        forward += cost.forward * count
+        backward += cost.backward * count
+        params += cost.params * count
+        if data.get("embedding"):
+            emb += cost.params * count
+    return Totals(params, emb, forward, backward, activation_bytes(G, conventions)).map(sympy.expand)
+
+
+def saved_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[tuple, tuple]:
+    """Each distinct tensor saved for backward → (saved record, how many copies a step holds).
+
+    A tensor saved by two ops (say, a softmax's output kept by the softmax and by
+    the next matmul) is counted once: it is keyed by the node that makes it.
+    Copies = the count of the op that saves it (each of L layers keeps its own).
+    """
+    out: dict[tuple, tuple] = {}
+    for name, data in op_nodes(G):
+        for s in op_cost(data["op"], conventions).saved:
+            if s.source == "output":
+                key = (name, "output")
+            elif s.source == "own":
+                key = (name, s.name)
+            else:
+                key = (data["inputs"][int(s.source.removeprefix("input"))], "output")
+            out.setdefault((*key, data["count"]), (s, data["count"]))
+    return out
+
+
+def activation_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> sympy.Expr:
+    """Bytes of every tensor saved for backward in one step (no recompute)."""
+    return sympy.expand(sum((s.bytes * count for s, count in saved_tensors(G, conventions).values()), Zero))
+
+
+def breakdown(G: nx.DiGraph, conventions: Conventions = Conventions(), by: str = "op") -> dict[str, OpCost]:
+    """Costs per op (``by="op"``) or per enclosing block (``by="block"``), times counts.
+
+    Dotted node names give the blocks: ``layers.attn.wq`` is in ``layers.attn``.
+    """
+    if by not in ("op", "block"):
+        raise CostModelError(f"breakdown: by must be 'op' or 'block', received {by!r}")
+    rows: dict[str, OpCost] = {}
+    for name, data in op_nodes(G):
+        c, n = op_cost(data["op"], conventions), data["count"]
+        key = name if by == "op" else (data["block"] or "(top)")
+        scaled = OpCost(c.forward * n, c.backward * n, c.params * n, c.saved)
+        if key in rows:
+            prev = rows[key]
+            scaled = OpCost(prev.forward + scaled.forward, prev.backward + scaled.backward,
+                            prev.params + scaled.params, prev.saved + scaled.saved)
+        rows[key] = scaled
+    return rows
+
+
+def subgraph_cost(G: nx.DiGraph, prefix: str, conventions: Conventions = Conventions()) -> Cost:
+    """Forward cost of every op whose dotted name starts with ``prefix`` (× counts)."""
+    nodes = [(n, d) for n, d in op_nodes(G) if n == prefix or n.startswith(prefix + ".")]
+    if not nodes:
+        raise CostModelError(f"no op or block named {prefix!r} in graph {G.graph.get('name')!r}")
+    return sum((op_cost(d["op"], conventions).forward * d["count"] for _, d in nodes), Cost()).simplify()
+
+
+def intensity(cost: Cost) -> sympy.Expr:
+    """Arithmetic intensity (FLOPs per byte) of a cost record."""
+    return cost.intensity
+
+
+def leading_term(expr: sympy.Expr, sym: sympy.Symbol | str, point: object = sympy.oo) -> sympy.Expr:
+    """The dominant term of ``expr`` as ``sym`` → ``point`` (∞ by default, or 0).
+
+    >>> from costmodel.symbols import B, d
+    >>> leading_term(2*B*d**2 / (2*B*d + 2*d**2), B)
+    d
+    >>> leading_term(2*B*d**2 / (2*B*d + 2*d**2), B, 0)
+    B
+    """
+    s = symbol(sym) if isinstance(sym, str) else sym
+    x = sympy.Dummy("x", positive=True)
+    if point in (sympy.oo, "oo", float("inf")):
+        return sympy.simplify(expr.subs(s, 1 / x).as_leading_term(x).subs(x, 1 / s))
+    if point in (0, sympy.Integer(0)):
+        return sympy.simplify(expr.subs(s, x).as_leading_term(x).subs(x, s))
+    raise CostModelError(f"leading_term: point must be oo or 0, received {point!r}")
+
+
+def limit(expr: sympy.Expr, sym: sympy.Symbol | str, point: object = sympy.oo) -> sympy.Expr:
+    """``lim expr`` as ``sym`` → ``point``."""
+    s = symbol(sym) if isinstance(sym, str) else sym
+    return sympy.limit(expr, s, point)
+
+
+def evaluate(expr: sympy.Expr, values: Mapping[object, object], what: str = "expression") -> sympy.Rational:
+    """Substitute numbers for symbols and return an exact sympy number.
+
+    Every free symbol must get a value; a symbol left over is an error, never a
+    silently symbolic "number".
+    """
+    subs = {symbol(k) if isinstance(k, str) else k: v for k, v in values.items()}
+    expr = sympy.Integer(expr) if isinstance(expr, int) else expr
+    result = expr.xreplace({k: sympy.Integer(v) if isinstance(v, int) else v for k, v in subs.items()})
+    if result.has(sympy.Float):
+        raise CostModelError(f"cannot evaluate {what}: a value is a float; expected exact integers or rationals")
+    free = sorted(map(str, result.free_symbols))
+    if free:
+        raise CostModelError(f"cannot evaluate {what}: no value for {', '.join(free)}; "
+                             f"expected values for every symbol, received {sorted(map(str, subs))}")
+    return sympy.Rational(result)
+
+
+def as_int(value: sympy.Expr, what: str) -> int:
+    """An exact Python int, or an error if ``value`` is not a whole number."""
+    v = sympy.Rational(value)
+    if v.q != 1:
+        raise CostModelError(f"{what} is not a whole number: {v}")
+    return int(v.p)
+
+
+
+def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
+    """Every axis of every op must come out a positive whole number under ``values``.
+
+    This is where "heads must divide d" is caught, for any architecture: the head
+    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size.
+    """
+    subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    for name, data in op_nodes(G):
+        for axis, size in data["op"].sizes:
+            value = size.xreplace(subs)
+            if value.free_symbols:
+                continue  # reported by evaluate(), with every missing symbol at once
+            if not (value.is_integer and value.is_positive):
+                raise CostModelError(
+                    f"op {name!r}: axis {axis!r} = {size} = {value} is not a positive whole number "
+                    f"(pattern {data['op'].pattern!r}); check that the sizes divide evenly")

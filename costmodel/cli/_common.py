@@ -1,0 +1,81 @@
+"""Helpers shared by the subcommands: settings, number formatting, JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+
+import sympy
+
+from ..errors import CostModelError
+from ..expr import parse_int, parse_setting
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="a preset or family name (see 'costmodel models')")
+    p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
+                   help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
+                        "values are numbers or expressions of symbols with + - * / ^ ( )")
+
+
+def settings(args: argparse.Namespace) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for text in args.settings:
+        name, value = parse_setting(text)
+        if isinstance(value, sympy.Expr) and value.is_Integer:
+            value = int(value)
+        out[name] = value
+    return out
+
+
+def positive_int(what: str):
+    """An argparse ``type`` that accepts whole numbers written as 4096 or 3e11."""
+    def convert(text: str) -> int:
+        try:
+            return parse_int(text, what)
+        except CostModelError as exc:  # argparse would replace a ValueError's message
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    convert.__name__ = what
+    return convert
+
+
+def dump_json(obj: object) -> str:
+    """JSON with sympy numbers as exact ints and expressions as strings."""
+    def default(o: object) -> object:
+        if isinstance(o, sympy.Integer):
+            return int(o)
+        if isinstance(o, sympy.Basic):
+            return str(o)
+        raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+    return json.dumps(obj, indent=2, default=default)
+
+
+def sci(x: int | float) -> str:
+    """``3.1e+23``-style, 3 significant digits."""
+    return f"{float(x):.3g}" if abs(x) < 1e5 else f"{float(x):.3e}"
+
+
+def nbytes(x: int) -> str:
+    """Bytes with the unit named: decimal GB (1e9) and binary GiB (2^30)."""
+    return f"{x / 1e9:,.2f} GB ({x / 2**30:,.2f} GiB)"
+
+
+def duration(seconds: float) -> str:
+    """Seconds in s, days or years (365.25 days)."""
+    if seconds < 2 * 86400:
+        return f"{seconds:,.3g} s"
+    days = seconds / 86400
+    if days < 2 * 365.25:
+        return f"{days:,.1f} days ({seconds:.3g} s)"
+    return f"{days / 365.25:,.1f} years ({seconds:.3g} s)"
+
+
+def flat(obj: Mapping, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in obj.items():
+        if isinstance(v, Mapping):
+            out.update(flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

@@ -1,0 +1,61 @@
+"""``costmodel estimate MODEL``: exact counts for one model and config."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..ops import Conventions
+from ..report import estimate
+from ..training import OPTIMIZERS, PRECISIONS
+from ._common import add_model_args, dump_json, nbytes, positive_int, sci, settings
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("estimate", help="FLOPs, parameters and memory of a model, as exact numbers",
+                       description="FLOPs, parameters and memory of one training step of a model.")
+    add_model_args(p)
+    p.add_argument("--batch", type=positive_int("--batch"), help="sequences per step, B (default 1)")
+    p.add_argument("--seq", type=positive_int("--seq"), help="tokens per sequence, T (default: the model's context)")
+    p.add_argument("--tokens", type=positive_int("--tokens"), help="training tokens D, e.g. 3e11")
+    p.add_argument("--precision", default="bf16-mixed", choices=sorted(PRECISIONS), help="precision policy")
+    p.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS))
+    p.add_argument("--causal", default="full", choices=["full", "half"],
+                   help="count causal attention over the full T×T square (default) or half of it")
+    p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    r = estimate(args.model, batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
+                 policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal))
+    if args.json:
+        print(dump_json(r))
+        return 0
+    print(text(r))
+    return 0
+
+
+def text(r: dict) -> str:
+    p, f, m = r["params"], r["flops"], r["memory_bytes"]
+    cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
+    conv = r["conventions"]
+    lines = [
+        f"{r['model']} ({r['family']})  {cfg}",
+        f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}; "
+        f"{conv['precision']} + {conv['optimizer']}",
+        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})",
+        f"FLOPs per step  forward {sci(f['forward'])}  backward {sci(f['backward'])}  training {sci(f['training'])}",
+        f"  matmul only   forward {sci(f['matmul']['forward'])}  backward {sci(f['matmul']['backward'])}"
+        f"  training {sci(f['matmul']['training'])}",
+    ]
+    tokens = r["tokens"]
+    if "training_total" in f:
+        lines.append(f"training on D = {sci(tokens['total'])} tokens: {sci(f['training_total'])} FLOPs")
+    else:
+        lines.append(f"one step = {tokens['per_step']:,} tokens (use --tokens D for a whole run)")
+    lines.append(f"  6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it "
+                 "(the rest: attention scores, the unembedding of tied/embedding weights, element-wise ops)")
+    lines.append("memory (training state + activations)")
+    for key in ("params", "grads", "optimizer", "activations", "total"):
+        lines.append(f"  {key:<12} {nbytes(m[key])}")
+    return "\n".join(lines)

@@ -1,0 +1,147 @@
+"""Model families and presets, and turning a name plus settings into a graph.
+
+The engine knows no architecture. A *family* is a builder function that returns
+an op graph; its keyword arguments are structural options (``tied=True``,
+``d_ff=4*d``). A *preset* is a family plus a config: values for the symbols
+(``d=768``) and options for the builder, with the source of every number.
+
+Families and presets come from the entry-point group ``costmodel.architectures``
+(costmodel's own ``costmodel_graphs`` is one), so other packages can add theirs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+
+from .errors import CostModelError, closest
+
+ENTRY_POINT_GROUP = "costmodel.architectures"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named, sourced configuration of a family."""
+
+    name: str
+    family: str
+    config: Mapping[str, object]
+    source: str
+    about: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    """An architecture: a graph builder and its presets."""
+
+    name: str
+    build: Callable[..., nx.DiGraph]
+    about: str = ""
+    presets: tuple[Preset, ...] = ()
+    defaults: Mapping[str, object] = field(default_factory=dict)  # symbol values used when a preset says nothing
+    hf_model_types: tuple[str, ...] = ()  # Hugging Face ``model_type`` values this family reads
+    from_hf: Callable[[Mapping[str, object]], dict[str, object]] | None = None  # config.json -> settings
+
+    @property
+    def options(self) -> dict[str, object]:
+        """The builder's keyword options and their defaults."""
+        return {n: p.default for n, p in inspect.signature(self.build).parameters.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+
+
+@functools.lru_cache(maxsize=1)
+def families() -> dict[str, Family]:
+    """Every family registered under the ``costmodel.architectures`` entry-point group."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, Family] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        for fam in ep.load()():
+            if fam.name in found:
+                raise CostModelError(f"architecture family {fam.name!r} is registered twice (again by {ep.value})")
+            found[fam.name] = fam
+    return found
+
+
+def presets() -> dict[str, Preset]:
+    """Every preset of every family, by name."""
+    out: dict[str, Preset] = {}
+    for fam in families().values():
+        for p in fam.presets:
+            if p.name in out:
+                raise CostModelError(f"preset {p.name!r} is defined twice")
+            out[p.name] = p
+    return out
+
+
+@dataclass(frozen=True)
+class Model:
+    """A built graph plus the numbers for its symbols (possibly none)."""
+
+    name: str
+    graph: nx.DiGraph
+    values: Mapping[sympy.Symbol, object]
+    family: Family
+    preset: Preset | None = None
+
+
+def graph_symbols(G: nx.DiGraph) -> set[sympy.Symbol]:
+    """Every symbol the graph's sizes and counts use."""
+    found: set[sympy.Symbol] = set()
+    for _, data in G.nodes(data=True):
+        found |= data["count"].free_symbols
+        if "op" in data:
+            for _, size in data["op"].sizes:
+                found |= size.free_symbols
+    return found
+
+
+def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.DiGraph, dict]:
+    """Build with the config's builder options; the rest must be symbols the graph uses."""
+    opts = fam.options
+    options = {k: v for k, v in config.items() if k in opts}
+    graph = fam.build(**options)
+    used = {str(s): s for s in graph_symbols(graph)}
+    values = {}
+    for key, value in config.items():
+        if key in opts:
+            continue
+        if key not in used:
+            known = sorted(set(opts) | set(used))
+            raise CostModelError(f"{where}: unknown setting {key!r}{closest(key, known)}; expected a symbol "
+                                 f"of the graph or an option of family {fam.name!r}: {', '.join(known)}")
+        values[used[key]] = value
+    return graph, values
+
+
+def load(spec: str, settings: Mapping[str, object] | None = None) -> Model:
+    """Build the model named ``spec`` (a preset or a family) with ``settings`` on top.
+
+    ``settings`` maps a symbol name (``"d"``) or a builder option (``"tied"``)
+    to a value; presets' own config comes first, settings override it.
+    """
+    settings = dict(settings or {})
+    fams, pres = families(), presets()
+    if spec in pres:
+        preset = pres[spec]
+        fam = fams[preset.family]
+        config = {**fam.defaults, **preset.config, **settings}
+    elif spec in fams:
+        preset, fam = None, fams[spec]
+        config = {**fam.defaults, **settings}
+    elif spec.endswith(".json"):
+        from .hf import read_config
+
+        preset = None
+        fam, hf_settings = read_config(spec, fams)
+        config = {**hf_settings, **settings}
+    else:
+        raise CostModelError(f"unknown model {spec!r}{closest(spec, [*pres, *fams])}; "
+                             f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families")
+    graph, values = _build(fam, config, f"model {spec!r}")
+    return Model(spec, graph, values, fam, preset)

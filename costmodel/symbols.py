@@ -1,0 +1,101 @@
+"""The symbols of costmodel, declared once.
+
+All sizes are positive integers. Names are chosen to print well in LaTeX
+(``d_ff`` prints as ``d_{ff}``) and to avoid the names sympy's parser gives a
+meaning to (``E``, ``I``, ``N``, ``O``, ``Q``, ``S``).
+
+==========  =========================================================
+symbol      meaning
+==========  =========================================================
+B           batch size (sequences per step)
+T           sequence length (tokens per sequence)
+d           model width (d_model, hidden size)
+L           number of layers (repeated blocks)
+V           vocabulary size
+h           attention (query) heads
+d_head      head dimension (often d / h)
+n_kv        key/value heads (GQA; n_kv = h is MHA, n_kv = 1 is MQA)
+d_ff        feed-forward (MLP) hidden width
+T_max       maximum context of learned position embeddings (not T)
+W           sliding-window width
+n_experts   routed experts of a mixture-of-experts layer
+top_k       experts each token is routed to
+n_shared    shared (always active) experts
+d_expert    hidden width of one expert's MLP
+r_q, r_kv   low-rank (latent) widths of multi-head latent attention
+d_rope      decoupled RoPE head dimension of multi-head latent attention
+L_dense     leading dense layers before the MoE layers
+C           context length of a KV cache (inference)
+==========  =========================================================
+"""
+
+from __future__ import annotations
+
+import sympy
+
+_DESCRIPTIONS = {
+    "B": "batch size (sequences per step)",
+    "T": "sequence length (tokens per sequence)",
+    "d": "model width (d_model)",
+    "L": "number of layers",
+    "V": "vocabulary size",
+    "h": "attention heads",
+    "d_head": "head dimension",
+    "n_kv": "key/value heads",
+    "d_ff": "feed-forward hidden width",
+    "T_max": "maximum context of learned position embeddings",
+    "W": "sliding-window width",
+    "n_experts": "routed experts per MoE layer",
+    "top_k": "experts each token is routed to",
+    "n_shared": "shared experts per MoE layer",
+    "d_expert": "hidden width of one expert",
+    "r_q": "query latent rank (MLA)",
+    "r_kv": "key/value latent rank (MLA)",
+    "d_rope": "decoupled RoPE head dimension (MLA)",
+    "L_dense": "leading dense layers of an MoE model",
+    "C": "context length of the KV cache",
+}
+
+#: Every declared symbol, by name.
+SYMBOLS: dict[str, sympy.Symbol] = {
+    name: sympy.Symbol(name, positive=True, integer=True) for name in _DESCRIPTIONS
+}
+
+B = SYMBOLS["B"]
+T = SYMBOLS["T"]
+d = SYMBOLS["d"]
+L = SYMBOLS["L"]
+V = SYMBOLS["V"]
+h = SYMBOLS["h"]
+d_head = SYMBOLS["d_head"]
+n_kv = SYMBOLS["n_kv"]
+d_ff = SYMBOLS["d_ff"]
+T_max = SYMBOLS["T_max"]
+W = SYMBOLS["W"]
+n_experts = SYMBOLS["n_experts"]
+top_k = SYMBOLS["top_k"]
+n_shared = SYMBOLS["n_shared"]
+d_expert = SYMBOLS["d_expert"]
+r_q = SYMBOLS["r_q"]
+r_kv = SYMBOLS["r_kv"]
+d_rope = SYMBOLS["d_rope"]
+L_dense = SYMBOLS["L_dense"]
+C = SYMBOLS["C"]
+
+
+def describe(name: str) -> str:
+    """The one-line meaning of a declared symbol."""
+    return _DESCRIPTIONS[name]
+
+
+def symbol(name: str) -> sympy.Symbol:
+    """A declared symbol by name, or a new positive-integer symbol for a new architecture.
+
+    >>> symbol("d") is d
+    True
+    >>> symbol("r_lora")
+    r_lora
+    """
+    if name in SYMBOLS:
+        return SYMBOLS[name]
+    return sympy.Symbol(name, positive=True, integer=True)

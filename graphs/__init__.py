@@ -1,0 +1,16 @@
+"""Architectures built with costmodel's public API (import name ``costmodel_graphs``).
+
+The directory is ``graphs/``; it installs as ``costmodel_graphs`` so that it
+cannot collide with other distributions' top-level ``graphs`` package, and the
+engine finds it through the ``costmodel.architectures`` entry point, the same
+way it finds architectures from any other package.
+"""
+
+from __future__ import annotations
+
+
+def architectures() -> list:
+    """Every family this package provides (the entry point's target)."""
+    from . import gpt
+
+    return [gpt.FAMILY]
