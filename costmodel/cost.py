@@ -44,12 +44,16 @@ class Cost:
     part done in matmuls and contractions, which is what PyTorch's
     ``FlopCounterMode`` counts. ``bytes_read``/``bytes_written`` are the bytes
     moved to and from memory if the op runs alone (no fusion).
+    ``recompute_flops`` is forward work done again during backward (activation
+    checkpointing, FlashAttention's score recompute): hardware FLOPs, not model
+    FLOPs, so it is kept out of ``flops`` (MFU counts ``flops``; HFU adds it).
     """
 
     flops: sympy.Expr = Zero
     matmul_flops: sympy.Expr = Zero
     bytes_read: sympy.Expr = Zero
     bytes_written: sympy.Expr = Zero
+    recompute_flops: sympy.Expr = Zero
 
     def __add__(self, other: Cost) -> Cost:
         if not isinstance(other, Cost):

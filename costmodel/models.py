@@ -60,7 +60,9 @@ def families() -> dict[str, Family]:
     from importlib.metadata import entry_points
 
     found: dict[str, Family] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    # the same distribution seen twice (an editable install plus a venv, say) is one source
+    unique = {(ep.name, ep.value): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    for ep in unique.values():
         for fam in ep.load()():
             if fam.name in found:
                 raise CostModelError(f"architecture family {fam.name!r} is registered twice (again by {ep.value})")

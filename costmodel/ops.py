@@ -32,7 +32,7 @@ from .errors import CostModelError, closest
 from .pattern import Axes, Pattern, elements, parse
 
 #: The kinds of op, as reported by ``costmodel derive --format json``.
-KINDS = ("matmul", "contraction", "elementwise", "norm", "softmax", "gather", "loss", "reshape")
+KINDS = ("matmul", "contraction", "attention", "elementwise", "norm", "softmax", "gather", "loss", "reshape")
 
 
 @dataclass(frozen=True)
@@ -337,3 +337,42 @@ def _reshape(op: Op, conventions: Conventions) -> OpCost:
     moved = n * dtype_bytes(op.dtype) if op.attr("copy") else Zero
     cost = Cost(bytes_read=moved, bytes_written=moved)
     return OpCost(cost, cost)
+
+
+@rule("attention")
+def _attention(op: Op, conventions: Conventions) -> OpCost:
+    """Fused attention (FlashAttention): ``"q, k, v -> out"`` without materialising scores.
+
+    Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
+    ``causal``, ``epilogue`` (element-wise fns applied to the scores before the
+    softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
+    the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
+    recomputes the scores (``recompute_flops``), as FlashAttention does.
+    """
+    p = op.parsed
+    if len(p.inputs) != 3:
+        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out'")
+    q, k, v = p.inputs
+    out = p.output
+    scores = parse(str(op.attr("scores", ""))).output if op.attr("scores") else None
+    if scores is None or any(a not in op.size for a in scores):
+        raise CostModelError(f"attention pattern {p.text!r}: attribute scores must name the score axes")
+    scale = _causal_scale(op, conventions)
+    qk = contraction(op, (q, k), scores, scale=scale)
+    pv = contraction(op, (scores, v), out, scale=scale)
+    n_scores = _elements(op, scores) * scale
+    per_score_fwd = 5 + sum(ELEMENTWISE[fn].forward for fn in op.attr("epilogue", ()))
+    per_score_bwd = 4 + sum(ELEMENTWISE[fn].backward for fn in op.attr("epilogue", ()))
+    size = dtype_bytes(op.dtype)
+    rows = _elements(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
+    io_read = (_elements(op, q) + _elements(op, k) + _elements(op, v)) * size
+    forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
+                   bytes_read=io_read, bytes_written=_elements(op, out) * size + rows * 4)
+    grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
+    backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
+                    bytes_read=io_read + 2 * _elements(op, out) * size + rows * 4,
+                    bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
+    saved = (Saved("q", "input0", _elements(op, q), op.dtype), Saved("k", "input1", _elements(op, k), op.dtype),
+             Saved("v", "input2", _elements(op, v), op.dtype), Saved("out", "output", _elements(op, out), op.dtype),
+             Saved("lse", "own", rows, "fp32", role="stats"))
+    return OpCost(forward, backward, Zero, saved)
