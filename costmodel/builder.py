@@ -96,6 +96,16 @@ class GraphBuilder:
         self.graph.add_node(full, count=self._count, block=".".join(self._prefix), inputs=())
         return Tensor(full, p.output, tuple((a, resolved[a]) for a in p.output), dtype)
 
+    def tag(self, tensor: Tensor, *tags: str) -> Tensor:
+        """Mark the node that makes ``tensor`` (node attribute ``tags``, a set).
+
+        Tags are how analyses find roles the engine cannot infer from patterns:
+        ``"kv_cache"`` marks a tensor an inference KV cache keeps for every token
+        of context (the k and v projections, or MLA's latent).
+        """
+        self.graph.nodes[tensor.node].setdefault("tags", set()).update(tags)
+        return tensor
+
     # -- ops (thin entry points over one engine) ----------------------------------------------
 
     def matmul(self, name: str, x: Tensor, pattern: str, *, bias: str | None = None,

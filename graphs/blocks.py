@@ -22,8 +22,8 @@ def causal_self_attention(b: GraphBuilder, x: Tensor, *, bias: bool, dropout_p: 
     softmax over ``s``; context ``b h t s, b h s k -> b h t k``; output ``h k -> d``.
     """
     q = b.matmul("q", x, "b t d, d h k -> b h t k", bias="h k" if bias else None)
-    k = b.matmul("k", x, "b t d, d h k -> b h t k", bias="h k" if bias else None)
-    v = b.matmul("v", x, "b t d, d h k -> b h t k", bias="h k" if bias else None)
+    k = b.tag(b.matmul("k", x, "b t d, d h k -> b h t k", bias="h k" if bias else None), "kv_cache")
+    v = b.tag(b.matmul("v", x, "b t d, d h k -> b h t k", bias="h k" if bias else None), "kv_cache")
     scores = b.contract("scores", q, k, "b h t k, b h s k -> b h t s", causal=True)
     scores = b.elementwise("scale", "scale", scores, "b h t s")
     scores = b.elementwise("mask", "mask", scores, "b h t s")
