@@ -118,21 +118,14 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
 SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section]
 
 
-def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,
-             settings: Mapping[str, object] | None = None, **options: object) -> dict:
-    """Exact numbers for one training step of ``batch`` sequences of ``seq`` tokens.
+def resolve(model: Model | str, *, batch: int | None = None, seq: int | None = None,
+            settings: Mapping[str, object] | None = None,
+            policy: str = "bf16-mixed") -> tuple[Model, dict[sympy.Symbol, int]]:
+    """The model and an exact int for every symbol of its graph (B defaults to 1, T to the preset's).
 
-    Options: ``tokens`` (D: adds ``flops.training_total``), ``policy``,
-    ``optimizer``, ``conventions``, and those of later sections.
-
-    >>> r = estimate("gpt2-small", batch=1, seq=1024)
-    >>> r["params"]["total"]  # 124,439,808: biases on, embeddings tied
-    124439808
+    Raises :class:`CostModelError` naming every symbol left without a value.
     """
-    options.setdefault("policy", "bf16-mixed")
-    options.setdefault("optimizer", "adamw")
-    options.setdefault("conventions", Conventions())
-    m = _settings_for(model, settings, str(options["policy"]))
+    m = _settings_for(model, settings, policy)
     values = dict(m.values)
     if batch is not None:
         values[B] = batch
@@ -148,6 +141,24 @@ def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = 
             raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
         values[sym] = int(v)
     check_values(m.graph, values)
+    return m, values
+
+
+def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,
+             settings: Mapping[str, object] | None = None, **options: object) -> dict:
+    """Exact numbers for one training step of ``batch`` sequences of ``seq`` tokens.
+
+    Options: ``tokens`` (D: adds ``flops.training_total``), ``policy``,
+    ``optimizer``, ``conventions``, and those of later sections.
+
+    >>> r = estimate("gpt2-small", batch=1, seq=1024)
+    >>> r["params"]["total"]  # 124,439,808: biases on, embeddings tied
+    124439808
+    """
+    options.setdefault("policy", "bf16-mixed")
+    options.setdefault("optimizer", "adamw")
+    options.setdefault("conventions", Conventions())
+    m, values = resolve(model, batch=batch, seq=seq, settings=settings, policy=str(options["policy"]))
     step = Step(m, values, options)
     flat: dict[str, object] = {}
     for section in SECTIONS:
