@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CostModelError
-from . import compare, derive, estimate, models
+from . import compare, derive, estimate, models, sweep
 
-COMMANDS = (estimate, derive, models, compare)
+COMMANDS = (estimate, derive, models, compare, sweep)
 
 
 class _Parser(argparse.ArgumentParser):
