@@ -49,6 +49,13 @@ class Totals:
     def training(self) -> Cost:
         return self.forward + self.backward
 
+    def _repr_latex_(self) -> str:  # Jupyter
+        from .latex import cost_latex
+
+        return cost_latex({"params": self.params, "params (embedding)": self.params_embedding,
+                           "flops (forward)": self.forward.flops, "flops (backward)": self.backward.flops,
+                           "activation bytes": self.activations})
+
     def map(self, fn) -> Totals:
         return Totals(fn(self.params), fn(self.params_embedding), self.forward.map(fn), self.backward.map(fn),
                       fn(self.activations))

@@ -86,6 +86,11 @@ class Cost:
     def simplify(self) -> Cost:
         return self.map(sympy.expand)
 
+    def _repr_latex_(self) -> str:  # Jupyter
+        from .latex import cost_latex
+
+        return cost_latex({f.name: getattr(self, f.name) for f in fields(self)})
+
 
 @dataclass(frozen=True)
 class Saved:

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CostModelError
-from . import compare, derive, estimate, models, sweep
+from . import compare, derive, estimate, models, report, sweep
 
-COMMANDS = (estimate, derive, models, compare, sweep)
+COMMANDS = (estimate, derive, models, compare, sweep, report)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -13,6 +13,13 @@ from ._common import add_model_args, dump_json, nbytes, positive_int, sci, setti
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("estimate", help="FLOPs, parameters and memory of a model, as exact numbers",
                        description="FLOPs, parameters and memory of one training step of a model.")
+    add_options(p)
+    p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
+    p.set_defaults(run=run)
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The model and step options, shared with the commands built on an estimate (``report``)."""
     add_model_args(p)
     p.add_argument("--batch", type=positive_int("--batch"), help="sequences per step, B (default 1)")
     p.add_argument("--seq", type=positive_int("--seq"), help="tokens per sequence, T (default: the model's context)")
@@ -21,13 +28,16 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS))
     p.add_argument("--causal", default="full", choices=["full", "half"],
                    help="count causal attention over the full T×T square (default) or half of it")
-    p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
-    p.set_defaults(run=run)
+
+
+def options(args: argparse.Namespace) -> dict:
+    """Keyword arguments of :func:`costmodel.report.estimate` from parsed options."""
+    return dict(batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
+                policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal))
 
 
 def run(args: argparse.Namespace) -> int:
-    r = estimate(args.model, batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
-                 policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal))
+    r = estimate(args.model, **options(args))
     if args.json:
         print(dump_json(r))
         return 0
