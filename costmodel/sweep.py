@@ -13,7 +13,7 @@ numpy. Two number types, by choice:
 
 >>> s = sweep("gpt3-175b", {"L": [48, 96]}, ["params.total"], exact=True)
 >>> [int(v) for v in s["params.total"]]
-[87618019584, 174604259328]
+[87623503872, 174604259328]
 """
 
 from __future__ import annotations
