@@ -103,7 +103,6 @@ PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage{amsmath}
 \usepackage{booktabs}
 \usepackage{graphicx}
-\usepackage[T1]{fontenc}
 \allowdisplaybreaks
 """
 
