@@ -93,3 +93,16 @@ def test_console_script_and_module_entry_points():
     bad = subprocess.run([sys.executable, "-m", "costmodel", "estimate", "nope"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
+
+
+def test_huge_model_stays_exact_in_json(capsys):
+    # 10,000 layers of width 1e6: N = 12·L·d² + 13·L·d + 2·d, far beyond float64's 2^53 exact range
+    code, out, _ = run(capsys, "estimate", "gpt", "--set", "L=10000", "--set", "d=1e6", "--set", "h=1000",
+                       "--seq", "4096", "--tokens", "1e13", "--json")
+    assert code == 0
+    r = json.loads(out)
+    n = 12 * 10_000 * 10**12 + 13 * 10_000 * 10**6 + 2 * 10**6
+    assert r["params"]["non_embedding"] == n == 120_000_130_000_002_000_000
+    assert r["flops"]["six_nd"] == 6 * n * 10**13
+    assert isinstance(r["flops"]["training_total"], int)
+    assert r["flops"]["training_total"] % 10**13 == 0  # per-token FLOPs (an integer) × D
