@@ -18,8 +18,16 @@ from costmodel.report import estimate
 from .reference_gpt import ReferenceGPT, count
 
 
-def engine(batch: int, seq: int, **config: object) -> dict:
-    return estimate("gpt", batch=batch, seq=seq, settings=config)
+def assert_engine_matches(counted: tuple[int, int, int], batch: int, seq: int, d_ff: int | None,
+                          **config: object) -> None:
+    """The engine's params and matmul FLOPs equal what PyTorch counted, exactly."""
+    if d_ff is not None:
+        config["d_ff"] = d_ff
+    r = estimate("gpt", batch=batch, seq=seq, settings=config)
+    params, forward, forward_backward = counted
+    assert r["params"]["total"] == params
+    assert r["flops"]["matmul"]["forward"] == forward
+    assert r["flops"]["matmul"]["training"] == forward_backward
 
 
 def hf_gpt2(layers: int, d: int, heads: int, vocab: int, context: int, d_ff: int | None, tied: bool):
@@ -51,14 +59,8 @@ CASES = [  # (layers, d, heads, vocab, context, d_ff, tied, batch, seq)
 
 @pytest.mark.parametrize("layers,d,heads,vocab,context,d_ff,tied,batch,seq", CASES)
 def test_hf_gpt2_exact(layers, d, heads, vocab, context, d_ff, tied, batch, seq):
-    params, fwd, fwd_bwd = hf_count(hf_gpt2(layers, d, heads, vocab, context, d_ff, tied), batch, seq, vocab)
-    config = dict(L=layers, d=d, h=heads, V=vocab, T_max=context, tied=tied)
-    if d_ff is not None:
-        config["d_ff"] = d_ff
-    r = engine(batch, seq, **config)
-    assert r["params"]["total"] == params
-    assert r["flops"]["matmul"]["forward"] == fwd
-    assert r["flops"]["matmul"]["training"] == fwd_bwd
+    counted = hf_count(hf_gpt2(layers, d, heads, vocab, context, d_ff, tied), batch, seq, vocab)
+    assert_engine_matches(counted, batch, seq, d_ff, L=layers, d=d, h=heads, V=vocab, T_max=context, tied=tied)
 
 
 @settings(max_examples=6)
@@ -71,15 +73,10 @@ def test_reference_gpt_exact(layers, heads, head_dim, vocab, batch, seq, bias, t
     with torch.device("meta"):
         model = ReferenceGPT(layers=layers, d=d, heads=heads, vocab=vocab, context=seq, d_ff=d_ff, bias=bias,
                              tied=tied)
-    params, fwd, fwd_bwd = count(model, torch.randint(0, vocab, (batch, seq), device="meta"))
-    config = dict(L=layers, d=d, h=heads, V=vocab, T_max=seq, bias=bias, tied=tied)
-    if d_ff is not None:
-        config["d_ff"] = d_ff
-    r = engine(batch, seq, **config)
-    assert r["params"]["total"] == params
-    assert r["flops"]["matmul"]["forward"] == fwd
-    assert r["flops"]["matmul"]["training"] == fwd_bwd
-    assert fwd_bwd == 3 * fwd  # PyTorch too: backward = 2 × forward for matmuls
+    counted = count(model, torch.randint(0, vocab, (batch, seq), device="meta"))
+    assert_engine_matches(counted, batch, seq, d_ff, L=layers, d=d, h=heads, V=vocab, T_max=seq, bias=bias,
+                          tied=tied)
+    assert counted[2] == 3 * counted[1]  # PyTorch too: backward = 2 × forward for matmuls
 
 
 @pytest.mark.parametrize("name,layers,d,heads", [("gpt2-small", 12, 768, 12), ("gpt2-medium", 24, 1024, 16),
