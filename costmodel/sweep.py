@@ -31,8 +31,10 @@ from .ops import Conventions
 from .report import quantities, resolve
 from .symbols import B, T
 
-#: Most configs one sweep evaluates (the arrays of one metric at 1e8 points take 800 MB).
-MAX_POINTS = 10**8
+#: Most configs one sweep evaluates (one float64 column of 1e7 points takes 80 MB); exact sweeps run
+#: at Python-int speed, so they take fewer.
+MAX_POINTS = 10**7
+MAX_EXACT_POINTS = 10**6
 
 
 def parse_grid(text: str) -> tuple[str, list[int]]:
@@ -57,7 +59,7 @@ def parse_grid(text: str) -> tuple[str, list[int]]:
         if stop < start:
             raise CostModelError(f"{where}: expected START <= STOP, received {start} > {stop}")
         if (stop - start) // step + 1 > MAX_POINTS:
-            raise CostModelError(f"{where}: more than {MAX_POINTS:.0e} values")
+            raise CostModelError(f"{where}: more than {MAX_POINTS:,} values")
         return name, list(range(start, stop + 1, step))
     values = [parse_int(p, where) for p in spec.split(",")]
     return name, list(dict.fromkeys(values))
@@ -150,8 +152,9 @@ def sweep(model, grid: Mapping[str, Sequence[int]], metrics: Sequence[str], *,
             raise CostModelError(f"--grid {name}: not a symbol of model {model!r}{closest(name, by_name)}; "
                                  f"expected one of {', '.join(by_name)}")
     n = math.prod(len(v) for v in grid.values())
-    if n > MAX_POINTS:
-        raise CostModelError(f"sweep: {n:,} configs; expected at most {MAX_POINTS:,}")
+    limit = MAX_EXACT_POINTS if exact else MAX_POINTS
+    if n > limit:
+        raise CostModelError(f"sweep: {n:,} configs; expected at most {limit:,}{' with --exact' if exact else ''}")
     names = list(grid)
     mesh = np.meshgrid(*(np.asarray(grid[k], dtype=np.int64) for k in names), indexing="ij") if names else []
     columns = {k: a.ravel() for k, a in zip(names, mesh)}

@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from costmodel import CostModelError
 from costmodel.cli import main
@@ -80,3 +80,22 @@ def test_cli_sweep_csv_and_json(capsys):
     assert main([*args, "--json", "--budget", "1e21"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert r["columns"]["L"] == [12, 24, 12, 24] and r["optimal"]["tokens_per_param"] == 20
+
+
+ARGS = ["sweep", "compare", "report", "gpt2-small", "gpt", "--grid", "d=64:256:64", "L=1,2", "h=0", "d=1:1e99",
+        "T=3:1", "--metric", "flops.training", "params.x", "--csv", "--json", "--exact", "--budget", "1e20", "--ratio",
+        "0", "--conventions", "6nd,palm", "nope", "--set", "d=64", "h=3", "--tokens", "3e11", "--batch", "x", "--"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(ARGS), max_size=7))
+def test_cli_sweep_compare_report_exit_0_or_2(argv):
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(argv)
+    assert code in (0, 2) and "Traceback" not in err.getvalue()
+    if code == 2 and argv:
+        assert err.getvalue().count("\n") <= 1 or err.getvalue().startswith("usage")
