@@ -23,7 +23,7 @@ import sympy
 
 from . import latex as tex
 from .analysis import breakdown
-from .report import derive, estimate, resolve
+from .report import derive, estimate, flatten, resolve
 from .symbols import SYMBOLS, describe
 
 
@@ -79,14 +79,9 @@ class Document:
         return f"# {self.title}\n\n" + "\n\n".join(_section_markdown(s) for s in self.sections) + "\n"
 
     def to_json(self) -> str:
-        def default(o: object) -> object:
-            if isinstance(o, sympy.Integer):
-                return int(o)
-            if isinstance(o, sympy.Basic):
-                return str(o)
-            raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+        """The exact numbers (ints), the formulas (strings and LaTeX), the section titles."""
         return json.dumps({"title": self.title, "sections": [s.title for s in self.sections], **self.data},
-                          indent=2, default=default)
+                          indent=2, default=str)  # the estimate holds Python ints; anything else prints
 
     def _repr_markdown_(self) -> str:
         return self.to_markdown()
@@ -184,16 +179,6 @@ class Context:
     options: Mapping[str, object]
 
 
-def _flat(obj: Mapping, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in obj.items():
-        if isinstance(v, Mapping):
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 def _value_row(key: str, v: object) -> tuple[Cell, ...]:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return Cell(key), Cell(str(v)), Cell("")
@@ -238,13 +223,13 @@ def ops_section(ctx: Context) -> Section:
 
 
 def numbers_section(ctx: Context) -> Section:
-    flat = _flat({k: ctx.estimate[k] for k in ("params", "flops", "bytes", "tokens") if k in ctx.estimate})
+    flat = flatten({k: ctx.estimate[k] for k in ("params", "flops", "bytes", "tokens") if k in ctx.estimate})
     rows = tuple(_value_row(k, v) for k, v in flat.items() if v is not None)
     return Section("Numbers for this configuration", (Table(("quantity", "exact", "approx."), rows, "lrr"),))
 
 
 def memory_section(ctx: Context) -> Section:
-    mem = _flat(ctx.estimate.get("memory_bytes", {}), "memory_bytes.")
+    mem = flatten(ctx.estimate.get("memory_bytes", {}), "memory_bytes.")
     rows = tuple((Cell(k), Cell(tex.number(v), True), Cell(f"{v / 1e9:,.2f}"), Cell(f"{v / 2**30:,.2f}"))
                  for k, v in mem.items() if isinstance(v, int))
     return Section("Memory breakdown", (Text("Bytes of one training step; GB = 1e9 bytes, GiB = 2^30 bytes."),
@@ -260,7 +245,7 @@ def other_sections(ctx: Context) -> list[Section]:
     for key, value in ctx.estimate.items():
         if key in KNOWN:
             continue
-        flat = _flat(value, f"{key}.") if isinstance(value, Mapping) else {key: value}
+        flat = flatten(value, f"{key}.") if isinstance(value, Mapping) else {key: value}
         out.append(Section(key.replace("_", " ").capitalize(),
                            (Table(("quantity", "value", "approx."), tuple(_value_row(k, v) for k, v in flat.items()),
                                   "lrr"),)))

@@ -57,6 +57,17 @@ def nest(flat: Mapping[str, object]) -> dict:
     return out
 
 
+def flatten(obj: Mapping, prefix: str = "") -> dict[str, object]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (the inverse of :func:`nest`)."""
+    out: dict[str, object] = {}
+    for k, v in obj.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def _settings_for(model: Model | str, settings: Mapping[str, object] | None, policy: str) -> Model:
     if isinstance(model, Model):
         return model
@@ -169,7 +180,8 @@ def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = 
         "model": m.name,
         "family": m.family.name,
         "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
-        "conventions": {"causal": conv.causal, "precision": options["policy"], "optimizer": options["optimizer"],
+        "conventions": {"causal": conv.causal, "embedding": conv.embedding, "elementwise": conv.elementwise,
+                        "precision": options["policy"], "optimizer": options["optimizer"],
                         "flop": "a multiply-add is 2 FLOPs",
                         "activations": "saved for backward, no recompute, attention scores materialised"},
     })

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
 
 import sympy
 
 from ..errors import CostModelError
 from ..expr import parse_int, parse_setting
+from ..report import flatten as flat  # noqa: F401  (the CLI's name for it)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -69,13 +69,3 @@ def duration(seconds: float) -> str:
     if days < 2 * 365.25:
         return f"{days:,.1f} days ({seconds:.3g} s)"
     return f"{days / 365.25:,.1f} years ({seconds:.3g} s)"
-
-
-def flat(obj: Mapping, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in obj.items():
-        if isinstance(v, Mapping):
-            out.update(flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out

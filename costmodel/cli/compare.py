@@ -50,10 +50,7 @@ def table(model: str, names: list[str], batch: int | None = None, seq: int | Non
 def run(args: argparse.Namespace) -> int:
     names = [n.strip() for n in args.conventions.split(",") if n.strip()]
     r = table(args.model, names, args.batch, args.seq, settings(args), args.tokens)
-    if args.json:
-        print(dump_json(r))
-        return 0
-    print(text(r))
+    print(dump_json(r) if args.json else text(r))
     return 0
 
 
