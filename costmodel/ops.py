@@ -37,28 +37,18 @@ KINDS = ("matmul", "contraction", "attention", "elementwise", "norm", "softmax",
 
 @dataclass(frozen=True)
 class Conventions:
-    """Counting choices that change numbers. Say which you use.
+    """Counting choices that change numbers. Say which you use. The named conventions of
+    :mod:`costmodel.conventions` (6ND, Kaplan, PaLM, Chinchilla, Megatron) are these choices.
 
-    The named conventions of published formulas (6ND, Kaplan, Chinchilla, PaLM,
-    Megatron) are these choices applied to the same graph; see
-    :mod:`costmodel.conventions`.
-
-    causal:
-        ``"full"`` counts causal attention scores over the full T×T square (what
-        dense kernels and PyTorch's ``FlopCounterMode`` count); ``"half"`` counts
-        half of it (what a causal kernel skips to, as in Megatron-LM's formula).
-    embedding:
-        ``"lookup"``: an embedding gather costs no FLOPs forward (what runs);
-        ``"matmul"``: it is counted as a one-hot matmul, 2 × ids × table
-        (Chinchilla, Appendix F), backward 2 × forward like any matmul.
-    elementwise:
-        which non-matmul FLOPs count: ``"all"`` (the per-element conventions of
-        :data:`ELEMENTWISE` and the rules), ``"none"`` (matmuls and contractions
-        only, as ``FlopCounterMode`` and 6ND), ``"softmax"`` (only the softmax's,
-        as Chinchilla's Appendix F).
-    softmax_flops:
-        FLOPs per score of a softmax, forward and backward: (5, 4) by default
-        (max, subtract, exp, sum, divide); Chinchilla counts (3, 6).
+    Attributes
+    ----------
+    causal : ``"full"`` counts causal attention over the whole T×T square (dense kernels,
+        ``FlopCounterMode``); ``"half"`` counts half of it (what a causal kernel skips to).
+    embedding : ``"lookup"``: a gather does no FLOPs forward; ``"matmul"``: it counts as a one-hot
+        matmul, 2 × ids × table, backward 2 × forward (Chinchilla, Appendix F).
+    elementwise : which non-matmul FLOPs count: ``"all"`` (:data:`ELEMENTWISE` and the rules),
+        ``"none"`` (``FlopCounterMode``, 6ND) or ``"softmax"`` (Chinchilla).
+    softmax_flops : per score, (forward, backward): (5, 4) = max, subtract, exp, sum, divide; Chinchilla (3, 6).
     """
 
     causal: str = "full"

@@ -97,3 +97,10 @@ def test_cli_compare_json_numbers(capsys):
     assert main(["compare", "gpt3-175b", "--tokens", "3e11", "--conventions", "6nd", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)["conventions"]["6nd"]
     assert r["flops.training_total"] == 6 * 173_961_535_488 * 300_000_000_000  # 6 N D, N non-embedding
+
+
+@pytest.mark.parametrize("name", list(CONVENTIONS))
+def test_fusing_attention_changes_no_convention(name):
+    # FlashAttention computes the same FLOPs (its score recompute is kept out of flops)
+    from costmodel.passes import flash_attention
+    assert training_flops(flash_attention(G), CONVENTIONS[name]) == flops(name)
