@@ -81,6 +81,32 @@ def _settings_for(model: Model | str, settings: Mapping[str, object] | None, pol
     return load(model, settings)
 
 
+def resolve(model: Model | str, *, batch: int | None = None, seq: int | None = None,
+            settings: Mapping[str, object] | None = None,
+            policy: str = "bf16-mixed") -> tuple[Model, dict[sympy.Symbol, int]]:
+    """The model and an exact int for every symbol of its graph (B defaults to 1, T to the preset's).
+
+    Raises :class:`CostModelError` naming every symbol left without a value.
+    """
+    m = _settings_for(model, settings, policy)
+    values = dict(m.values)
+    if batch is not None:
+        values[B] = batch
+    values.setdefault(B, 1)
+    if seq is not None:
+        values[T] = seq
+    missing = sorted(str(s) for s in graph_symbols(m.graph) if s not in values)
+    if missing:
+        raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
+                             f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
+    for sym, v in values.items():
+        if not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
+            raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
+        values[sym] = int(v)
+    check_values(m.graph, values)
+    return m, values
+
+
 @dataclass(frozen=True)
 class Step:
     """What a report section sees: the model, the numbers for its symbols, the options.
@@ -127,32 +153,6 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
 
 #: The sections of an estimate, in order; each adds flat dotted keys.
 SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section]
-
-
-def resolve(model: Model | str, *, batch: int | None = None, seq: int | None = None,
-            settings: Mapping[str, object] | None = None,
-            policy: str = "bf16-mixed") -> tuple[Model, dict[sympy.Symbol, int]]:
-    """The model and an exact int for every symbol of its graph (B defaults to 1, T to the preset's).
-
-    Raises :class:`CostModelError` naming every symbol left without a value.
-    """
-    m = _settings_for(model, settings, policy)
-    values = dict(m.values)
-    if batch is not None:
-        values[B] = batch
-    values.setdefault(B, 1)
-    if seq is not None:
-        values[T] = seq
-    missing = sorted(str(s) for s in graph_symbols(m.graph) if s not in values)
-    if missing:
-        raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
-                             f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
-    for sym, v in values.items():
-        if not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
-            raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
-        values[sym] = int(v)
-    check_values(m.graph, values)
-    return m, values
 
 
 def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,
