@@ -19,7 +19,7 @@ numpy. Two number types, by choice:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
@@ -102,22 +102,39 @@ class Compiled:
                 for m, r in zip(self.metrics, self._floats(*arrays))}
 
 
-def compile_metrics(model, metrics: Sequence[str], *, settings: Mapping[str, object] | None = None,
-                    policy: str = "bf16-mixed", optimizer: str = "adamw",
-                    conventions: Conventions = Conventions()) -> tuple[Compiled, dict[sympy.Symbol, int]]:
-    """Derive ``metrics`` (keys of :func:`~costmodel.report.quantities`) once and compile them.
-
-    Returns the compiled metrics (arguments: every symbol of the graph, sorted by
-    name) and the model's own values for those symbols.
-    """
-    m, values = resolve(model, settings=settings, policy=policy)
-    q = quantities(totals(m.graph, conventions), policy, optimizer)
+def count_expressions(model, options: Mapping[str, object]) -> dict[str, sympy.Expr]:
+    """The expressions behind ``counts_section``: :func:`~costmodel.report.quantities` and ``tokens.per_step``."""
+    conventions = options.get("conventions") or Conventions()
+    q = quantities(totals(model.graph, conventions), str(options.get("policy", "bf16-mixed")),
+                   str(options.get("optimizer", "adamw")))
     q["tokens.per_step"] = B * T
+    return q
+
+
+#: Where sweep metrics come from: functions (model, options) → {dotted key: expression}; a later source
+#: overrides an earlier one's keys. A report section whose numbers are evaluated expressions adds its
+#: expressions here, so that a sweep gives the numbers ``estimate`` gives.
+SOURCES: list[Callable[..., dict[str, sympy.Expr]]] = [count_expressions]
+
+
+def compile_metrics(model, metrics: Sequence[str], *, settings: Mapping[str, object] | None = None,
+                    **options: object) -> tuple[Compiled, dict[sympy.Symbol, int]]:
+    """Derive ``metrics`` (keys of the :data:`SOURCES`' expressions) once and compile them.
+
+    ``options`` are those of :func:`~costmodel.report.estimate` (``policy``,
+    ``optimizer``, ``conventions``, ...). Returns the compiled metrics (arguments:
+    every symbol of the graph, sorted by name) and the model's own values for them.
+    """
+    m, values = resolve(model, settings=settings, policy=str(options.get("policy", "bf16-mixed")))
+    q: dict[str, sympy.Expr] = {}
+    for source in SOURCES:
+        q.update(source(m, options))
     unknown = [k for k in metrics if k not in q]
     if unknown:
         raise CostModelError(f"sweep: unknown metric {unknown[0]!r}{closest(unknown[0], q)}; known: {', '.join(q)}")
     symbols = tuple(sorted(values, key=str))
-    compiled = Compiled(tuple(metrics), symbols, tuple(q[k] for k in metrics))
+    exprs = tuple(sympy.Integer(q[k]) if isinstance(q[k], int) else q[k] for k in metrics)
+    compiled = Compiled(tuple(metrics), symbols, exprs)
     return compiled, {s: values[s] for s in symbols}
 
 
