@@ -236,6 +236,28 @@ def memory_section(ctx: Context) -> Section:
                                         Table(("component", "bytes", "GB", "GiB"), rows, "lrrr")))
 
 
+def roofline_section(ctx: Context) -> Section | None:
+    """Per-op roofline of a training step on ``options["hardware"]`` (when the hardware work is present)."""
+    name = ctx.options.get("hardware")
+    try:
+        from .hardware import device  # added by the hardware work; absent before it
+        from .roofline import roofline
+    except ImportError:
+        return None
+    if not name:
+        return None
+    dev = device(name)
+    kw = {"conventions": ctx.options["conventions"]} if ctx.options.get("conventions") else {}
+    rows = roofline(ctx.model.graph, ctx.values, dev, phase="training", **kw)
+    cells = tuple((Cell(r.name), Cell(r.kind), Cell(f"{float(r.flops):.3g}"), Cell(f"{float(r.bytes):.3g}"),
+                   Cell(f"{float(r.intensity):.3g}"), Cell(r.bound), Cell(f"{float(r.time_s):.3g}")) for r in rows)
+    ridge = float(rows[0].ridge) if rows else 0.0
+    return Section("Roofline", (Text(f"Each op's forward + backward on {name} (ridge {ridge:.0f} FLOPs/byte): "
+                                     "the lower bound max(FLOPs/peak, bytes/bandwidth) per kernel."),
+                                Table(("op", "kind", "FLOPs", "bytes", "FLOPs/byte", "bound", "seconds"), cells,
+                                      "llrrrlr")))
+
+
 KNOWN = {"params", "flops", "bytes", "tokens", "memory_bytes", "model", "family", "config", "conventions", "source"}
 
 
@@ -246,7 +268,8 @@ def other_sections(ctx: Context) -> list[Section]:
         if key in KNOWN:
             continue
         flat = flatten(value, f"{key}.") if isinstance(value, Mapping) else {key: value}
-        out.append(Section(key.replace("_", " ").capitalize(),
+        title = key.upper() if len(key) <= 3 else key.replace("_", " ").capitalize()  # mfu → MFU
+        out.append(Section(title,
                            (Table(("quantity", "value", "approx."), tuple(_value_row(k, v) for k, v in flat.items()),
                                   "lrr"),)))
     return out
@@ -255,7 +278,7 @@ def other_sections(ctx: Context) -> list[Section]:
 #: Builders of the document's sections, in order; each returns a Section, a list of them, or None.
 DOCUMENT_SECTIONS: list[Callable[[Context], Section | list[Section] | None]] = [
     config_section, formulas_section, derivation_section, ops_section, numbers_section, memory_section,
-    other_sections,
+    roofline_section, other_sections,
 ]
 
 

@@ -78,3 +78,10 @@ def test_reprs_and_escaping():
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
     assert main(["report", "gpt2-small", "--latex", str(tmp_path / "no" / "r.tex")]) == 2
     assert capsys.readouterr().err.startswith("costmodel: error: report: cannot write latex")
+
+
+def test_roofline_section_when_the_hardware_work_is_present():
+    pytest.importorskip("costmodel.roofline", reason="arrives with the hardware work")
+    doc = report("gpt3-175b", hardware="h100-sxm")
+    titles = [s.title for s in doc.sections]
+    assert "Roofline" in titles and titles.index("Roofline") == titles.index("Memory breakdown") + 1
