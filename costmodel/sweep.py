@@ -126,6 +126,11 @@ def compile_metrics(model, metrics: Sequence[str], *, settings: Mapping[str, obj
     every symbol of the graph, sorted by name) and the model's own values for them.
     """
     m, values = resolve(model, settings=settings, policy=str(options.get("policy", "bf16-mixed")))
+    return _compile(m, values, metrics, options)
+
+
+def _compile(m, values: Mapping[sympy.Symbol, int], metrics: Sequence[str],
+             options: Mapping[str, object]) -> tuple[Compiled, dict[sympy.Symbol, int]]:
     q: dict[str, sympy.Expr] = {}
     for source in SOURCES:
         q.update(source(m, options))
@@ -138,11 +143,10 @@ def compile_metrics(model, metrics: Sequence[str], *, settings: Mapping[str, obj
     return compiled, {s: values[s] for s in symbols}
 
 
-def _axis_checks(model, settings, symbols) -> list[tuple[str, sympy.Expr, sympy.Expr]]:
+def _axis_checks(G) -> list[tuple[str, sympy.Expr, sympy.Expr]]:
     """Axis sizes that are fractions of symbols (d/h): (where, numerator, denominator)."""
-    m, _ = resolve(model, settings=settings)
     checks, seen = [], set()
-    for name, data in op_nodes(m.graph):
+    for name, data in op_nodes(G):
         for axis, size in data["op"].sizes:
             num, den = sympy.fraction(sympy.together(size))
             if den != 1 and (num, den) not in seen:
@@ -162,7 +166,8 @@ def sweep(model, grid: Mapping[str, Sequence[int]], metrics: Sequence[str], *,
     """
     import numpy as np
 
-    compiled, base = compile_metrics(model, metrics, settings=settings, **options)
+    m, values = resolve(model, settings=settings, policy=str(options.get("policy", "bf16-mixed")))
+    compiled, base = _compile(m, values, metrics, options)
     by_name = {str(s): s for s in compiled.symbols}
     for name in grid:
         if name not in by_name:
@@ -182,7 +187,7 @@ def sweep(model, grid: Mapping[str, Sequence[int]], metrics: Sequence[str], *,
     out.update(compiled([a.astype(object) for a in args] if exact else args, exact=exact))
     valid = np.ones(shape, dtype=bool)
     env = dict(zip(compiled.symbols, args))
-    for _, num, den in _axis_checks(model, settings, compiled.symbols):
+    for _, num, den in _axis_checks(m.graph):
         f = sympy.lambdify(list(env), [num, den], modules="numpy")
         a, b = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape) for x in f(*env.values()))
         valid &= a % b == 0
