@@ -282,6 +282,25 @@ DOCUMENT_SECTIONS: list[Callable[[Context], Section | list[Section] | None]] = [
 ]
 
 
+def equation(model, key: str, *, settings: Mapping[str, object] | None = None, **options: object) -> str:
+    r"""One quantity of a family as a LaTeX ``equation*`` (long sums broken over lines).
+
+    >>> print(equation("gpt", "flops.six_nd"))
+    \begin{equation*}
+    \begin{split}
+      \mathrm{flops}_{\mathrm{six\_nd}} &= 72 \cdot B \cdot L \cdot T \cdot d^{2} + 78 \cdot B \cdot L \cdot T \cdot d + 12 \cdot B \cdot T \cdot d
+    \end{split}
+    \end{equation*}
+    """
+    from .errors import CostModelError, closest
+
+    exprs = derive(model, settings=settings, **options)["expressions"]
+    if key not in exprs:
+        raise CostModelError(f"equation: unknown quantity {key!r}{closest(key, exprs)}; known: {', '.join(exprs)}")
+    body = tex.broken_equations({key: exprs[key]}).replace("align*", "split")
+    return "\\begin{equation*}\n" + body + "\n\\end{equation*}"
+
+
 def report(model, *, batch: int | None = None, seq: int | None = None,
            settings: Mapping[str, object] | None = None, **options: object) -> Document:
     """The full report of one model and config (the same options as :func:`costmodel.report.estimate`)."""

@@ -85,3 +85,17 @@ def test_roofline_section_when_the_hardware_work_is_present():
     doc = report("gpt3-175b", hardware="h100-sxm")
     titles = [s.title for s in doc.sections]
     assert "Roofline" in titles and titles.index("Roofline") == titles.index("Memory breakdown") + 1
+
+
+def test_any_quantity_as_an_equation_compiles(tmp_path):
+    from costmodel import CostModelError
+    from costmodel.export import PREAMBLE, equation
+    eqs = "\n".join(equation("gpt", k) for k in ("flops.training", "memory_bytes.total", "params.non_embedding"))
+    with pytest.raises(CostModelError, match="did you mean 'flops.training'"):
+        equation("gpt", "flops.trainig")
+    if PDFLATEX is None:
+        pytest.skip("pdflatex not installed")
+    (tmp_path / "eq.tex").write_text(PREAMBLE + "\\begin{document}\n" + eqs + "\n\\end{document}\n")
+    run = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "eq.tex"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:]
