@@ -98,6 +98,10 @@ CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
                "96·B·T·L·d²(1 + T/6d + V/16Ld)",
                "Narayanan et al. 2021 (Megatron-LM at scale), Appendix: FLOPs with activation recomputation",
                _MATMUL_ONLY, recompute=True),
+    Convention("megatron-causal", "as megatron with causal attention halved (what a causal kernel skips): "
+               "96·B·T·L·d²(1 + T/12d + V/16Ld)",
+               "Narayanan et al. 2021, Appendix, with the attention term halved for the causal mask",
+               Conventions(causal="half", elementwise="none"), recompute=True),
 )}
 
 

@@ -46,6 +46,11 @@ def test_megatron_appendix_with_recompute():
     assert training_flops(G, no_recompute) == sympy.expand(72 * B * T * L * d**2 * (1 + T / (6 * d) + V / (12 * L * d)))
 
 
+def test_megatron_with_causal_attention_halved():
+    # the same count with the T/6d attention term halved: 96·B·T·L·d²(1 + T/12d + V/16Ld)
+    assert flops("megatron-causal") == sympy.expand(96 * B * T * L * d**2 * (1 + T / (12 * d) + V / (16 * L * d)))
+
+
 def test_chinchilla_appendix_f():
     # Hoffmann et al. 2022, Appendix F, forward FLOPs of one sequence (key_size × heads = d, ffw_size = 4d):
     k, ff = d / h, 4 * d
