@@ -60,15 +60,16 @@ def text(r: dict) -> str:
     ref = r["conventions"][r["reference"]][key]
     cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
     what = "training FLOPs for the run" if key.endswith("total") else "training FLOPs per step"
+    w = max(len("convention"), *map(len, r["conventions"]))
     lines = [f"{r['model']}  {cfg}", f"{what} under each convention (reference: {r['reference']})",
-             f"  {'convention':<12} {'FLOPs':>10} {'÷ ref':>7}  {'memory (states + activations)':<32} source"]
+             f"  {'convention':<{w}} {'FLOPs':>10} {'÷ ref':>7}  {'memory (states + activations)':<32} source"]
     for name, c in r["conventions"].items():
         ratio = c[key] / ref if ref else float("nan")
-        lines.append(f"  {name:<12} {sci(c[key]):>10} {ratio:>7.4f}  {nbytes(c['memory_bytes.total']):<32} "
+        lines.append(f"  {name:<{w}} {sci(c[key]):>10} {ratio:>7.4f}  {nbytes(c['memory_bytes.total']):<32} "
                      f"{c['source']}")
     lines.append(f"per token, minus {r['reference']} (exact; B = batch, T = sequence, L, d, h, V, ... as in 'derive'):")
     for name, c in r["conventions"].items():
         if name != r["reference"]:
-            lines.append(f"  {name:<12} {c['flops.per_token_minus_reference']}")
+            lines.append(f"  {name:<{w}} {c['flops.per_token_minus_reference']}")
     lines.append(f"per token under {r['reference']}: {r['conventions'][r['reference']]['flops.per_token']}")
     return "\n".join(lines)
