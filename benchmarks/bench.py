@@ -109,7 +109,7 @@ def main() -> None:
     est = estimate_call()
     print(f"2. FlopCounterMode on meta, GPT-2 small fwd+bwd: {trace * 1e3:.0f} ms per config; "
           f"compiled formula: {per_config * 1e9:.0f} ns per config -> {trace / per_config:,.0f}x faster "
-          f"(target 1000x); a full exact estimate() incl. derivation: {est * 1e3:.0f} ms -> {trace / est:.1f}x")
+          f"(target 1000x); an uncompiled exact estimate() (sympy cache warm): {est * 1e3:.0f} ms -> {trace / est:.1f}x")
     whole, bare, imp = process_time()
     print(f"3. `python -m costmodel estimate gpt3-175b`: {whole:.2f} s wall (python itself {bare:.2f} s, "
           f"import costmodel.cli {imp:.2f} s)")
