@@ -3,7 +3,6 @@
 import functools
 import json
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
