@@ -1,0 +1,179 @@
+"""Time and utilisation: step time, wall-clock, MFU/HFU, communication and pipeline bubbles.
+
+Definitions (PaLM, Chowdhery et al. 2022, Appendix B):
+
+* **MFU** (model FLOPs utilisation) = model FLOPs per second achieved ÷ peak.
+  Model FLOPs are what the model needs (forward + backward), whatever the
+  implementation does.
+* **HFU** (hardware FLOPs utilisation) adds the FLOPs an implementation spends
+  again: activation recomputation, FlashAttention's score recompute.
+
+Times are exact Rationals in seconds; the CLI shows them in s, days or years.
+
+>>> from sympy import Rational
+>>> t = training_time(6 * 175 * 10**9 * 300 * 10**9, 1, 400 * 10**12)  # the lecture: 6ND at 400 TFLOP/s
+>>> float(t), round(float(t) / YEAR, 1)
+(787500000.0, 25.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+
+from .errors import CostModelError
+from .hardware import Device, device
+
+#: Seconds in a day and in a (Julian, 365.25-day) year.
+DAY = 86400
+YEAR = sympy.Rational(36525, 100) * DAY
+
+
+def _positive(x: object, what: str) -> sympy.Rational:
+    try:
+        v = sympy.Rational(x) if not isinstance(x, float) else None
+    except (TypeError, ValueError):
+        v = None
+    if v is None or not v > 0:
+        raise CostModelError(f"{what}: expected a positive exact number, received {x!r}")
+    return v
+
+
+def training_time(flops: object, devices: int, achieved: object) -> sympy.Rational:
+    """Seconds to do ``flops`` on ``devices`` that each sustain ``achieved`` FLOP/s."""
+    return _positive(flops, "FLOPs") / (_positive(devices, "devices") * _positive(achieved, "achieved FLOP/s"))
+
+
+def utilization(flops: object, seconds: object, devices: int, peak: object) -> sympy.Rational:
+    """FLOPs done in ``seconds`` on ``devices`` as a share of their peak (MFU with model
+    FLOPs, HFU with hardware FLOPs)."""
+    return _positive(flops, "FLOPs") / (_positive(seconds, "seconds") * _positive(devices, "devices")
+                                        * _positive(peak, "peak FLOP/s"))
+
+
+def mfu_from_throughput(tokens_per_s: object, flops_per_token: object, devices: int, peak: object) -> sympy.Rational:
+    """MFU from a measured throughput: tokens/s × model FLOPs per token ÷ (devices × peak)."""
+    return utilization(_positive(tokens_per_s, "tokens/s") * _positive(flops_per_token, "FLOPs per token"), 1,
+                       devices, peak)
+
+
+def gpu_hours(seconds: object, devices: int) -> sympy.Rational:
+    """Device-hours: wall-clock × devices ÷ 3600."""
+    return sympy.Rational(seconds) * devices / 3600
+
+
+def comm_time(nbytes: object, bandwidth: object) -> sympy.Rational:
+    """Seconds to move ``nbytes`` over a link of ``bandwidth`` bytes/s per direction
+    (bandwidth-only: no latency term)."""
+    return sympy.Rational(nbytes) / _positive(bandwidth, "link bandwidth")
+
+
+def step_time(compute_s: object, comm_s: object = 0, *, overlap: bool = False) -> sympy.Rational:
+    """Compute plus communication (``overlap=False``), or the larger of the two (``overlap=True``)."""
+    c, m = sympy.Rational(compute_s), sympy.Rational(comm_s)
+    return max(c, m) if overlap else c + m
+
+
+def pipeline_bubble(stages: int, microbatches: int) -> sympy.Rational:
+    """Idle share of a GPipe/1F1B pipeline: (p − 1)/(m + p − 1) (Narayanan et al. 2021).
+
+    >>> pipeline_bubble(4, 8)
+    3/11
+    """
+    p, m = int(_positive(stages, "pipeline stages")), int(_positive(microbatches, "microbatches"))
+    return sympy.Rational(p - 1, m + p - 1)
+
+
+def pipeline_time(compute_s: object, stages: int, microbatches: int) -> sympy.Rational:
+    """Step time with the bubble: busy time ÷ (1 − bubble) = busy × (m + p − 1)/m."""
+    return sympy.Rational(compute_s) / (1 - pipeline_bubble(stages, microbatches))
+
+
+def achieved_flops(dev: Device, dtype: str, *, achieved: object = None, mfu: object = None) -> sympy.Rational | None:
+    """FLOP/s one device sustains: given directly, or as ``mfu`` × the dtype's peak."""
+    if achieved is not None and mfu is not None:
+        raise CostModelError("give either an achieved FLOP/s or an MFU, not both")
+    if achieved is not None:
+        return _positive(achieved, "achieved FLOP/s")
+    if mfu is not None:
+        u = _positive(mfu, "MFU")
+        if u > 1:
+            raise CostModelError(f"MFU is a share of peak: expected 0 < MFU <= 1, received {mfu}")
+        return u * dev.peak(dtype)
+    return None
+
+
+def _out(x: sympy.Rational) -> int | float:
+    """JSON-friendly: whole numbers stay exact ints, the rest become floats."""
+    return int(x) if x.q == 1 else float(x)
+
+
+def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
+    """``time.*``, ``mfu`` and ``hfu`` keys of an estimate, when a ``hardware`` option is given.
+
+    Options read: ``hardware`` (name, file or :class:`Device`), ``devices`` (N,
+    default 1), ``achieved_flops`` (per device) or ``mfu``, ``recompute``
+    (``"full"``: one more forward in backward, as Megatron-LM counts),
+    ``comm_bytes`` (``{"scale_up": bytes, "scale_out": bytes}`` per device per
+    step), ``overlap`` (communication hidden behind compute), ``pipeline``
+    (``(stages, microbatches)``). An achieved FLOP/s counts every FLOP executed
+    (recompute included, as Megatron-LM's X does); an MFU counts model FLOPs.
+    Without either, the step time is the roofline bound of one training step
+    split evenly over the devices (perfect data parallelism, no communication
+    unless ``comm_bytes`` is given).
+    """
+    opts = step.options
+    if opts.get("hardware") is None:
+        if opts.get("achieved_flops") is not None or opts.get("mfu") is not None:
+            raise CostModelError("an achieved FLOP/s or MFU needs a device: give --hardware NAME")
+        return {}
+    from .roofline import roofline, total
+
+    dev = device(opts["hardware"])
+    n = int(_positive(opts.get("devices") or 1, "devices"))
+    dtype = str(opts.get("dtype") or step.model.graph.graph.get("dtype", "bf16"))
+    peak = dev.peak(dtype)
+    t = step.totals()
+    model_flops = sympy.Rational(report["flops.training"])
+    recompute = sympy.Rational(step.number(t.training.recompute_flops, "recompute FLOPs"))
+    if opts.get("recompute") == "full":
+        recompute += step.number(t.forward.flops, "forward FLOPs")
+    hardware_flops = model_flops + recompute
+    bound = total(roofline(step.model.graph, step.values, dev, phase="training", dtype=dtype,
+                           conventions=step.conventions))
+    rate = achieved_flops(dev, dtype, achieved=opts.get("achieved_flops"), mfu=opts.get("mfu"))
+    if rate is not None:
+        # an achieved FLOP/s is what the device executes (recompute included, as Megatron-LM's X);
+        # an MFU is a share of peak spent on model FLOPs
+        basis = "achieved" if opts.get("achieved_flops") is not None else "mfu"
+        compute_s = training_time(hardware_flops if basis == "achieved" else model_flops, n, rate)
+    else:
+        basis, compute_s = "roofline", bound.time_s / n
+    comm = opts.get("comm_bytes") or {}
+    comm_s = sum((comm_time(b, dev.link(scope)) for scope, b in comm.items()), sympy.Integer(0))
+    busy = step_time(compute_s, comm_s, overlap=bool(opts.get("overlap")))
+    pipe = opts.get("pipeline")
+    step_s = pipeline_time(busy, *pipe) if pipe else busy
+    tokens = report["tokens.per_step"]
+    out: dict[str, object] = {
+        "time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": basis,
+        "time.peak_flops": _out(peak), "time.model_flops_per_s": _out(model_flops / (step_s * n)),
+        "time.hardware_flops_per_s": _out(hardware_flops / (step_s * n)),
+        "time.roofline_step_s": float(bound.time_s / n), "time.compute_s": float(compute_s),
+        "time.comm_s": float(comm_s), "time.overlap": bool(opts.get("overlap")),
+        "time.step_s": float(step_s), "time.tokens_per_s": float(tokens / step_s),
+        "mfu": float(utilization(model_flops, step_s, n, peak)),
+        "hfu": float(utilization(hardware_flops, step_s, n, peak)),
+    }
+    if pipe:
+        out["time.pipeline_bubble"] = float(pipeline_bubble(*pipe))
+    if report.get("tokens.total"):
+        total_flops = sympy.Rational(report["flops.training_total"])
+        run_s = step_s * total_flops / model_flops  # the same rate for every step
+        out["time.training_s"] = float(run_s)
+        out["time.training_days"] = float(run_s / DAY)
+        out["time.gpu_hours"] = float(gpu_hours(run_s, n))
+        if rate is not None:  # the lecture's back-of-envelope: 6ND at the same rate
+            out["time.six_nd_training_s"] = float(training_time(report["flops.six_nd"], n, rate))
+    return out
