@@ -13,7 +13,7 @@ Times are exact Rationals in seconds; the CLI shows them in s, days or years.
 >>> from sympy import Rational
 >>> t = training_time(6 * 175 * 10**9 * 300 * 10**9, 1, 400 * 10**12)  # the lecture: 6ND at 400 TFLOP/s
 >>> float(t), round(float(t / YEAR), 2)
-(787500000.0, 25.0)
+(787500000.0, 24.95)
 """
 
 from __future__ import annotations
