@@ -85,7 +85,8 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
     ax.set_title(title or f"roofline on {dev.about}")
     ax.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(path)
+    with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, selectable
+        fig.savefig(path)
     plt.close(fig)
     return fig
 
@@ -108,6 +109,7 @@ def memory_chart(parts: Mapping[str, int], path: str | Path, *, title: str = "me
     ax.set_ylabel("GB (1e9 bytes)")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path)
+    with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, selectable
+        fig.savefig(path)
     plt.close(fig)
     return fig
