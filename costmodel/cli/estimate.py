@@ -23,6 +23,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--causal", default="full", choices=["full", "half"],
                    help="count causal attention over the full T×T square (default) or half of it")
     p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
+    p.add_argument("--plot-memory", metavar="FILE", help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
     add_hardware_args(p)
     p.set_defaults(run=run)
 
@@ -31,6 +32,13 @@ def run(args: argparse.Namespace) -> int:
     r = estimate(args.model, batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
                  policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
                  **hardware_options(args))
+    if args.plot_memory:
+        from ..hardware import device
+        from ..plot import memory_chart
+
+        parts = {k: v for k, v in r["memory_bytes"].items() if k != "total" and isinstance(v, int)}
+        memory_chart(parts, args.plot_memory, title=f"{r['model']} training memory",
+                     capacity=int(device(args.hardware).memory_bytes) if args.hardware else None)
     if args.json:
         print(dump_json(r))
         return 0
