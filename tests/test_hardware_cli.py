@@ -77,3 +77,16 @@ def test_roofline_training_json(capsys):
     r = json.loads(out)
     assert code == 0 and r["passes"] == ["flash_attention", "fuse_elementwise"]
     assert r["variants"]["flash_bytes_saved"] > 0 and r["variants"]["fusion_bytes_saved"] > 0
+
+
+def test_estimate_plot_memory(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    svg = tmp_path / "m.svg"
+    code, _, _ = run(capsys, "estimate", "gpt2-small", "--hardware", "a100-40gb", "--plot-memory", str(svg))
+    text = svg.read_text()
+    assert code == 0 and "optimizer" in text and "capacity 40 GB" in text
+
+
+def test_roofline_checks_sizes(capsys):
+    code, _, err = run(capsys, "roofline", "gpt2-small", "--hardware", "h100-sxm", "--set", "h=7")
+    assert code == 2 and "not a positive whole number" in err

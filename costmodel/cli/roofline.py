@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..analysis import check_values
 from ..errors import CostModelError
 from ..hardware import device
 from ..inference import decode_graph, prefill_graph, summary
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         values[C] = args.context or values.get(T)
         if values[C] is None:
             raise CostModelError("--decode needs the KV cache length: give --context C")
+    check_values(m.graph, values)  # heads divide d, and the like
     base = m.graph if args.phase == "training" else prefill_graph(m.graph)
     G = base
     if args.flash:
