@@ -94,14 +94,6 @@ def bound(cost: Cost, peak: sympy.Rational, bandwidth: sympy.Rational, name: str
     return Bound(name, kind, count, flops, moved, compute, memory, max(compute, memory), peak, bandwidth)
 
 
-def _peak(dev: Device, dtype: str) -> sympy.Rational:
-    if dtype in dev.peak_flops:
-        return dev.peak(dtype)
-    if dtype in ("fp32", "tf32", "fp64") or dtype.startswith("int") or dtype == "bool":
-        return dev.peak(dev.default_dtype())  # index and statistics ops: no matmul unit involved
-    return dev.peak(dtype)  # an error naming what the device has
-
-
 def roofline(G: nx.DiGraph, values: Mapping, dev: Device, *, phase: str = "forward", dtype: str | None = None,
              conventions: Conventions = Conventions()) -> list[Bound]:
     """Per-op roofline of one step of ``G`` with ``values`` for its symbols.
@@ -115,7 +107,7 @@ def roofline(G: nx.DiGraph, values: Mapping, dev: Device, *, phase: str = "forwa
     rows = []
     for name, data in op_nodes(G):
         op = data["op"]
-        peak = _peak(dev, dtype or op.dtype)
+        peak = dev.peak(dtype or op.dtype)  # an error names the dtypes the device has
         count = int(evaluate(data["count"], values, f"count of {name}"))
         cost = op_cost(op, conventions)
         passes = {"forward": [cost.forward], "backward": [cost.backward],
