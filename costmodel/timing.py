@@ -109,19 +109,62 @@ def _out(x: sympy.Rational) -> int | float:
     return int(x) if x.q == 1 else float(x)
 
 
+#: Which link carries each kind of traffic: tensor and sequence parallel groups inside a node (NVLink, ICI),
+#: data and pipeline parallel groups across nodes (the network). Override with the ``comm_links`` option.
+LINKS = {"tp": "scale_up", "sp": "scale_up", "ep": "scale_up", "dp": "scale_out", "pp": "scale_out",
+         "scale_up": "scale_up", "scale_out": "scale_out"}
+
+
+def comm_seconds(volumes: Mapping[str, object], dev: Device,
+                 links: Mapping[str, str] = LINKS) -> dict[str, sympy.Rational]:
+    """Seconds each kind of traffic takes on its link (bytes per device per step → s).
+
+    A device without a network bandwidth in its table (TPU v4) sends everything
+    over its scale-up fabric.
+    """
+    out = {}
+    for kind, nbytes in volumes.items():
+        if kind not in links:
+            raise CostModelError(f"communication kind {kind!r}: expected one of {', '.join(sorted(links))}")
+        scope = links[kind]
+        if scope == "scale_out" and dev.scale_out_bandwidth is None:
+            scope = "scale_up"
+        out[kind] = comm_time(nbytes, dev.link(scope))
+    return out
+
+
+def _layout(report: Mapping[str, object], opts: Mapping[str, object]) -> tuple[int, tuple[int, int] | None]:
+    """Devices N and the pipeline (stages, micro-batches), from the memory section's layout when present."""
+    n = int(_positive(opts.get("devices") or 1, "devices"))
+    degrees = [report.get(f"memory.layout.{k}") for k in ("dp", "tp", "pp", "sp")]
+    pipe = opts.get("pipeline")
+    if all(isinstance(v, int) for v in degrees):
+        laid = degrees[0] * degrees[1] * degrees[2] * degrees[3]
+        if laid > 1:
+            if n not in (1, laid):
+                raise CostModelError(f"--devices {n} disagrees with the layout's dp·tp·pp·sp = {laid}")
+            n = laid
+        if degrees[2] > 1 and pipe is None:
+            pipe = (degrees[2], int(report.get("memory.layout.micro_batches") or 1))
+    return n, pipe
+
+
 def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     """``time.*``, ``mfu`` and ``hfu`` keys of an estimate, when a ``hardware`` option is given.
 
     Options read: ``hardware`` (name, file or :class:`Device`), ``devices`` (N,
     default 1), ``achieved_flops`` (per device) or ``mfu``, ``recompute``
     (``"full"``: one more forward in backward, as Megatron-LM counts),
-    ``comm_bytes`` (``{"scale_up": bytes, "scale_out": bytes}`` per device per
-    step), ``overlap`` (communication hidden behind compute), ``pipeline``
-    (``(stages, microbatches)``). An achieved FLOP/s counts every FLOP executed
-    (recompute included, as Megatron-LM's X does); an MFU counts model FLOPs.
-    Without either, the step time is the roofline bound of one training step
-    split evenly over the devices (perfect data parallelism, no communication
-    unless ``comm_bytes`` is given).
+    ``comm_bytes`` (bytes per device per step by kind, ``dp``/``tp``/``pp``/``sp``
+    or ``scale_up``/``scale_out``), ``comm_links``, ``overlap`` (communication
+    hidden behind compute), ``pipeline`` (``(stages, microbatches)``). Keys an
+    earlier section wrote are used when present: ``flops.recompute``,
+    ``communication_bytes.*`` and ``memory.layout.*`` (devices, pipeline).
+
+    An achieved FLOP/s counts every FLOP executed (recompute included, as
+    Megatron-LM's X does); an MFU counts model FLOPs. Without either, the compute
+    time is the roofline bound of one training step (plus recompute at peak) split
+    evenly over the devices.
     """
     opts = step.options
     if opts.get("hardware") is None:
@@ -131,15 +174,17 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     from .roofline import roofline, total
 
     dev = device(opts["hardware"])
-    n = int(_positive(opts.get("devices") or 1, "devices"))
+    n, pipe = _layout(report, opts)
     dtype = str(opts.get("dtype") or step.model.graph.graph.get("dtype", "bf16"))
     peak = dev.peak(dtype)
     t = step.totals()
     model_flops = sympy.Rational(report["flops.training"])
-    recompute = sympy.Rational(step.number(t.training.recompute_flops, "recompute FLOPs"))
-    if opts.get("recompute") == "full":
-        recompute += step.number(t.forward.flops, "forward FLOPs")
-    hardware_flops = model_flops + recompute
+    own = sympy.Rational(step.number(t.training.recompute_flops, "recompute FLOPs"))  # e.g. FlashAttention's
+    if report.get("flops.recompute") is not None:  # the memory section's recompute policy
+        extra = sympy.Rational(report["flops.recompute"])
+    else:
+        extra = sympy.Rational(step.number(t.forward.flops, "forward FLOPs")) if opts.get("recompute") == "full" else 0
+    hardware_flops = model_flops + own + extra
     bound = total(roofline(step.model.graph, step.values, dev, phase="training", dtype=dtype,
                            conventions=step.conventions))
     rate = achieved_flops(dev, dtype, achieved=opts.get("achieved_flops"), mfu=opts.get("mfu"))
@@ -149,11 +194,13 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
         basis = "achieved" if opts.get("achieved_flops") is not None else "mfu"
         compute_s = training_time(hardware_flops if basis == "achieved" else model_flops, n, rate)
     else:
-        basis, compute_s = "roofline", bound.time_s / n
-    comm = opts.get("comm_bytes") or {}
-    comm_s = sum((comm_time(b, dev.link(scope)) for scope, b in comm.items()), sympy.Integer(0))
+        basis, compute_s = "roofline", (bound.time_s + extra / peak) / n
+    volumes = {k.removeprefix("communication_bytes."): v for k, v in report.items()
+               if k.startswith("communication_bytes.") and k != "communication_bytes.total" and v}
+    volumes.update(opts.get("comm_bytes") or {})
+    comm = comm_seconds(volumes, dev, opts.get("comm_links") or LINKS)
+    comm_s = sum(comm.values(), sympy.Integer(0))
     busy = step_time(compute_s, comm_s, overlap=bool(opts.get("overlap")))
-    pipe = opts.get("pipeline")
     step_s = pipeline_time(busy, *pipe) if pipe else busy
     tokens = report["tokens.per_step"]
     out: dict[str, object] = {
@@ -166,6 +213,7 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
         "mfu": float(utilization(model_flops, step_s, n, peak)),
         "hfu": float(utilization(hardware_flops, step_s, n, peak)),
     }
+    out.update({f"time.comm_by_kind.{k}": float(v) for k, v in comm.items()})
     if pipe:
         out["time.pipeline_bubble"] = float(pipeline_bubble(*pipe))
     if report.get("tokens.total"):

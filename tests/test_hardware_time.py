@@ -98,3 +98,42 @@ def test_comm_bytes_option_adds_time():
 def test_utilization_and_hours():
     assert utilization(100, 1, 2, 100) == sympy.Rational(1, 2)
     assert gpu_hours(7200, 8) == 16
+
+
+def _step_with(keys, **options):
+    """A time section fed the keys the memory section writes (layout, communication, recompute)."""
+    from costmodel.models import load
+    from costmodel.report import Step, counts_section
+    from costmodel.symbols import B
+    from costmodel.timing import time_section
+
+    m = load("gpt2-small")
+    step = Step(m, {**m.values, B: 8}, {"hardware": "h100-sxm", "mfu": sympy.Rational(1, 2), **options})
+    report = {**counts_section(step, {}), **keys}
+    return report, time_section(step, report)
+
+
+def test_time_uses_the_memory_sections_layout_and_volumes():
+    layout = {"memory.layout.dp": 4, "memory.layout.tp": 2, "memory.layout.pp": 2, "memory.layout.sp": 1,
+              "memory.layout.micro_batches": 8}
+    # dp gradients over the network (50 GB/s per direction): 25 GB → 0.5 s; tp over NVLink (450 GB/s): 450 GB → 1 s
+    volumes = {"communication_bytes.dp": 25 * 10**9, "communication_bytes.tp": 450 * 10**9,
+               "communication_bytes.total": 475 * 10**9}
+    report, t = _step_with({**layout, **volumes, "flops.recompute": 10**12})
+    assert t["time.devices"] == 16
+    assert t["time.comm_by_kind.dp"] == 0.5 and t["time.comm_by_kind.tp"] == 1.0 and t["time.comm_s"] == 1.5
+    assert t["time.pipeline_bubble"] == pytest.approx(1 / 9)  # (p − 1)/(m + p − 1) with p = 2, m = 8
+    compute = report["flops.training"] / (16 * 0.5 * 989.4e12)
+    assert t["time.step_s"] == pytest.approx((compute + 1.5) * 9 / 8)  # no overlap, then the bubble
+    assert t["hfu"] > t["mfu"]  # the recompute FLOPs count as hardware work
+
+
+def test_devices_must_agree_with_the_layout():
+    with pytest.raises(CostModelError, match="disagrees with the layout"):
+        _step_with({"memory.layout.dp": 4, "memory.layout.tp": 1, "memory.layout.pp": 1, "memory.layout.sp": 1},
+                   devices=8)
+
+
+def test_overlap_hides_communication():
+    _, t = _step_with({"communication_bytes.dp": 25 * 10**9}, overlap=True)
+    assert t["time.step_s"] == pytest.approx(max(t["time.compute_s"], 0.5))
