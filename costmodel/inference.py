@@ -92,6 +92,13 @@ def weight_bytes(G: nx.DiGraph) -> sympy.Expr:
     return sympy.expand(out)
 
 
+def decode_cost(G: nx.DiGraph, values: Mapping | None = None, conventions: Conventions = Conventions()):
+    """FLOPs and bytes of one decode step as functions of B and C (other symbols from ``values``)."""
+    fwd = totals(decode_graph(G), conventions).forward
+    keep = {k: v for k, v in (values or {}).items() if k not in (B, C)}
+    return fwd.map(lambda e: sympy.expand(e.subs(keep)))
+
+
 def decode_intensity(G: nx.DiGraph, conventions: Conventions = Conventions()) -> sympy.Expr:
     """FLOPs per byte of one whole decode step, as an expression of B, C and the model's sizes."""
     f = totals(decode_graph(G), conventions).forward
@@ -129,6 +136,14 @@ def prefill(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
     return rows, total(rows)
 
 
+def _ratio(expr: sympy.Expr) -> str:
+    """``a/(b - c*C)`` printed with a positive numerator."""
+    num, den = sympy.fraction(sympy.cancel(expr))
+    if num.is_number and num < 0:
+        num, den = -num, sympy.expand(-den)
+    return f"{num}/({den})"
+
+
 def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
             batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
             conventions: Conventions = Conventions()) -> dict[str, object]:
@@ -138,20 +153,27 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
     _, step = decode_step(G, values, dev, dtype=dtype, conventions=conventions)
     b = int(values[B])
     ridge = dev.ridge(dtype) if dtype in dev.peak_flops else dev.ridge(dev.default_dtype())
-    b_star = evaluate(critical_batch(G, ridge, conventions), {k: v for k, v in values.items() if k != B},
-                      "critical batch")
+    b_star_c = sympy.cancel(critical_batch(G, ridge, conventions).subs(
+        {k: v for k, v in values.items() if k not in (B, C)}))  # B*(C)
+    b_star = evaluate(b_star_c, {C: values[C]}, "critical batch")
+    x = sympy.Symbol("x", real=True)  # C is declared an integer; the boundary need not be one
+    c_max = sympy.solve(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
     curve = []
     for n in batches:
         _, s = decode_step(G, {**values, B: n}, dev, dtype=dtype, conventions=conventions)
         curve.append({"batch": n, "step_s": float(s.time_s), "tokens_per_s": float(n / s.time_s),
                       "bound": s.bound})
     no_b = {k: v for k, v in values.items() if k != B}
+    per_step = decode_cost(G, values, conventions)
     return {
+        "flops_expr": str(per_step.flops), "bytes_expr": str(per_step.bytes),
         "step_s": float(step.time_s), "tokens_per_s": float(b / step.time_s),
         "latency_per_token_s": float(step.time_s), "bound": step.bound,
         "flops": int(step.flops), "bytes": int(step.bytes),
         "weights_bytes": int(evaluate(weight_bytes(decode_graph(G)), no_b, "weight bytes")),
         "kv_cache_bytes": int(evaluate(kv_cache_bytes(G), values, "KV cache bytes")),
         "critical_batch": float(b_star) if b_star > 0 else None,
+        "critical_batch_expr": _ratio(b_star_c),
+        "max_context_compute_bound": float(c_max[0]) if len(c_max) == 1 and c_max[0] > 0 else None,
         "ridge": float(ridge), "throughput": curve,
     }

@@ -70,3 +70,13 @@ def test_decode_needs_a_key_axis():
     b.matmul("fc", b.input("x", "b t d", dtype="bf16"), "b t d, d e -> b t e", e=s.d)
     with pytest.raises(CostModelError, match="no key-position axis 's'"):
         decode_graph(b.graph)
+
+
+def test_batching_turns_short_context_decode_compute_bound(gpt67):
+    out = summary(gpt67.graph, {**gpt67.values, B: 1, C: 16}, H100, batches=(64, 256, 1024, 2048))
+    b_star = out["critical_batch"]
+    assert 295 < b_star < 1024
+    for point in out["throughput"]:  # the pooled step bound flips at B*
+        assert point["bound"] == ("compute" if point["batch"] > b_star else "memory")
+    assert 16 < out["max_context_compute_bound"] < 4096  # past it, no batch makes decoding compute-bound
+    assert out["flops_expr"].endswith("*B") and "B*C" in out["bytes_expr"]
