@@ -49,20 +49,21 @@ def decode_graph(G: nx.DiGraph, *, query_axis: str = "t", key_axis: str = "s") -
     causal masking no longer applies (one query sees all C keys).
     """
     H = _without_loss(G)
-    found = False
-    for name, data in op_nodes(H):
-        op: Op = data["op"]
+    found = []
+
+    def decoded(op: Op) -> Op:
         sizes = []
         for axis, size in op.sizes:
             if axis == key_axis and size.has(T):
-                found = True
+                found.append(axis)
                 sizes.append((axis, size.subs(T, C)))
             else:
                 sizes.append((axis, size.subs(T, 1)))
-        attrs = tuple((k, v) for k, v in op.attrs if k != "causal")
-        if op.kind == "fused":
-            raise CostModelError(f"decode_graph: op {name!r} is fused; build the decode graph before fusing")
-        data["op"] = Op(op.kind, op.pattern, tuple(sizes), op.dtype, attrs)
+        attrs = tuple((k, tuple(decoded(p) for p in v) if k == "parts" else v) for k, v in op.attrs if k != "causal")
+        return Op(op.kind, op.pattern, tuple(sizes), op.dtype, attrs)
+
+    for name, data in op_nodes(H):
+        data["op"] = decoded(data["op"])
     if not found:
         raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no key-position axis {key_axis!r} sized "
                              f"by T; expected attention with keys on axis {key_axis!r} (e.g. 'b h t k, b h s k')")
@@ -82,13 +83,16 @@ def kv_cache_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> s
 
 
 def weight_bytes(G: nx.DiGraph) -> sympy.Expr:
-    """Bytes of the matmul weights a forward pass reads (tied weights included where used)."""
+    """Bytes of the matmul weights a forward pass reads (tied weights included where used;
+    matmuls inside fused ops too)."""
     out = sympy.Integer(0)
     for name, data in op_nodes(G):
         op = data["op"]
-        if op.kind == "matmul":
-            w = op.parsed.inputs[1]
-            out += elements(w, op.size) * dtype_bytes(str(op.attr("weight_dtype", op.dtype))) * data["count"]
+        for part in op.attr("parts") if op.kind == "fused" else (op,):
+            if part.kind == "matmul":
+                w = part.parsed.inputs[1]
+                size = dtype_bytes(str(part.attr("weight_dtype", part.dtype)))
+                out += elements(w, part.size) * size * data["count"]
     return sympy.expand(out)
 
 

@@ -117,12 +117,20 @@ def roofline(G: nx.DiGraph, values: Mapping, dev: Device, *, phase: str = "forwa
         b = parts[0] if len(parts) == 1 else parts[0] + parts[1]
         if b.flops == 0 and b.bytes == 0:
             continue
-        label = "+".join(n.rsplit(".", 1)[-1] for n in op.attr("names")) if op.kind == "fused" else None
-        if label:
-            label = name.rsplit(".", 1)[0] + "." + label if "." in name else label
+        label = _fused_label(op.attr("names")) if op.kind == "fused" else None
         rows.append(Bound(label or name, op.kind, count, b.flops, b.bytes, b.compute_s, b.memory_s, b.time_s,
                           peak, dev.memory_bandwidth))
     return rows
+
+
+def _fused_label(names: tuple[str, ...]) -> str:
+    """``("layers.attn.proj", "layers.attn_residual")`` → ``"layers.attn.proj+attn_residual"``."""
+    parts = [n.split(".") for n in names]
+    common = 0
+    while all(len(p) > common + 1 for p in parts) and len({p[common] for p in parts}) == 1:
+        common += 1
+    prefix = ".".join(parts[0][:common])
+    return (prefix + "." if prefix else "") + "+".join(".".join(p[common:]) for p in parts)
 
 
 def total(rows: Iterable[Bound]) -> Bound:

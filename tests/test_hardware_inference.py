@@ -80,3 +80,14 @@ def test_batching_turns_short_context_decode_compute_bound(gpt67):
         assert point["bound"] == ("compute" if point["batch"] > b_star else "memory")
     assert 16 < out["max_context_compute_bound"] < 4096  # past it, no batch makes decoding compute-bound
     assert out["flops_expr"].endswith("*B") and "B*C" in out["bytes_expr"]
+
+
+def test_fused_flash_decode_reads_exactly_the_kv_cache():
+    from costmodel.inference import decode_cost, prefill_graph
+    from costmodel.passes import flash_attention, fuse_elementwise
+
+    G = fuse_elementwise(flash_attention(prefill_graph(load("gpt").graph)), training=False)
+    per_step = decode_cost(G)
+    # with attention fused, the only traffic growing with B·C is the KV cache: k and v, bf16, d per layer
+    assert sympy.Poly(per_step.bytes, B, C).coeff_monomial(B * C) == 4 * L * d
+    assert weight_bytes(decode_graph(G)) == 2 * (12 * L * d**2 + V * d)  # fused matmuls still read their weights

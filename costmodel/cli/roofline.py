@@ -62,13 +62,10 @@ def run(args: argparse.Namespace) -> int:
             raise CostModelError("--decode needs the KV cache length: give --context C")
     check_values(m.graph, values)  # heads divide d, and the like
     base = m.graph if args.phase == "training" else prefill_graph(m.graph)
-    G = base
-    if args.flash:
-        G = flash_attention(G)
-    if args.decode:
-        G = decode_graph(G)
+    prepared = flash_attention(base) if args.flash else base  # FlashAttention looks for the unfused score chain
     if args.fuse:
-        G = fuse_elementwise(G, training=args.phase == "training")
+        prepared = fuse_elementwise(prepared, training=args.phase == "training")
+    G = decode_graph(prepared) if args.decode else prepared
     dtype = args.dtype or m.graph.graph.get("dtype", "bf16")
     rows = roofline(G, values, dev, phase=args.phase, dtype=args.dtype, conventions=conv)
     tot = total(rows)
@@ -81,8 +78,7 @@ def run(args: argparse.Namespace) -> int:
         "ops": [_row(r) for r in rows], "total": _row(tot),
     }
     if args.decode:
-        out["decode"] = summary(flash_attention(m.graph) if args.flash else m.graph, values, dev, dtype=dtype,
-                                conventions=conv)
+        out["decode"] = summary(prepared, values, dev, dtype=dtype, conventions=conv)
     else:
         v = variants(base, values, dev, phase=args.phase, conventions=conv)
         out["variants"] = {k: {"time_s": float(b.time_s), "bytes": int(b.bytes)} for k, b in v.items()}
