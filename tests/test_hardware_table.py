@@ -129,3 +129,12 @@ def test_cli_bad_file_is_one_line_exit_2(tmp_path, capsys):
     assert main(["hardware", "--file", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "expected a 'devices' table" in err
+
+
+def test_cli_one_device_with_sources(capsys):
+    assert main(["hardware", "b200"]) == 0
+    out = capsys.readouterr().out
+    # DGX B200 datasheet: 36 PFLOPS BF16 with sparsity for 8 GPUs -> 2.25 PFLOP/s dense per GPU
+    assert "peak bf16    2,250.0 TFLOP/s dense" in out and "DGX B200 datasheet" in out
+    assert "900.0 GB/s per direction" in out  # NVLink 5: 1.8 TB/s both ways
+    assert main(["hardware", "b100"]) == 2

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ..hardware import PEAK_DTYPES, devices
+from ..errors import CostModelError, closest
+from ..hardware import PEAK_DTYPES, Device, devices
 from ._common import duration, dump_json, sci
 
 
@@ -12,6 +13,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hardware", help="list accelerators: peak FLOP/s, memory, bandwidth, ridge point",
                        description="Accelerators with dense peak FLOP/s per dtype, memory, bandwidth (decimal "
                                    "units, interconnect per direction) and the ridge point peak/bandwidth.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="show one device with the source of each number")
     p.add_argument("--file", metavar="FILE", help="also read devices from a .toml/.json file (validated)")
     p.add_argument("--json", action="store_true", help="exact numbers and the source of each")
     p.set_defaults(run=run)
@@ -19,6 +21,13 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     table = devices(args.file)
+    if args.name is not None:
+        if args.name not in table:
+            raise CostModelError(f"unknown hardware {args.name!r}{closest(args.name, table)}; see 'costmodel hardware'")
+        table = {args.name: table[args.name]}
+        if not args.json:
+            print(detail(table[args.name]))
+            return 0
     if args.json:
         out = {}
         for name, d in table.items():
@@ -44,6 +53,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"{name:<11}{peaks}{float(d.memory_bytes) / 1e9:>8.0f}{float(d.memory_bandwidth) / 1e12:>7.2f}"
               f"{links}{ridge}")
     return 0
+
+
+def detail(d: Device) -> str:
+    """One device, every number with its source."""
+    src = d.sources
+    lines = [f"{d.name}: {d.about}"]
+    for dt, v in d.peak_flops.items():
+        lines.append(f"  peak {dt:<5} {float(v) / 1e12:>9,.1f} TFLOP/s dense   ridge {float(d.ridge(dt)):,.1f} FLOPs/byte")
+    lines.append(f"    source: {src.get('peak_flops', '-')}")
+    lines.append(f"  memory      {float(d.memory_bytes) / 1e9:,.1f} GB at {float(d.memory_bandwidth) / 1e12:,.3f} TB/s")
+    lines.append(f"    source: {src.get('memory', '-')}")
+    for scope in ("scale_up", "scale_out"):
+        bw = getattr(d, f"{scope}_bandwidth")
+        shown = "-" if bw is None else f"{float(bw) / 1e9:,.1f} GB/s per direction"
+        lines.append(f"  {scope:<11} {shown}")
+        lines.append(f"    source: {src.get(scope, '-')}")
+    return "\n".join(lines)
 
 
 def time_text(r: dict) -> list[str]:
