@@ -153,7 +153,8 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     """``time.*``, ``mfu`` and ``hfu`` keys of an estimate, when a ``hardware`` option is given.
 
     Options read: ``hardware`` (name, file or :class:`Device`), ``devices`` (N,
-    default 1), ``achieved_flops`` (per device) or ``mfu``, ``recompute``
+    default 1), ``achieved_flops`` (per device) or ``mfu`` or a measured
+    ``tokens_per_s`` (all devices together: MFU from a measurement), ``recompute``
     (``"full"``: one more forward in backward, as Megatron-LM counts),
     ``comm_bytes`` (bytes per device per step by kind, ``dp``/``tp``/``pp``/``sp``
     or ``scale_up``/``scale_out``), ``comm_links``, ``overlap`` (communication
@@ -168,8 +169,8 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     """
     opts = step.options
     if opts.get("hardware") is None:
-        if opts.get("achieved_flops") is not None or opts.get("mfu") is not None:
-            raise CostModelError("an achieved FLOP/s or MFU needs a device: give --hardware NAME")
+        if any(opts.get(k) is not None for k in ("achieved_flops", "mfu", "tokens_per_s")):
+            raise CostModelError("an achieved FLOP/s, MFU or throughput needs a device: give --hardware NAME")
         return {}
     from .roofline import roofline, total
 
@@ -188,7 +189,13 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     bound = total(roofline(step.model.graph, step.values, dev, phase="training", dtype=dtype,
                            conventions=step.conventions))
     rate = achieved_flops(dev, dtype, achieved=opts.get("achieved_flops"), mfu=opts.get("mfu"))
-    if rate is not None:
+    measured = opts.get("tokens_per_s")
+    if measured is not None and rate is not None:
+        raise CostModelError("give a measured throughput or an achieved FLOP/s or MFU, not two of them")
+    if measured is not None:  # a measurement already includes communication and bubbles
+        basis, compute_s = "measured", report["tokens.per_step"] / _positive(measured, "tokens/s")
+        rate = model_flops / (compute_s * n)
+    elif rate is not None:
         # an achieved FLOP/s is what the device executes (recompute included, as Megatron-LM's X);
         # an MFU is a share of peak spent on model FLOPs
         basis = "achieved" if opts.get("achieved_flops") is not None else "mfu"
@@ -202,6 +209,8 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     comm_s = sum(comm.values(), sympy.Integer(0))
     busy = step_time(compute_s, comm_s, overlap=bool(opts.get("overlap")))
     step_s = pipeline_time(busy, *pipe) if pipe else busy
+    if basis == "measured":
+        step_s = compute_s
     tokens = report["tokens.per_step"]
     out: dict[str, object] = {
         "time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": basis,

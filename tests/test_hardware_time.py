@@ -137,3 +137,14 @@ def test_devices_must_agree_with_the_layout():
 def test_overlap_hides_communication():
     _, t = _step_with({"communication_bytes.dp": 25 * 10**9}, overlap=True)
     assert t["time.step_s"] == pytest.approx(max(t["time.compute_s"], 0.5))
+
+
+def test_measured_throughput_gives_mfu():
+    # a run at MFU 40% and the throughput it implies agree both ways
+    a = estimate("gpt3-175b", hardware="tpu-v4", devices=6144, mfu=sympy.Rational(2, 5))
+    tps = sympy.Rational(a["tokens"]["per_step"]) / sympy.Rational(a["time"]["step_s"])
+    b = estimate("gpt3-175b", hardware="tpu-v4", devices=6144, tokens_per_s=tps)
+    assert b["time"]["basis"] == "measured" and b["mfu"] == pytest.approx(0.4)
+    # the definition: model FLOPs per token × tokens/s ÷ (N × 275 TFLOP/s)
+    per_token = a["flops"]["training"] / a["tokens"]["per_step"]
+    assert b["mfu"] == pytest.approx(per_token * float(tps) / (6144 * 275e12))

@@ -104,9 +104,12 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
     rate.add_argument("--achieved-tflops", type=positive_number("--achieved-tflops"), metavar="X",
                       help="TFLOP/s each device executes (default: the roofline bound)")
     rate.add_argument("--mfu", type=positive_number("--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
+    rate.add_argument("--tokens-per-s", type=positive_number("--tokens-per-s"), metavar="R",
+                      help="a measured throughput of all devices together: gives the MFU")
 
 
 def hardware_options(args: argparse.Namespace) -> dict[str, object]:
     """The options :func:`costmodel.report.estimate` reads for its ``time.*`` keys."""
     achieved = None if args.achieved_tflops is None else args.achieved_tflops * 10**12
-    return {"hardware": args.hardware, "devices": args.devices, "achieved_flops": achieved, "mfu": args.mfu}
+    return {"hardware": args.hardware, "devices": args.devices, "achieved_flops": achieved, "mfu": args.mfu,
+            "tokens_per_s": args.tokens_per_s}

@@ -77,6 +77,7 @@ def time_text(r: dict) -> list[str]:
     t = r["time"]
     how = {"achieved": f"at {t['hardware_flops_per_s'] / 1e12:,.0f} TFLOP/s achieved per device",
            "mfu": f"at MFU {r['mfu']:.1%}",
+           "measured": f"at the measured {t['tokens_per_s']:,.0f} tokens/s",
            "roofline": "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"}[t["basis"]]
     lines = [f"time on {t['devices']} x {t['hardware']} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s) {how}",
              f"  step          {duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
