@@ -156,7 +156,7 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
     dtype = dtype or G.graph.get("dtype", "bf16")
     _, step = decode_step(G, values, dev, dtype=dtype, conventions=conventions)
     b = int(values[B])
-    ridge = dev.ridge(dtype) if dtype in dev.peak_flops else dev.ridge(dev.default_dtype())
+    ridge = dev.ridge(dtype)
     b_star_c = sympy.cancel(critical_batch(G, ridge, conventions).subs(
         {k: v for k, v in values.items() if k not in (B, C)}))  # B*(C)
     b_star = evaluate(b_star_c, {C: values[C]}, "critical batch")

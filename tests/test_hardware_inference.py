@@ -91,3 +91,11 @@ def test_fused_flash_decode_reads_exactly_the_kv_cache():
     # with attention fused, the only traffic growing with B·C is the KV cache: k and v, bf16, d per layer
     assert sympy.Poly(per_step.bytes, B, C).coeff_monomial(B * C) == 4 * L * d
     assert weight_bytes(decode_graph(G)) == 2 * (12 * L * d**2 + V * d)  # fused matmuls still read their weights
+
+
+def test_decode_intensity_is_the_batch():
+    from costmodel.inference import decode_intensity
+
+    i = decode_intensity(load("gpt").graph)
+    # the lecture: small-batch decoding reads every weight for B tokens, so I ∝ B (no KV cache, wide model)
+    assert limit(limit(i, C, 0), d, sympy.oo) == B
