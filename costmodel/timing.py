@@ -23,7 +23,9 @@ from collections.abc import Mapping
 import sympy
 
 from .errors import CostModelError
+from .analysis import totals
 from .hardware import Device, device
+from .symbols import B, T
 
 #: Seconds in a day and in a (Julian, 365.25-day) year.
 DAY = 86400
@@ -149,6 +151,25 @@ def _layout(report: Mapping[str, object], opts: Mapping[str, object]) -> tuple[i
     return n, pipe
 
 
+def _inference_times(step, G, dev: Device, dtype: str, n: int) -> dict[str, object]:
+    """Prefill (time to first token) and one decode step at context C, on one device's roofline.
+
+    N devices serving replicas multiply the throughput; a sharded model's
+    communication is not modelled here.
+    """
+    from .inference import decode_step, prefill
+    from .symbols import C
+
+    values = {**step.values, C: int(step.options.get("context") or step.values[T])}
+    _, first = prefill(G, values, dev, dtype=dtype, conventions=step.conventions)
+    _, one = decode_step(G, values, dev, dtype=dtype, conventions=step.conventions)
+    b = values[B]
+    return {"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": "roofline",
+            "time.peak_flops": _out(dev.peak(dtype)), "time.ttft_s": float(first.time_s),
+            "time.decode_step_s": float(one.time_s), "time.decode_bound": one.bound,
+            "time.decode_tokens_per_s": float(n * b / one.time_s), "time.context": values[C]}
+
+
 def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     """``time.*``, ``mfu`` and ``hfu`` keys of an estimate, when a ``hardware`` option is given.
 
@@ -172,13 +193,17 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
         if any(opts.get(k) is not None for k in ("achieved_flops", "mfu", "tokens_per_s")):
             raise CostModelError("an achieved FLOP/s, MFU or throughput needs a device: give --hardware NAME")
         return {}
+    from .passes import flash_attention
     from .roofline import roofline, total
 
     dev = device(opts["hardware"])
     n, pipe = _layout(report, opts)
     dtype = str(opts.get("dtype") or step.model.graph.graph.get("dtype", "bf16"))
     peak = dev.peak(dtype)
-    t = step.totals()
+    G = flash_attention(step.model.graph) if opts.get("flash") else step.model.graph
+    if opts.get("inference"):
+        return _inference_times(step, G, dev, dtype, n)
+    t = totals(G, step.conventions)
     model_flops = sympy.Rational(report["flops.training"])
     own = sympy.Rational(step.number(t.training.recompute_flops, "recompute FLOPs"))  # e.g. FlashAttention's
     if report.get("flops.recompute") is not None:  # the memory section's recompute policy
@@ -186,8 +211,7 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     else:
         extra = sympy.Rational(step.number(t.forward.flops, "forward FLOPs")) if opts.get("recompute") == "full" else 0
     hardware_flops = model_flops + own + extra
-    bound = total(roofline(step.model.graph, step.values, dev, phase="training", dtype=dtype,
-                           conventions=step.conventions))
+    bound = total(roofline(G, step.values, dev, phase="training", dtype=dtype, conventions=step.conventions))
     rate = achieved_flops(dev, dtype, achieved=opts.get("achieved_flops"), mfu=opts.get("mfu"))
     measured = opts.get("tokens_per_s")
     if measured is not None and rate is not None:

@@ -148,3 +148,19 @@ def test_measured_throughput_gives_mfu():
     # the definition: model FLOPs per token × tokens/s ÷ (N × 275 TFLOP/s)
     per_token = a["flops"]["training"] / a["tokens"]["per_step"]
     assert b["mfu"] == pytest.approx(per_token * float(tps) / (6144 * 275e12))
+
+
+def test_inference_option_gives_ttft_and_decode():
+    r = estimate("gpt3-6.7b", hardware="h100-sxm", inference=True, context=4096)
+    t = r["time"]
+    # decode at B = 1 reads the bf16 weights (13.30 GB) and the KV cache (2.15 GB) at 3.35 TB/s
+    assert t["decode_bound"] == "memory" and 4.6e-3 < t["decode_step_s"] < 4.7e-3
+    assert t["ttft_s"] > t["decode_step_s"] and "step_s" not in t
+
+
+def test_flash_option_uses_the_fused_attention_graph():
+    plain = estimate("gpt2-small", hardware="h100-sxm")
+    flash = estimate("gpt2-small", hardware="h100-sxm", flash=True)
+    assert flash["time"]["roofline_step_s"] < plain["time"]["roofline_step_s"]  # no T×T traffic
+    assert flash["hfu"] > flash["mfu"]  # FlashAttention recomputes the scores in backward
+    assert plain["hfu"] == plain["mfu"]

@@ -75,6 +75,11 @@ def detail(d: Device) -> str:
 def time_text(r: dict) -> list[str]:
     """The time lines of ``costmodel estimate`` text output."""
     t = r["time"]
+    if "ttft_s" in t:  # an inference estimate
+        return [f"time on {t['devices']} x {t['hardware']} ({t['dtype']}), roofline bound, context {t['context']:,}",
+                f"  time to first token (prefill)  {duration(t['ttft_s'])}",
+                f"  decode step ({t['decode_bound']}-bound)  {duration(t['decode_step_s'])}  "
+                f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
     how = {"achieved": f"at {t['hardware_flops_per_s'] / 1e12:,.0f} TFLOP/s achieved per device",
            "mfu": f"at MFU {r['mfu']:.1%}",
            "measured": f"at the measured {t['tokens_per_s']:,.0f} tokens/s",
