@@ -247,6 +247,8 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
         "hfu": float(utilization(hardware_flops, step_s, n, peak)),
     }
     out.update({f"time.comm_by_kind.{k}": float(v) for k, v in comm.items()})
+    if basis in ("achieved", "mfu"):
+        out["time.achieved_flops"] = _out(rate)  # the rate given, before communication and bubbles
     if pipe:
         out["time.pipeline_bubble"] = float(pipeline_bubble(*pipe))
     if report.get("tokens.total"):

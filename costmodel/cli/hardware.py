@@ -80,7 +80,7 @@ def time_text(r: dict) -> list[str]:
                 f"  time to first token (prefill)  {duration(t['ttft_s'])}",
                 f"  decode step ({t['decode_bound']}-bound)  {duration(t['decode_step_s'])}  "
                 f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
-    how = {"achieved": f"at {t['hardware_flops_per_s'] / 1e12:,.0f} TFLOP/s achieved per device",
+    how = {"achieved": f"at {t['achieved_flops'] / 1e12:,.0f} TFLOP/s achieved per device",
            "mfu": f"at MFU {r['mfu']:.1%}",
            "measured": f"at the measured {t['tokens_per_s']:,.0f} tokens/s",
            "roofline": "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"}[t["basis"]]
