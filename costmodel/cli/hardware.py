@@ -80,10 +80,15 @@ def time_text(r: dict) -> list[str]:
                 f"  time to first token (prefill)  {duration(t['ttft_s'])}",
                 f"  decode step ({t['decode_bound']}-bound)  {duration(t['decode_step_s'])}  "
                 f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
-    how = {"achieved": f"at {t['achieved_flops'] / 1e12:,.0f} TFLOP/s achieved per device",
-           "mfu": f"at MFU {r['mfu']:.1%}",
-           "measured": f"at the measured {t['tokens_per_s']:,.0f} tokens/s",
-           "roofline": "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"}[t["basis"]]
+    basis = t["basis"]
+    if basis == "achieved":
+        how = f"at {t['achieved_flops'] / 1e12:,.0f} TFLOP/s achieved per device"
+    elif basis == "mfu":
+        how = f"at MFU {r['mfu']:.1%}"
+    elif basis == "measured":
+        how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
+    else:
+        how = "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"
     lines = [f"time on {t['devices']} x {t['hardware']} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s) {how}",
              f"  step          {duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
              f"roofline bound {duration(t['roofline_step_s'])})",
