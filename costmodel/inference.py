@@ -82,18 +82,16 @@ def kv_cache_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> s
     return sympy.expand(out)
 
 
-def weight_bytes(G: nx.DiGraph) -> sympy.Expr:
-    """Bytes of the matmul weights a forward pass reads (tied weights included where used;
-    matmuls inside fused ops too)."""
-    out = sympy.Integer(0)
-    for name, data in op_nodes(G):
-        op = data["op"]
-        for part in op.attr("parts") if op.kind == "fused" else (op,):
-            if part.kind == "matmul":
-                w = part.parsed.inputs[1]
-                size = dtype_bytes(str(part.attr("weight_dtype", part.dtype)))
-                out += elements(w, part.size) * size * data["count"]
-    return sympy.expand(out)
+def weight_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> sympy.Expr:
+    """Bytes a decode step reads whatever the batch: its B⁰ term, i.e. the weights.
+
+    Derived from the op rules, not from op kinds, so any weight-carrying op
+    counts (matmuls, routed expert matmuls, norm gains, biases) and a gather
+    counts only the rows it reads; tensors shared by the whole batch (a position
+    table's row) are included too.
+    """
+    moved = sympy.expand(totals(decode_graph(G), conventions).forward.bytes)
+    return sympy.expand(moved.subs(B, 0))
 
 
 def decode_cost(G: nx.DiGraph, values: Mapping | None = None, conventions: Conventions = Conventions()):
@@ -174,7 +172,7 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
         "step_s": float(step.time_s), "tokens_per_s": float(b / step.time_s),
         "latency_per_token_s": float(step.time_s), "bound": step.bound,
         "flops": int(step.flops), "bytes": int(step.bytes),
-        "weights_bytes": int(evaluate(weight_bytes(decode_graph(G)), no_b, "weight bytes")),
+        "weights_bytes": int(evaluate(weight_bytes(G, conventions), no_b, "weight bytes")),
         "kv_cache_bytes": int(evaluate(kv_cache_bytes(G), values, "KV cache bytes")),
         "critical_batch": float(b_star) if b_star > 0 else None,
         "critical_batch_expr": _ratio(b_star_c),
