@@ -72,7 +72,7 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
         x = members[0][1]
         y = min(peak, x * bw)
         names = [r.name for r, _ in members]
-        label = "\n".join(names[:10] + ([f"(+{len(names) - 10} more)"] if len(names) > 10 else []))
+        label = "\n".join(names[:16] + ([f"(+{len(names) - 16} more)"] if len(names) > 16 else []))
         color = "tab:red" if kind == "compute" else "tab:blue"
         ax.scatter([x], [y], color=color, s=30, zorder=3)
         below = i % 2 == 0  # neighbours alternate sides of the roof so their labels do not collide
