@@ -17,6 +17,7 @@ from .errors import CostModelError
 from .models import Model, graph_symbols, load
 from .ops import Conventions
 from .symbols import SYMBOLS, B, T, describe
+from .timing import time_section
 from .training import model_state_bytes, precision
 
 
@@ -115,7 +116,7 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
 
 
 #: The sections of an estimate, in order; each adds flat dotted keys.
-SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section]
+SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, time_section]
 
 
 def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,

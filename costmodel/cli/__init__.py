@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CostModelError
-from . import derive, estimate, models
+from . import derive, estimate, hardware, models, roofline
 
-COMMANDS = (estimate, derive, models)
+COMMANDS = (estimate, derive, models, hardware, roofline)
 
 
 class _Parser(argparse.ArgumentParser):
