@@ -19,24 +19,29 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset
+from costmodel import Family, GraphBuilder, Preset, Tensor
 from costmodel.hf import field
 from costmodel.symbols import L, T, W, d, d_ff, h
 
-from .blocks import decoder, gated_mlp, grouped_query_attention, pre_norm_layer
+from .blocks import Block, decoder, gated_mlp, grouped_query_attention, pre_norm_layer
 from .llama import hf_settings, sizes
+
+
+def sliding_attention(window: object) -> tuple[dict[str, object], Block]:
+    """The extra axis sizes and the attention block for ``window`` (None: the dense T×T count)."""
+    def attention(b: GraphBuilder, x: Tensor) -> Tensor:
+        return grouped_query_attention(b, x, window=window is not None)
+
+    return ({} if window is None else {"w": sympy.Min(T, window)}), attention
 
 
 def mistral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None, tied: bool = False,
             dtype: str = "bf16") -> nx.DiGraph:
     """The Mistral decoder: ``window=None`` counts T×T scores (as PyTorch does), ``window=W`` T×min(T, W)."""
-    extra = {} if window is None else {"w": sympy.Min(T, window)}
+    extra, attention = sliding_attention(window)
     b = GraphBuilder("mistral", dtype=dtype, **sizes(d_head, d_ff, **extra))
 
-    def attention(b: GraphBuilder, x):
-        return grouped_query_attention(b, x, window=window is not None)
-
-    def layer(b: GraphBuilder, x):
+    def layer(b: GraphBuilder, x: Tensor) -> Tensor:
         return pre_norm_layer(b, x, attention, gated_mlp)
 
     return decoder(b, [("layers", L, layer)], tied=tied)

@@ -18,20 +18,18 @@ import sympy
 
 from costmodel import Family, GraphBuilder, Preset
 from costmodel.hf import field
-from costmodel.symbols import L, T, d, d_ff, h, n_experts, top_k
+from costmodel.symbols import L, d, d_ff, h, n_experts, top_k
 
-from .blocks import decoder, grouped_query_attention, mixture_of_experts, pre_norm_layer
+from .blocks import decoder, mixture_of_experts, pre_norm_layer
 from .llama import hf_settings, sizes
+from .mistral import sliding_attention
 
 
 def mixtral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None, tied: bool = False,
             dtype: str = "bf16") -> nx.DiGraph:
     """The Mixtral decoder; ``window`` as in :func:`mistral.mistral` (None: dense T×T count)."""
-    extra = {} if window is None else {"w": sympy.Min(T, window)}
+    extra, attention = sliding_attention(window)
     b = GraphBuilder("mixtral", dtype=dtype, **sizes(d_head, d_ff, e=n_experts, r=top_k, i=d_ff, **extra))
-
-    def attention(b: GraphBuilder, x):
-        return grouped_query_attention(b, x, window=window is not None)
 
     def layer(b: GraphBuilder, x):
         return pre_norm_layer(b, x, attention, mixture_of_experts)
