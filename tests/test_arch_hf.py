@@ -138,8 +138,9 @@ def llama_like_configs(draw, model_type: str) -> dict:
 def deepseek_configs(draw) -> dict:
     experts = draw(st.integers(2, 8))
     layers = draw(st.integers(1, 3))
+    heads = draw(st.integers(1, 4))  # MLA has no separate KV heads: HF wants num_key_value_heads = heads
     return deepseek(num_hidden_layers=layers, first_k_dense_replace=draw(st.integers(0, layers - 1)),
-                    num_attention_heads=draw(st.integers(1, 4)), n_routed_experts=experts,
+                    num_attention_heads=heads, num_key_value_heads=heads, n_routed_experts=experts,
                     num_experts_per_tok=draw(st.integers(1, experts)), n_shared_experts=draw(st.integers(0, 2)),
                     q_lora_rank=draw(st.sampled_from([None, 4, 16])), kv_lora_rank=draw(st.integers(2, 12)),
                     qk_rope_head_dim=draw(st.sampled_from([2, 4])), qk_nope_head_dim=draw(st.integers(1, 8)),
