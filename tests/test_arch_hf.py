@@ -23,15 +23,13 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch  # the test extra pins torch and transformers: a missing one fails, never skips
+import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
-from costmodel.report import estimate  # noqa: E402
+from costmodel.report import estimate
 
 MOE_TYPES = ("mixtral", "deepseek_v3")
 

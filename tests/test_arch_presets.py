@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
+import transformers
 
 from costmodel.analysis import as_int, evaluate, totals
 from costmodel.models import load
@@ -67,8 +69,6 @@ def test_every_preset_is_checked():
 
 @pytest.mark.parametrize("name", sorted(HF_CONFIGS))
 def test_preset_params_equal_transformers(name):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
     fields = dict(HF_CONFIGS[name])
     cfg = transformers.AutoConfig.for_model(fields.pop("model_type"), **fields)
     with torch.device("meta"):
