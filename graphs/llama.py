@@ -4,6 +4,8 @@ Sources of the presets (the Hugging Face ``config.json`` of each released model;
 parameter counts are those of ``LlamaForCausalLM`` built from that config, which
 ``tests/test_arch_presets.py`` rebuilds with transformers):
 
+* LLaMA (1) 7B/65B: Touvron et al. 2023, "LLaMA", Table 2 (MLP width 2/3·4d rounded up to a
+  multiple of 256), and ``huggyllama/llama-{7b,65b}/config.json`` (vocab 32000, context 2048).
 * LLaMA-2 7B/13B/70B: Touvron et al. 2023, "Llama 2", Table 1 (GQA for 70B), and
   ``meta-llama/Llama-2-{7b,13b,70b}-hf/config.json`` (vocab 32000, context 4096).
 * Llama 3 8B/70B: Meta, "The Llama 3 Herd of Models" (2024), Table 3, and
@@ -80,6 +82,7 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
             "mlp_bias": field(cfg, "mlp_bias", bool, False, where=where)}
 
 
+_L1 = "Touvron et al. 2023 (LLaMA), Table 2; huggyllama/llama-{} config.json"
 _L2 = "Touvron et al. 2023 (Llama 2), Table 1; meta-llama/Llama-2-{}-hf config.json"
 _L3 = "Llama Team 2024 (The Llama 3 Herd of Models), Table 3; meta-llama/{} config.json"
 
@@ -89,6 +92,9 @@ def _preset(name: str, about: str, source: str, **config: object) -> Preset:
 
 
 PRESETS = (
+    _preset("llama1-7b", "LLaMA 7B", _L1.format("7b"), L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=2048),
+    _preset("llama1-65b", "LLaMA 65B", _L1.format("65b"),
+            L=80, d=8192, h=64, n_kv=64, d_ff=22016, V=32000, T=2048),
     _preset("llama2-7b", "LLaMA-2 7B", _L2.format("7b"),
             L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=4096),
     _preset("llama2-13b", "LLaMA-2 13B", _L2.format("13b"),

@@ -149,7 +149,7 @@ def deepseek_configs(draw) -> dict:
 CONFIGS = st.one_of(*(llama_like_configs(t) for t in ("llama", "mistral", "qwen2", "mixtral")), deepseek_configs())
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=20, deadline=None)
 @given(fields=CONFIGS, batch=st.integers(1, 2), seq=st.integers(1, 6))
 def test_generated_configs_match_transformers(tmp_path_factory, fields, batch, seq):
     check(tmp_path_factory.mktemp("cfg"), fields, batch, seq)

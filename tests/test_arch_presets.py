@@ -21,6 +21,10 @@ from costmodel.report import estimate
 LLAMA = {"model_type": "llama", "max_position_embeddings": 4096, "tie_word_embeddings": False}
 #: name -> the fields of its config.json that size the model
 HF_CONFIGS = {
+    "llama1-7b": {**LLAMA, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
+                  "num_attention_heads": 32, "vocab_size": 32000, "max_position_embeddings": 2048},
+    "llama1-65b": {**LLAMA, "hidden_size": 8192, "intermediate_size": 22016, "num_hidden_layers": 80,
+                   "num_attention_heads": 64, "vocab_size": 32000, "max_position_embeddings": 2048},
     "llama2-7b": {**LLAMA, "hidden_size": 4096, "intermediate_size": 11008, "num_hidden_layers": 32,
                   "num_attention_heads": 32, "num_key_value_heads": 32, "vocab_size": 32000},
     "llama2-13b": {**LLAMA, "hidden_size": 5120, "intermediate_size": 13824, "num_hidden_layers": 40,
@@ -90,6 +94,7 @@ def test_published_counts():
     # 7B, by hand: 32 layers × (4·4096² attention + 3·4096·11008 MLP + 2·4096 norms)
     # + 2·32000·4096 (embedding and untied unembedding) + 4096 (final norm)
     assert preset_params("llama2-7b") == 32 * (4 * 4096**2 + 3 * 4096 * 11008 + 2 * 4096) + 2 * 32000 * 4096 + 4096
+    assert preset_params("llama1-7b") == preset_params("llama2-7b")  # same shape, longer context for 2
     assert preset_params("mistral-7b-swa") == preset_params("mistral-7b")  # the window changes FLOPs only
 
 
