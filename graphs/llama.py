@@ -53,11 +53,13 @@ def llama(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = F
     return decoder(b, [("layers", L, layer)], tied=tied)
 
 
-def hf_settings(cfg: Mapping[str, object], where: str) -> dict[str, object]:
+def hf_settings(cfg: Mapping[str, object], where: str, *, mha_default: bool = False) -> dict[str, object]:
     """The fields every LLaMA-style ``config.json`` shares.
 
-    ``num_key_value_heads`` absent means multi-head (= heads); ``head_dim``
-    absent means ``hidden_size / num_attention_heads``; ``T`` is set to
+    ``num_key_value_heads`` is required unless ``mha_default`` (LLaMA: absent
+    means multi-head; transformers' Mistral, Mixtral and Qwen2 classes default it
+    to 8 or 32 instead, so we ask for it). ``head_dim`` absent means
+    ``hidden_size / num_attention_heads``; ``T`` is set to
     ``max_position_embeddings`` (override it with ``--seq``).
     """
     out: dict[str, object] = {
@@ -67,7 +69,7 @@ def hf_settings(cfg: Mapping[str, object], where: str) -> dict[str, object]:
         "tied": field(cfg, "tie_word_embeddings", bool, False, where=where),
         "T": field(cfg, "max_position_embeddings", where=where),
     }
-    out["n_kv"] = field(cfg, "num_key_value_heads", int, out["h"], where=where)
+    out["n_kv"] = field(cfg, "num_key_value_heads", int, out["h"] if mha_default else ..., where=where)
     head_dim = field(cfg, "head_dim", int, None, where=where)
     if head_dim is not None and head_dim * out["h"] != out["d"]:
         out["d_head"] = head_dim
@@ -77,7 +79,7 @@ def hf_settings(cfg: Mapping[str, object], where: str) -> dict[str, object]:
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``llama`` config.json."""
     where = "config.json (llama)"
-    return {**hf_settings(cfg, where),
+    return {**hf_settings(cfg, where, mha_default=True),
             "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
             "mlp_bias": field(cfg, "mlp_bias", bool, False, where=where)}
 

@@ -77,8 +77,12 @@ def test_models_lists_the_architectures():
     ({"model_type": "falcon"}, "unsupported model_type 'falcon'"),
     ({"model_type": "llama", "hidden_size": 64}, "missing field 'num_hidden_layers'"),
     ({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 100, "num_hidden_layers": 2,
-      "num_attention_heads": 4, "vocab_size": 500, "max_position_embeddings": 128}, "num_local_experts"),
+      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 500, "max_position_embeddings": 128},
+     "num_local_experts"),
     ({"model_type": "deepseek_v3", "first_k_dense_replace": -1}, "missing field"),
+    # transformers' Qwen2 class would default to 32 KV heads, not to the heads: we ask instead
+    ({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 100, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "vocab_size": 500, "max_position_embeddings": 128}, "'num_key_value_heads'"),
 ])
 def test_config_errors_are_one_clear_line(tmp_path, cfg, message):
     path = tmp_path / "config.json"
