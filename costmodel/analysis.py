@@ -199,9 +199,15 @@ def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
     """Every axis of every op must come out a positive whole number under ``values``.
 
     This is where "heads must divide d" is caught, for any architecture: the head
-    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size.
+    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size. Block counts
+    must come out positive too (``L - L_dense`` MoE layers needs ``L > L_dense``).
     """
     subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    for block, count in G.graph.get("blocks", {}).items():
+        value = (sympy.Integer(count) if isinstance(count, int) else count).xreplace(subs)
+        if not value.free_symbols and not (value.is_integer and value.is_positive):
+            raise CostModelError(f"block {block!r}: count {count} = {value} is not a positive whole number; "
+                                 "check the settings it is made of")
     for name, data in op_nodes(G):
         for axis, size in data["op"].sizes:
             value = size.xreplace(subs)

@@ -21,12 +21,13 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset
+from costmodel import CostModelError, Family, GraphBuilder, Preset
 from costmodel.hf import field
 from costmodel.symbols import (B, L, L_dense, T, V, d, d_expert, d_ff, d_rope, h, n_experts, n_shared, r_kv, r_q,
                                symbol, top_k)
 
 from .blocks import decoder, gated_mlp, latent_attention, mixture_of_experts, pre_norm_layer
+from .llama import hf_experts
 
 d_nope = symbol("d_nope")  # the non-RoPE part of a query/key head
 d_v = symbol("d_v")  # the value head dim
@@ -75,14 +76,16 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
         "L": get("num_hidden_layers"), "d": get("hidden_size"), "h": get("num_attention_heads"),
         "V": get("vocab_size"), "T": get("max_position_embeddings"), "r_kv": get("kv_lora_rank"),
         "d_rope": get("qk_rope_head_dim"), "d_nope": get("qk_nope_head_dim"), "d_v": get("v_head_dim"),
-        "n_experts": get("n_routed_experts"), "top_k": get("num_experts_per_tok"),
-        "d_expert": get("moe_intermediate_size"),
+        **hf_experts(cfg, where, "n_routed_experts"), "d_expert": get("moe_intermediate_size"),
         "tied": field(cfg, "tie_word_embeddings", bool, False, where=where),
         "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
     }
     q_rank = get("q_lora_rank", None)
     out.update({"r_q": q_rank} if q_rank is not None else {"q_latent": False})
     dense = get("first_k_dense_replace", 0, minimum=0)
+    if dense >= out["L"]:
+        raise CostModelError(f"{where}: first_k_dense_replace = {dense} leaves no MoE layer of "
+                             f"num_hidden_layers = {out['L']}; expected fewer dense layers than layers")
     out.update({"L_dense": dense, "d_ff": get("intermediate_size")} if dense else {"dense_layers": False})
     shared = get("n_shared_experts", 0, minimum=0)
     out.update({"n_shared": shared} if shared else {"shared": False})

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset
+from costmodel import CostModelError, Family, GraphBuilder, Preset
 from costmodel.hf import field
 from costmodel.symbols import B, L, T, V, d, d_ff, h, n_kv
 
@@ -73,6 +73,15 @@ def hf_settings(cfg: Mapping[str, object], where: str, *, mha_default: bool = Fa
     head_dim = field(cfg, "head_dim", int, None, where=where)
     if head_dim is not None and head_dim * out["h"] != out["d"]:
         out["d_head"] = head_dim
+    return out
+
+
+def hf_experts(cfg: Mapping[str, object], where: str, experts: str) -> dict[str, object]:
+    """``n_experts`` (from the field named ``experts``) and ``top_k``, with ``top_k ≤ n_experts``."""
+    out = {"n_experts": field(cfg, experts, where=where), "top_k": field(cfg, "num_experts_per_tok", where=where)}
+    if out["top_k"] > out["n_experts"]:
+        raise CostModelError(f"{where}: num_experts_per_tok = {out['top_k']} exceeds {experts} = "
+                             f"{out['n_experts']}; expected at most as many as there are experts")
     return out
 
 

@@ -21,7 +21,7 @@ from costmodel.hf import field
 from costmodel.symbols import L, d, d_ff, h, n_experts, top_k
 
 from .blocks import decoder, mixture_of_experts, pre_norm_layer
-from .llama import hf_settings, sizes
+from .llama import hf_experts, hf_settings, sizes
 from .mistral import sliding_attention
 
 
@@ -41,8 +41,7 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``mixtral`` config.json."""
     where = "config.json (mixtral)"
     field(cfg, "sliding_window", int, None, where=where)  # checked, not applied (dense count)
-    return {**hf_settings(cfg, where), "n_experts": field(cfg, "num_local_experts", where=where),
-            "top_k": field(cfg, "num_experts_per_tok", where=where)}
+    return {**hf_settings(cfg, where), **hf_experts(cfg, where, "num_local_experts")}
 
 
 PRESETS = (

@@ -7,8 +7,12 @@ import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from costmodel import CostModelError
 from costmodel.cli import main
+from costmodel.report import estimate
 
 
 def run(*argv: str) -> tuple[int, str, str]:
@@ -106,3 +110,40 @@ def test_user_builder_errors(tmp_path):
     broken.write_text("def build(*, width=3):\n    return width / 0\n")
     code, _, err = run("estimate", f"{broken}:build", "--set", "width=4")
     assert code == 2 and "ZeroDivisionError" in err
+
+
+FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+          "intermediate_size", "max_position_embeddings", "head_dim", "tie_word_embeddings", "attention_bias",
+          "num_local_experts", "num_experts_per_tok", "n_routed_experts", "n_shared_experts",
+          "first_k_dense_replace", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
+          "v_head_dim", "moe_intermediate_size", "sliding_window"]
+
+
+@st.composite
+def messy_configs(draw) -> dict:
+    cfg = {"model_type": draw(st.sampled_from(["llama", "mistral", "qwen2", "mixtral", "deepseek_v3"]))}
+    for key in FIELDS:
+        choice = draw(st.integers(0, 40))
+        if choice == 0:
+            continue  # missing
+        if choice == 1:  # anything JSON
+            cfg[key] = draw(st.none() | st.booleans() | st.integers(-5, 10**20) | st.text(max_size=3)
+                            | st.lists(st.none()))
+        elif key in ("tie_word_embeddings", "attention_bias"):
+            cfg[key] = draw(st.booleans())
+        else:  # small sizes, sometimes ones that do not divide
+            cfg[key] = draw(st.sampled_from([2, 4, 8, 8, 8, 1, 3]))
+    return cfg
+
+
+@settings(max_examples=40, deadline=None)
+@given(cfg=messy_configs())
+def test_messy_configs_raise_only_costmodel_errors(tmp_path_factory, cfg):
+    path = tmp_path_factory.mktemp("messy") / "config.json"
+    path.write_text(json.dumps(cfg))
+    try:
+        r = estimate(str(path), batch=1, seq=3)
+    except CostModelError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert r["params"]["total"] >= r["params"]["active"] > 0 and r["flops"]["matmul"]["training"] > 0
