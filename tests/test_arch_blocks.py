@@ -63,3 +63,25 @@ def test_flash_attention_fuses_gqa_and_keeps_matmul_flops(name):
     H = flash_attention(G)
     assert any(d["op"].kind == "attention" for _, d in op_nodes(H))
     assert sympy.expand(totals(G).training.matmul_flops - totals(H).training.matmul_flops) == 0
+
+
+def test_windowed_attention_counts_what_a_windowed_kernel_computes():
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from costmodel import breakdown, evaluate
+
+    B, T, W, heads, kv, k = 2, 16, 5, 4, 2, 8
+    # an independent windowed attention: each query meets exactly its W most recent keys
+    # (left-padded, unfolded into windows), as a sliding-window kernel computes it
+    q = torch.empty(B, kv, heads // kv, T, k, device="meta")
+    keys = torch.empty(B, kv, T, k, device="meta")
+    windows = F.pad(keys, (0, 0, W - 1, 0)).unfold(2, W, 1)  # b g t k w
+    with FlopCounterMode(display=False) as fc:
+        probs = torch.einsum("bgmtk,bgtkw->bgmtw", q, windows).softmax(-1)
+        torch.einsum("bgmtw,bgtkw->bgmtk", probs, windows)
+    ops = breakdown(load("mistral", {"window": W}).graph)
+    values = {"B": B, "T": T, "L": 1, "d": heads * k, "h": heads, "n_kv": kv}
+    engine = sum(evaluate(ops[f"layers.attn.{n}"].forward.matmul_flops, values) for n in ("scores", "context"))
+    assert engine == fc.get_total_flops() == 2 * (2 * B * heads * T * W * k)  # two contractions, T×W each
