@@ -13,7 +13,10 @@ from ..expr import parse_int, parse_number, parse_setting
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="a preset or family name (see 'costmodel models')")
+    p.add_argument("model", metavar="MODEL",
+                   help="a preset or family name (see 'costmodel models'), a Hugging Face config.json "
+                        "(read as data, no network), or path/to/file.py:builder, a function of yours that "
+                        "returns a GraphBuilder graph (the file is executed as Python: only load files you trust)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
                         "values are numbers or expressions of symbols with + - * / ^ ( )")

@@ -54,7 +54,9 @@ def text(r: dict) -> str:
         f"{r['model']} ({r['family']})  {cfg}",
         f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}; "
         f"{conv['precision']} + {conv['optimizer']}",
-        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})",
+        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
+        + (f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
+           if p["active"] != p["total"] else ""),
         f"FLOPs per step  forward {sci(f['forward'])}  backward {sci(f['backward'])}  training {sci(f['training'])}",
         f"  matmul only   forward {sci(f['matmul']['forward'])}  backward {sci(f['matmul']['backward'])}"
         f"  training {sci(f['matmul']['training'])}",
