@@ -32,7 +32,8 @@ from .errors import CostModelError, closest
 from .pattern import Axes, Pattern, elements, parse
 
 #: The kinds of op, as reported by ``costmodel derive --format json``.
-KINDS = ("matmul", "contraction", "attention", "elementwise", "norm", "softmax", "gather", "loss", "reshape")
+KINDS = ("matmul", "contraction", "attention", "elementwise", "norm", "softmax", "gather", "loss", "reshape",
+         "routed_matmul")
 
 
 @dataclass(frozen=True)
@@ -411,3 +412,46 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
              Saved("v", "input2", _elements(op, v), op.dtype), Saved("out", "output", _elements(op, out), op.dtype),
              Saved("lse", "own", rows, "fp32", role="stats"))
     return OpCost(forward, backward, Zero, saved)
+
+
+@rule("routed_matmul")
+def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
+    """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
+
+    Pattern ``"b t d, e d f -> b t r f"`` with attributes ``experts="e"`` (the
+    weight axis that is *selected*, not contracted: each of the ``r`` copies of a
+    token uses one weight set) and ``route="r"`` (the copies: ``top_k``). The
+    route axis is new in the output (each token is sent to ``r`` experts) or is
+    summed away with the contraction (``"b t r f, e f d -> b t d"`` adds the ``r``
+    expert outputs back into one token).
+
+    FLOPs are those of the routed tokens: 2 × the product of the distinct axes
+    *without* ``experts``; backward is the input and the weight gradient, each as
+    much. Parameters are all ``e`` weight sets; ``active`` ones are the ``r`` a
+    token uses (``params · r / e``).
+    """
+    p = op.parsed
+    if len(p.inputs) != 2:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: expected 'input, weight -> output'")
+    x, w = p.inputs
+    y = p.output
+    e, r = str(op.attr("experts", "")), str(op.attr("route", ""))
+    if e not in w or e in x or e in y:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: experts={e!r} must be an axis of the weight only")
+    if not r or r in w or (r in x) == (r in y):
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
+                             "the input and the output (not of the weight)")
+    stray = [a for a in y if a not in x and a not in w and a != r]
+    if stray:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: output axes {stray} appear in no input")
+    per_token_w = tuple(a for a in w if a != e)  # the weight one routed copy of a token meets
+    # bytes: every expert's weights are read (and their gradients written) once, which is
+    # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
+    extra = (_elements(op, w) - _elements(op, per_token_w)) * dtype_bytes(op.dtype)
+    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
+    backward = (contraction(op, (y, per_token_w), x) + contraction(op, (x, y), per_token_w)
+                + Cost(bytes_read=extra, bytes_written=extra))
+    params = _elements(op, w)
+    active = params * op.size[r] / op.size[e]
+    saved = (Saved("input", "input0", _elements(op, x), op.dtype),)
+    return OpCost(forward, backward, params, saved, active)

@@ -17,6 +17,7 @@ from .errors import CostModelError
 from .models import Model, graph_symbols, load
 from .ops import Conventions
 from .symbols import SYMBOLS, B, T, describe
+from .timing import time_section
 from .training import model_state_bytes, precision
 
 
@@ -27,10 +28,15 @@ def quantities(t: Totals, policy: str = "bf16-mixed", optimizer: str = "adamw") 
         "params.total": t.params,
         "params.embedding": t.params_embedding,
         "params.non_embedding": t.params_non_embedding,
+        # active: what one token uses (a mixture of experts: top_k of n_experts), embeddings
+        # included (Mixtral's "12.9B active"); active_non_embedding drops the embedding
+        # tables and is the N of 6·N·D. Dense models: active = total.
+        "params.active": t.params if t.params_active is None else t.params_active,
+        "params.active_non_embedding": t.params_active_non_embedding,
         "flops.forward": t.forward.flops,
         "flops.backward": t.backward.flops,
         "flops.training": t.training.flops,
-        "flops.six_nd": 6 * t.params_non_embedding * B * T,
+        "flops.six_nd": 6 * t.params_active_non_embedding * B * T,
         "flops.matmul.forward": t.forward.matmul_flops,
         "flops.matmul.backward": t.backward.matmul_flops,
         "flops.matmul.training": t.training.matmul_flops,
@@ -143,7 +149,7 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
         for key in ("flops.training", "flops.matmul.training"):
             per_token = sympy.Rational(flat[key], step_tokens)  # every term of a step carries B*T
             flat[key + "_total"] = as_int(per_token * tokens, key + "_total")
-        flat["flops.six_nd"] = 6 * flat["params.non_embedding"] * tokens
+        flat["flops.six_nd"] = 6 * flat["params.active_non_embedding"] * tokens
     total = flat.get("flops.training_total", flat["flops.training"])
     flat["flops.six_nd_share"] = float(sympy.Rational(flat["flops.six_nd"], total)) if total else 0.0
     flat["tokens.per_step"] = step_tokens
@@ -152,7 +158,7 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
 
 
 #: The sections of an estimate, in order; each adds flat dotted keys.
-SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section]
+SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, time_section]
 
 
 def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,

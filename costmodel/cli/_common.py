@@ -8,12 +8,15 @@ import json
 import sympy
 
 from ..errors import CostModelError
-from ..expr import parse_int, parse_setting
+from ..expr import parse_int, parse_number, parse_setting
 from ..report import flatten as flat  # noqa: F401  (the CLI's name for it)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="a preset or family name (see 'costmodel models')")
+    p.add_argument("model", metavar="MODEL",
+                   help="a preset or family name (see 'costmodel models'), a Hugging Face config.json "
+                        "(read as data, no network), or path/to/file.py:builder, a function of yours that "
+                        "returns a GraphBuilder graph (the file is executed as Python: only load files you trust)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
                         "values are numbers or expressions of symbols with + - * / ^ ( )")
@@ -69,3 +72,37 @@ def duration(seconds: float) -> str:
     if days < 2 * 365.25:
         return f"{days:,.1f} days ({seconds:.3g} s)"
     return f"{days / 365.25:,.1f} years ({seconds:.3g} s)"
+
+
+def positive_number(what: str):
+    """An argparse ``type`` for an exact positive number (``400``, ``0.45``)."""
+    def convert(text: str) -> sympy.Rational:
+        try:
+            value = parse_number(text, what)
+        except CostModelError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{what}: expected a positive number, received {text!r}")
+        return value
+    convert.__name__ = what
+    return convert
+
+
+def add_hardware_args(p: argparse.ArgumentParser) -> None:
+    """``--hardware --devices --achieved-tflops --mfu`` (time and utilisation)."""
+    g = p.add_argument_group("time (with --hardware)")
+    g.add_argument("--hardware", metavar="NAME", help="a device of 'costmodel hardware', or a .toml/.json file")
+    g.add_argument("--devices", type=positive_int("--devices"), default=1, help="devices N (default 1)")
+    rate = g.add_mutually_exclusive_group()
+    rate.add_argument("--achieved-tflops", type=positive_number("--achieved-tflops"), metavar="X",
+                      help="TFLOP/s each device executes (default: the roofline bound)")
+    rate.add_argument("--mfu", type=positive_number("--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
+    rate.add_argument("--tokens-per-s", type=positive_number("--tokens-per-s"), metavar="R",
+                      help="a measured throughput of all devices together: gives the MFU")
+
+
+def hardware_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options :func:`costmodel.report.estimate` reads for its ``time.*`` keys."""
+    achieved = None if args.achieved_tflops is None else args.achieved_tflops * 10**12
+    return {"hardware": args.hardware, "devices": args.devices, "achieved_flops": achieved, "mfu": args.mfu,
+            "tokens_per_s": args.tokens_per_s}

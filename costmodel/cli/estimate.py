@@ -7,7 +7,8 @@ import argparse
 from ..ops import Conventions
 from ..report import estimate
 from ..training import OPTIMIZERS, PRECISIONS
-from ._common import add_model_args, dump_json, nbytes, positive_int, sci, settings
+from ._common import add_hardware_args, add_model_args, dump_json, hardware_options, nbytes, positive_int, sci, settings
+from .hardware import time_text
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -15,6 +16,7 @@ def add(sub: argparse._SubParsersAction) -> None:
                        description="FLOPs, parameters and memory of one training step of a model.")
     add_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
+    p.add_argument("--plot-memory", metavar="FILE", help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
     p.set_defaults(run=run)
 
 
@@ -28,16 +30,25 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS))
     p.add_argument("--causal", default="full", choices=["full", "half"],
                    help="count causal attention over the full T×T square (default) or half of it")
+    add_hardware_args(p)
 
 
 def options(args: argparse.Namespace) -> dict:
     """Keyword arguments of :func:`costmodel.report.estimate` from parsed options."""
     return dict(batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
-                policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal))
+                policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
+                **hardware_options(args))
 
 
 def run(args: argparse.Namespace) -> int:
     r = estimate(args.model, **options(args))
+    if args.plot_memory:
+        from ..hardware import device
+        from ..plot import memory_chart
+
+        parts = {k: v for k, v in r["memory_bytes"].items() if k != "total" and isinstance(v, int)}
+        memory_chart(parts, args.plot_memory, title=f"{r['model']} training memory",
+                     capacity=int(device(args.hardware).memory_bytes) if args.hardware else None)
     if args.json:
         print(dump_json(r))
         return 0
@@ -53,7 +64,9 @@ def text(r: dict) -> str:
         f"{r['model']} ({r['family']})  {cfg}",
         f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}; "
         f"{conv['precision']} + {conv['optimizer']}",
-        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})",
+        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
+        + (f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
+           if p["active"] != p["total"] else ""),
         f"FLOPs per step  forward {sci(f['forward'])}  backward {sci(f['backward'])}  training {sci(f['training'])}",
         f"  matmul only   forward {sci(f['matmul']['forward'])}  backward {sci(f['matmul']['backward'])}"
         f"  training {sci(f['matmul']['training'])}",
@@ -68,4 +81,6 @@ def text(r: dict) -> str:
     lines.append("memory (training state + activations)")
     for key in ("params", "grads", "optimizer", "activations", "total"):
         lines.append(f"  {key:<12} {nbytes(m[key])}")
+    if "time" in r:
+        lines.extend(time_text(r))
     return "\n".join(lines)
