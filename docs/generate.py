@@ -21,6 +21,7 @@ from costmodel import GraphBuilder, totals
 from costmodel.analysis import leading_term, op_nodes
 from costmodel.conventions import CONVENTIONS, training_flops
 from costmodel.cost import DTYPE_BYTES
+from costmodel.hardware import device
 from costmodel.latex import latex
 from costmodel.models import load
 from costmodel.ops import ELEMENTWISE, Conventions, op_cost
@@ -35,10 +36,8 @@ MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?
 #: The lecture's own numbers (docs/lecture.md quotes the lecture; these are its inputs, not ours).
 LECTURE = {"gpt3_params": 175 * 10**9, "gpt3_tokens": 3 * 10**11, "sustained_flops": 400 * 10**12,
            "peak_flops": 1000 * 10**12, "bandwidth": 3 * 10**12, "llama_params": 7 * 10**9}
-#: PLACEHOLDER until the hardware table (costmodel/hardware.py) lands: NVIDIA H100 SXM5 datasheet,
-#: bf16 dense 989.4 TFLOP/s (1979 with 2:4 sparsity), HBM3 3.35 TB/s.
-H100_PLACEHOLDER = {"name": "H100 SXM (placeholder: datasheet numbers typed here until costmodel.hardware lands)",
-                    "peak_flops": Fraction(9894, 10) * 10**12, "bandwidth": Fraction(335, 100) * 10**12}
+#: The H100 of the lecture, from the hardware table (dense bf16 peak, HBM bandwidth, with their sources).
+H100 = "h100-sxm"
 YEAR = 365.25 * 86400
 
 
@@ -169,6 +168,7 @@ def elementwise_intensity() -> str:
 
 
 def lecture() -> str:
+    dev = device(H100)
     r = estimate("gpt3-175b", tokens=LECTURE["gpt3_tokens"])
     n_all, n = r["params"]["total"], r["params"]["non_embedding"]
     D = LECTURE["gpt3_tokens"]
@@ -179,7 +179,7 @@ def lecture() -> str:
     b18 = sum(bytes_per_param("bf16-mixed-fp32-grads", "adamw").values())
     p7 = LECTURE["llama_params"]
     ridge = Fraction(LECTURE["peak_flops"], LECTURE["bandwidth"])
-    h100 = H100_PLACEHOLDER["peak_flops"] / H100_PLACEHOLDER["bandwidth"]
+    h100 = dev.peak("bf16") / dev.memory_bandwidth
     G = _matmul_graph()
     i = sympy.cancel(totals(G).forward.flops / totals(G).forward.bytes)
     i_4096 = i.subs({B: 4096, d: 4096})
@@ -191,18 +191,21 @@ def lecture() -> str:
          "attention scores at T = 2048, tied unembedding, element-wise ops"],
         ["time at 400 TFLOP/s sustained", "7.8e8 s ≈ 25 years",
          f"{sci(c_6nd / LECTURE['sustained_flops'])} s = {c_6nd / LECTURE['sustained_flops'] / YEAR:.1f} years "
-         f"(6ND); {c_full / LECTURE['sustained_flops'] / YEAR:.1f} years (every op)", "years of 365.25 days"],
+         f"(6ND); {c_full / LECTURE['sustained_flops'] / YEAR:.1f} years (every op)",
+         f"years of 365.25 days; 400 TFLOP/s is {100 * LECTURE['sustained_flops'] / dev.peak('bf16'):.0f}% of "
+         f"`{H100}`'s dense bf16 peak"],
         ["bytes per parameter, bf16 + AdamW", "16 (table: 2 + 2 + 4 + 4)",
          f"{b16} = " + " + ".join(f"{v} {k}" for k, v in per_param.items()),
          f"the table's sum is {b12} (`bf16-pure`): it omits the fp32 master weights"],
         ["... with fp32 master weights", "≈ 18", f"{b18} (`bf16-mixed-fp32-grads`: fp32 gradients too)",
          "master weights are already in the 16"],
         ["7B × 16", "112 GB", f"{p7 * int(b16) / 1e9:g} GB = {p7 * int(b16) / 2**30:.1f} GiB (no activations)",
-         "decimal GB; > 80 GB of one H100"],
+         f"decimal GB; more than the {float(dev.memory_bytes) / 1e9:g} GB of one `{H100}`"],
         ["ridge point I*", "1000 TFLOP/s ÷ 3 TB/s ≈ 333", f"{float(ridge):.1f} FLOPs/byte (= 1000/3)",
          "the lecture's rounded numbers"],
         ["ridge, H100 dense bf16", "", f"{float(h100):.1f} FLOPs/byte",
-         "**placeholder**: 989.4 TFLOP/s ÷ 3.35 TB/s typed from the datasheet until the hardware table lands"],
+         f"`{H100}` of the hardware table: {float(dev.peak('bf16')) / 1e12:g} TFLOP/s ÷ "
+         f"{float(dev.memory_bandwidth) / 1e12:g} TB/s (dense, not the 2:4-sparse figure)"],
         ["matmul B×d · d×d intensity", "≈ Bd²/Bd = O(d)", f"{m(i)}; B = d = 4096: {float(i_4096):.1f}",
          "the engine also counts the output write (2Bd bytes); the lecture lists (Bd + 2d²)·2 bytes for operands of Bd + d² elements"],
         ["element-wise intensity", "I ≈ 1", ", ".join(f"{fn} {sympy.cancel(_elementwise(fn).flops / _elementwise(fn).bytes)}"
