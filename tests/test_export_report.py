@@ -81,7 +81,6 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
 
 
 def test_roofline_section_when_the_hardware_work_is_present():
-    pytest.importorskip("costmodel.roofline", reason="arrives with the hardware work")
     doc = report("gpt3-175b", hardware="h100-sxm")
     titles = [s.title for s in doc.sections]
     assert "Roofline" in titles and titles.index("Roofline") == titles.index("Memory breakdown") + 1

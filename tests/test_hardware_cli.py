@@ -52,7 +52,6 @@ def test_errors_are_one_line_exit_2(capsys, argv, message):
 
 
 def test_roofline_decode_all_memory_bound_with_plot(capsys, tmp_path):
-    pytest.importorskip("matplotlib")
     png = tmp_path / "r.png"
     code, out, _ = run(capsys, "roofline", "gpt3-6.7b", "--hardware", "h100-sxm", "--decode", "--context", "4096",
                        "--plot", str(png), "--json")
@@ -80,7 +79,6 @@ def test_roofline_training_json(capsys):
 
 
 def test_estimate_plot_memory(capsys, tmp_path):
-    pytest.importorskip("matplotlib")
     svg = tmp_path / "m.svg"
     code, _, _ = run(capsys, "estimate", "gpt2-small", "--hardware", "a100-40gb", "--plot-memory", str(svg))
     text = svg.read_text()
