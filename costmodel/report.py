@@ -114,8 +114,15 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
     return flat
 
 
+def memory_section(step: Step, report: Mapping[str, object]) -> dict[str, object]:
+    """``memory_bytes.*`` per device (precision, optimizer, recompute, flash, layout, inference)."""
+    from .budget import memory_section as section
+
+    return section(step, report)
+
+
 #: The sections of an estimate, in order; each adds flat dotted keys.
-SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section]
+SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, memory_section]
 
 
 def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,
@@ -160,7 +167,8 @@ def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = 
         "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
         "conventions": {"causal": conv.causal, "precision": options["policy"], "optimizer": options["optimizer"],
                         "flop": "a multiply-add is 2 FLOPs",
-                        "activations": "saved for backward, no recompute, attention scores materialised"},
+                        "activations": flat.get("memory.conventions.activations",
+                                                "saved for backward, no recompute, attention scores materialised")},
     })
     if m.preset is not None:
         report["source"] = m.preset.source

@@ -7,7 +7,8 @@ import argparse
 from ..ops import Conventions
 from ..report import estimate
 from ..training import OPTIMIZERS, PRECISIONS
-from ._common import add_model_args, dump_json, nbytes, positive_int, sci, settings
+from ._common import add_model_args, dump_json, positive_int, sci, settings
+from ._memory import add_memory_args, memory_lines, memory_options
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -22,12 +23,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--causal", default="full", choices=["full", "half"],
                    help="count causal attention over the full T×T square (default) or half of it")
     p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
+    add_memory_args(p, precision=False)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     r = estimate(args.model, batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
-                 policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal))
+                 policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
+                 **memory_options(args))
     if args.json:
         print(dump_json(r))
         return 0
@@ -36,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def text(r: dict) -> str:
-    p, f, m = r["params"], r["flops"], r["memory_bytes"]
+    p, f = r["params"], r["flops"]
     cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
     conv = r["conventions"]
     lines = [
@@ -55,7 +58,5 @@ def text(r: dict) -> str:
         lines.append(f"one step = {tokens['per_step']:,} tokens (use --tokens D for a whole run)")
     lines.append(f"  6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it "
                  "(the rest: attention scores, the unembedding of tied/embedding weights, element-wise ops)")
-    lines.append("memory (training state + activations)")
-    for key in ("params", "grads", "optimizer", "activations", "total"):
-        lines.append(f"  {key:<12} {nbytes(m[key])}")
+    lines.extend(memory_lines(r))
     return "\n".join(lines)
