@@ -261,7 +261,7 @@ def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
         for key in o.factored:
             out[key] += _factored(w) * w.count * part * dtype_bytes(p.states)
         for key in o.scalars:
-            out[key] += w.count * dtype_bytes("fp32")  # a scalar per tensor: every shard keeps one
+            out[key] += w.count * dtype_bytes("fp32") * (1 if part != 0 else 0)  # a scalar per tensor: every shard keeps one
     out = {k: sympy.expand(v) for k, v in out.items()}
     out["params"] = out["weights"] + out["compute_copy"]
     out["optimizer"] = sympy.expand(sum((out[k] for k in ("master", *o.states, *o.quantized, *o.factored,
