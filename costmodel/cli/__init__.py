@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CostModelError
-from . import derive, estimate, models
+from . import derive, estimate, fit, models
 
-COMMANDS = (estimate, derive, models)
+COMMANDS = (estimate, derive, models, fit)
 
 
 class _Parser(argparse.ArgumentParser):

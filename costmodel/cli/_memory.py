@@ -38,11 +38,8 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
 
 def memory_options(args: argparse.Namespace) -> dict[str, object]:
     """The estimate options these flags set."""
-    try:
-        layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, sp=args.sp, ep=args.ep, zero=args.zero,
-                        megatron_sp=args.megatron_sp)
-    except CostModelError:
-        raise
+    layout = Layout(dp=args.dp, tp=args.tp, pp=args.pp, sp=args.sp, ep=args.ep, zero=args.zero,
+                    megatron_sp=args.megatron_sp)
     if args.zero and args.dp == 1:
         raise CostModelError(f"--zero {args.zero} shards over data-parallel devices; expected --dp > 1, received --dp 1")
     return {"recompute": args.recompute, "flash": args.flash, "layout": layout, "micro_batch": args.micro_batch,
