@@ -6,8 +6,8 @@ stage, and Megatron sequence parallelism inside the TP group. Which tensors
 each degree splits is read off the graph, never off an architecture's names:
 
 * **Residual axes**: the axes of the tensor entering the repeated block (the
-  layers), e.g. ``b t d``. Every other axis of a weight (heads, MLP width,
-  vocabulary) is a *split axis*: Megatron TP divides a weight, a bias, or a
+  layers), e.g. ``b t d``. Every other axis of a matmul weight (heads, MLP
+  width, vocabulary) is a *split axis*: Megatron TP divides a weight, a bias, or a
   saved tensor by ``tp`` when it has a split axis, and replicates it otherwise
   (norm gains, biases over ``d``, the residual stream). With ``megatron_sp``
   the replicated activations are divided by ``tp`` too.
@@ -74,8 +74,25 @@ def residual_axes(G: nx.DiGraph) -> set[str]:
     return out
 
 
-def _split(axes, residual: set[str]) -> bool:
-    return bool(residual) and any(a not in residual for a, _ in axes)
+def split_axes(G: nx.DiGraph) -> set[str]:
+    """Axes TP splits: those of matmul weights outside the residual axes (heads, MLP width, vocabulary).
+
+    A gather table is split (vocab-parallel) only along such an axis, so a
+    learned position table (``p d``) stays replicated, as in Megatron.
+    """
+    residual = residual_axes(G)
+    if not residual:
+        return set()
+    out: set[str] = set()
+    for _, data in G.nodes(data=True):
+        op = data.get("op")
+        if op is not None and op.kind == "matmul":
+            out |= {a for a in op.parsed.inputs[1] if a not in residual}
+    return out
+
+
+def _split(axes, split: set[str]) -> bool:
+    return any(a in split for a, _ in axes)
 
 
 def stage_of(G: nx.DiGraph, node: str) -> str:
@@ -90,11 +107,11 @@ def stage_of(G: nx.DiGraph, node: str) -> str:
 
 def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
     """The fraction of each :class:`~costmodel.training.Weight` one device of ``stage`` holds."""
-    residual = residual_axes(G)
+    split = split_axes(G)
 
     def share(w: Weight) -> sympy.Expr:
         part = sympy.Integer(1)
-        if layout.tp > 1 and _split(w.axes, residual):
+        if layout.tp > 1 and _split(w.axes, split):
             part /= layout.tp
         if layout.ep > 1 and any(s.has(n_experts) for _, s in w.axes):
             part /= layout.ep
@@ -120,9 +137,8 @@ def zero_shard(states: dict[str, sympy.Expr], layout: Layout) -> dict[str, sympy
 
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: int) -> sympy.Expr:
     """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
-    residual = residual_axes(G)
     part = sympy.Integer(1)
-    if layout.tp > 1 and (layout.megatron_sp or _split(kept.axes, residual)):
+    if layout.tp > 1 and (layout.megatron_sp or _split(kept.axes, split_axes(G))):
         part /= layout.tp
     if layout.sp > 1 and any(s == T for _, s in kept.axes):
         part /= layout.sp
@@ -166,17 +182,17 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
     else:
         out["dp"] = _ring(n) * grads
     tp = pp = sp = Zero
-    residual = residual_axes(G)
+    split = split_axes(G)
     col_inputs: set[str] = set()
     for name in order(G):
         data = G.nodes[name]
         op, count = data["op"], data["count"]
         size = dtype_bytes(op.dtype)
-        if op.kind in ("matmul", "gather") and layout.tp > 1 and residual:
+        if op.kind in ("matmul", "gather") and layout.tp > 1 and split:
             x, w = op.parsed.inputs
-            w_split = any(a not in residual for a in w)
-            x_split = any(a not in residual for a in x)
-            y_split = any(a not in residual for a in op.parsed.output)
+            w_split = any(a in split for a in w)
+            x_split = any(a in split for a in x)
+            y_split = any(a in split for a in op.parsed.output)
             if w_split and not y_split:  # row-parallel (or vocab-parallel lookup): all-reduce the output
                 tp += _ring(layout.tp) * elements(op.parsed.output, op.size) * size * count
             elif w_split and not x_split and op.kind == "matmul" and (data["inputs"][0], count) not in col_inputs:
@@ -184,7 +200,7 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
                 tp += _ring(layout.tp) * elements(x, op.size) * size * count
         if layout.sp > 1 and "kv_cache" in data.get("tags", ()):
             kv = elements(op.parsed.output, op.size) * size * count
-            if layout.tp > 1 and any(a not in residual for a in op.parsed.output):
+            if layout.tp > 1 and any(a in split for a in op.parsed.output):
                 kv /= layout.tp
             sp += 2 * sympy.Rational(layout.sp - 1, layout.sp) * kv
     if layout.pp > 1:

@@ -1,0 +1,214 @@
+"""Memory formulas derived by the engine: Korthikanti et al. 2022, the ZeRO paper, policies, layouts, fit.
+
+Golden numbers are written as arithmetic with their reasons; relations are
+checked as properties.
+"""
+
+import json
+
+import pytest
+import sympy
+from hypothesis import given, strategies as st
+
+from costmodel import evaluate, load, symbols as s
+from costmodel.budget import device_memory
+from costmodel.cli import main
+from costmodel.fit import fit, parse_size
+from costmodel.memory import activations, inference_weights, per_iteration
+from costmodel.parallel import Layout, activation_share, communication, weight_share, zero_shard
+from costmodel.passes import flash_attention
+from costmodel.peak import peak
+from costmodel.training import bytes_per_param, model_state, model_state_bytes, weights
+
+B, T, d, h, L, V = s.B, s.T, s.d, s.h, s.L, s.V
+GPT3 = load("gpt", {"dropout_p": True}).graph  # the GPT-3 recipe: bf16 activations, dropout on
+
+
+def layer_bytes(G, recompute="none"):
+    """(activations + dropout masks, LayerNorm statistics) one layer keeps."""
+    parts = per_iteration(G, "layers", recompute)
+    return sympy.expand(parts.get("activation", 0) + parts.get("mask", 0)), parts.get("stats", 0)
+
+
+# --- Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"), eq. 1-2 --------
+# s = T, b = B, h = d, a = heads. Per layer: attention 11sbh + 5as²b, MLP 19sbh, two LayerNorm inputs 4sbh.
+
+
+def test_korthikanti_per_layer_no_recompute():
+    kept, stats = layer_bytes(GPT3)
+    assert kept == sympy.expand(T * B * d * (34 + 5 * h * T / d))
+    assert stats == 2 * (2 * B * T) * 4  # two LayerNorms × (mean, rstd) × fp32, which the paper leaves out
+
+
+def test_korthikanti_selective_and_full():
+    assert layer_bytes(GPT3, "selective")[0] == 34 * T * B * d  # the 5as²b term recomputed
+    assert layer_bytes(GPT3, "full") == (2 * T * B * d, 0)  # only the layer input, 2sbh
+
+
+def test_korthikanti_without_dropout_and_with_flash():
+    no_dropout = load("gpt").graph
+    # no masks: 3 × sbh (two residual dropouts + ... ) gone, and the attention keeps only the softmax output
+    assert layer_bytes(no_dropout)[0] == sympy.expand(32 * T * B * d + 2 * h * T**2 * B)
+    kept, stats = layer_bytes(flash_attention(GPT3))
+    assert kept == 34 * T * B * d  # FlashAttention: no T² term, the dropout mask regenerated
+    assert stats == 16 * B * T + 4 * B * h * T  # + one fp32 log-sum-exp per query row and head
+
+
+def test_korthikanti_tensor_and_sequence_parallel():
+    t = 8
+    tensors = [k for k in activations(GPT3).tensors.values() if k.savers[0].startswith("layers.")]
+    for megatron_sp, expected in ((False, 10 + sympy.Rational(24, t)), (True, sympy.Rational(34, t))):
+        layout = Layout(tp=t, megatron_sp=megatron_sp)
+        kept = sum(k.bytes / L * activation_share(GPT3, k, layout, "first", 1)
+                   for k in tensors if k.saved.role in ("activation", "mask"))
+        assert sympy.expand(kept - T * B * d * (expected + sympy.Rational(5, t) * h * T / d)) == 0
+
+
+# --- model states -----------------------------------------------------------------------------------------
+
+
+def test_bytes_per_param_policies():
+    assert sum(bytes_per_param("bf16-mixed", "adamw").values()) == 2 + 2 + 4 + 4 + 4  # 16
+    assert sum(bytes_per_param("bf16-mixed-fp32-grads", "adamw").values()) == 2 + 4 + 4 + 4 + 4  # 18
+    assert sum(bytes_per_param("bf16-pure", "adamw").values()) == 2 + 2 + 4 + 4  # 12, the lecture's table
+    assert sum(bytes_per_param("fp32", "adamw").values()) == 4 + 4 + 4 + 4
+    assert sum(bytes_per_param("fp8-mixed", "adamw").values()) == 2 + 1 + 2 + 4 + 4 + 4  # + the fp8 copy
+    assert sum(bytes_per_param("bf16-mixed", "sgd").values()) == 2 + 2 + 4
+    assert sum(bytes_per_param("bf16-mixed", "adam-8bit").values()) == 2 + 2 + 4 + 2 * (1 + sympy.Rational(4, 2048))
+
+
+def test_adafactor_state_from_the_axes():
+    st_ = model_state(load("gpt").graph, "fp32", "adafactor")
+    T_max = s.T_max
+    matrices = 4 * (d + d) + (d + 4 * d) + (4 * d + d)  # q, k, v, proj; fc; proj: rows + cols
+    vectors = 3 * d + d + 4 * d + d + 2 * 2 * d  # biases of q, k, v, proj, fc, proj; two LayerNorms (gain + bias)
+    expected = 4 * (L * (matrices + vectors) + (V + d) + (T_max + d) + 2 * d)  # + wte, wpe, ln_f; fp32
+    assert sympy.expand(st_["v"] - expected) == 0
+    assert st_["step"] == 4 * (16 * L + 2 + 2)  # one fp32 step per tensor: 16 per layer, wte, wpe, ln_f ×2
+
+
+def test_model_state_from_graph_matches_parameter_count():
+    G = load("gpt").graph
+    from costmodel import totals
+
+    N = totals(G).params
+    assert sympy.expand(sum(w.elements * w.count for w in weights(G)) - N) == 0
+    st_ = model_state(G, "bf16-mixed", "sgd-momentum")
+    assert sympy.expand(st_["params"] + st_["grads"] + st_["optimizer"] - (2 + 2 + 4 + 4) * N) == 0
+
+
+# --- ZeRO (Rajbhandari et al. 2020, fig. 1): Ψ = 7.5B, N_d = 64, K = 12 (fp16 + Adam) ------------------------
+
+def test_zero_worked_example():
+    psi = sympy.Integer(7_500_000_000)
+    states = model_state_bytes(psi, "fp16-mixed", "adam")
+    gb = [sum(zero_shard(states, Layout(dp=64, zero=z)).values()) / 10**9 for z in range(4)]
+    assert gb[0] == 120  # (2 + 2 + 12) Ψ
+    psi_gb = sympy.Rational(15, 2)
+    assert gb[1] == 4 * psi_gb + 12 * psi_gb / 64  # 2Ψ + 2Ψ + KΨ/N_d = 31.4
+    assert gb[2] == 2 * psi_gb + 14 * psi_gb / 64  # 2Ψ + (2 + K)Ψ/N_d = 16.6
+    assert gb[3] == sympy.Rational(120, 64)  # 1.9
+    assert [round(float(x), 1) for x in gb] == [120.0, 31.4, 16.6, 1.9]
+
+
+@given(dp=st.integers(1, 512), policy=st.sampled_from(["fp32", "bf16-mixed", "fp8-mixed"]),
+       opt=st.sampled_from(["adamw", "sgd-momentum", "lion", "adafactor"]))
+def test_zero3_per_device_times_devices_is_unsharded(dp, policy, opt):
+    states = model_state(GPT3, policy, opt)
+    groups = {k: states[k] for k in ("params", "grads", "optimizer")}
+    sharded = zero_shard(groups, Layout(dp=dp, zero=3))
+    assert sympy.expand(sum(sharded.values()) * dp - sum(groups.values())) == 0
+
+
+@given(b=st.integers(1, 64), t=st.integers(1, 4096), dm=st.integers(1, 64), heads=st.integers(1, 64),
+       layers=st.integers(1, 96))
+def test_recompute_orders_activation_memory(b, t, dm, heads, layers):
+    values = {B: b, T: t, d: dm * heads, h: heads, L: layers, V: 50257, s.T_max: 4096}
+    a = {r: evaluate(activations(GPT3, r).bytes, values) for r in ("none", "selective", "full")}
+    assert a["full"] <= a["selective"] <= a["none"]
+
+
+def test_peak_is_at_least_the_sum():
+    m = load("gpt2-small", {"dropout_p": True})
+    values = {**m.values, B: 2}
+    for r in ("none", "selective", "full"):
+        p = peak(m.graph, values, r)
+        assert p.activations >= evaluate(activations(m.graph, r).bytes, values)
+
+
+# --- communication, inference ------------------------------------------------------------------------------
+
+def test_communication_volumes():
+    G = load("gpt").graph
+    grads = params = sympy.Symbol("P", positive=True)
+    assert communication(G, Layout(dp=8), grads, params, 1)["dp"] == 2 * sympy.Rational(7, 8) * grads  # ≈ 2Ψ
+    assert communication(G, Layout(dp=8, zero=3), grads, params, 1)["dp"] == 3 * sympy.Rational(7, 8) * grads
+    tp = communication(G, Layout(tp=4), grads, params, 1)["tp"]
+    # per layer 2 all-reduces forward (attention and MLP outputs) + 2 backward (their inputs), each
+    # 2(t-1)/t · B·T·d · 2 bytes; the vocab-parallel embedding (forward) and unembedding input (backward) add 2
+    assert sympy.expand(tp - sympy.Rational(3, 2) * (4 * L + 2) * B * T * d * 2) == 0
+
+
+def test_weight_share_tensor_parallel():
+    G = load("gpt").graph
+    share = weight_share(G, Layout(tp=4))
+    split = {(w.node, w.name) for w in weights(G) if share(w) == sympy.Rational(1, 4)}
+    assert ("layers.attn.q", "bias") in split and ("layers.mlp.fc", "weight") in split and ("wte", "weight") in split
+    assert ("layers.attn.proj", "bias") not in split  # row-parallel bias over d: replicated
+    assert ("wpe", "weight") not in split and ("layers.attn.ln", "gain") not in split
+
+
+def test_int4_weights_with_group_scales():
+    G = load("gpt", {"bias": False}).graph
+    w = inference_weights(G, "int4")
+    matmul = L * (4 * d * d + 8 * d * d)  # q, k, v, proj, fc, proj; lm_head is tied to wte
+    assert sympy.expand(w["matmul_weights"] - matmul / 2) == 0  # 4 bits
+    values = {d: 768, L: 12}
+    scales = 12 * (4 * 768 * (768 // 128) + 3072 * 6 + 768 * 24) * 4  # rows × ceil(cols / 128) × (fp16 scale + zero)
+    assert evaluate(w["scales"], values) == scales
+
+
+# --- report, CLI, fit ----------------------------------------------------------------------------------------
+
+def run_json(capsys, *argv):
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_estimate_zero3_divides_what_zero3_divides(capsys):
+    one = run_json(capsys, "estimate", "gpt2-small", "--batch", "64")["memory_bytes"]
+    z3 = run_json(capsys, "estimate", "gpt2-small", "--batch", "64", "--dp", "64", "--zero", "3")["memory_bytes"]
+    for key in ("params", "grads", "optimizer"):
+        assert z3[key] == -(-one[key] // 64)  # sharded over 64 devices (a fraction of a byte rounds up)
+    micro = run_json(capsys, "estimate", "gpt2-small", "--batch", "1")["memory_bytes"]
+    assert z3["activations"] == micro["activations"]  # each device runs a micro-batch of 64 / 64 = 1
+
+
+def test_estimate_inference_kv_cache(capsys):
+    r = run_json(capsys, "estimate", "gpt2-small", "--batch", "4", "--inference", "--context", "1024")
+    assert r["memory_bytes"]["kv_cache"] == 2 * 12 * 4 * 1024 * 768 * 2  # 2 · L · B · C · d · bf16
+    assert r["memory_bytes"]["total"] == sum(r["memory_bytes"][k] for k in ("params", "kv_cache", "activations"))
+
+
+def test_estimate_text_names_every_convention(capsys):
+    assert main(["estimate", "gpt2-small", "--recompute", "selective", "--flash"]) == 0
+    out = capsys.readouterr().out
+    for key in ("params", "grads", "optimizer", "activations", "total", "peak"):
+        line = next(x for x in out.splitlines() if x.strip().startswith(key + " "))
+        assert "GB" in line and len(line.split("GiB)")[1].strip()) > 10  # a convention follows the number
+
+
+def test_cli_errors_are_one_line(capsys):
+    assert main(["estimate", "gpt2-small", "--zero", "1"]) == 2
+    assert main(["fit", "gpt2-small", "--memory", "lots"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(x.startswith("costmodel: error:") for x in err)
+
+
+def test_fit_largest_batch_and_overflow():
+    r = fit("gpt2-small", parse_size("80GB"), by="total")
+    values = {**load("gpt2-small").values}
+    at = lambda n: device_memory(load("gpt2-small").graph, {**values, B: n}, {})["memory_bytes.total"]  # noqa: E731
+    assert at(r["largest"]) <= 80 * 10**9 < at(r["largest"] + 1)
+    big = fit("gpt3-175b", parse_size("80GB"))
+    assert not big["fits"] and big["overflow"] == "params"  # 175e9 × 2 B of bf16 weights alone exceed 80 GB
