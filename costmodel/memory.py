@@ -70,26 +70,80 @@ def _axes_of(op, s: Saved) -> Axes:
     return p.output
 
 
-def kept_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[tuple, Kept]:
-    """Each distinct tensor saved for backward (no recompute), keyed like ``analysis.saved_tensors``."""
-    out: dict[tuple, Kept] = {}
+def requires_grad(G: nx.DiGraph, conventions: Conventions = Conventions(),
+                  carried: frozenset[str] = frozenset()) -> set[str]:
+    """Op nodes whose output needs a gradient: they hold a trainable weight or read such an output.
+
+    An op outside this set builds no backward node and saves nothing (PyTorch's
+    autograd), e.g. everything before the first adapter of a frozen model.
+    ``carried``: producers whose output is taken to need a gradient (a repeated
+    block's input after its first iteration, which is the block's own output).
+    """
+    out: set[str] = set(carried)
     for name in order(G):
         data = G.nodes[name]
         op = data["op"]
+        own = op_cost(op, conventions).params != 0 and op.attr("trainable", True) is not False
+        if own or any(src in out for src in data["inputs"]):
+            out.add(name)
+    return out
+
+
+def _grad_share(G: nx.DiGraph, conventions: Conventions) -> dict[str, sympy.Expr]:
+    """Per op node: the share of its runs whose output needs a gradient (1, 0, or (L−1)/L in a block
+    whose first iteration reads a tensor without gradient but whose later iterations read their own output)."""
+    first = requires_grad(G, conventions)
+    share = {n: sympy.Integer(1 if n in first else 0) for n in order(G)}
+    for block, count in repeated_blocks(G).items():
+        if not any(in_block(n, block) and n in first for n in share):
+            continue
+        later = requires_grad(G, conventions, frozenset(block_inputs(G, block)))
+        for n in share:
+            if in_block(n, block) and (n in first) != (n in later):
+                share[n] = (int(n in first) + (count - 1) * int(n in later)) / count
+    return share
+
+
+def kept_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[tuple, Kept]:
+    """Each distinct tensor saved for backward (no recompute), keyed like ``analysis.saved_tensors``.
+
+    Ops whose output needs no gradient (:func:`requires_grad`) save nothing.
+    """
+    out: dict[tuple, Kept] = {}
+    grad = _grad_share(G, conventions)
+    for name in order(G):
+        data = G.nodes[name]
+        op = data["op"]
+        if grad[name] == 0:
+            continue
         for s in op_cost(op, conventions).saved:
+            share = grad[name]
             if s.source == "own":
                 node, label = name, s.name
             elif s.source == "output":
                 node, label = name, "output"
             else:
-                node, label = data["inputs"][int(s.source.removeprefix("input"))], "output"
+                i = int(s.source.removeprefix("input"))
+                node, label = data["inputs"][i], "output"
+                if _for_other_input(op) and len(data["inputs"]) == 2:
+                    share = grad.get(data["inputs"][1 - i], sympy.Integer(0))  # kept for the other's gradient
+                    if share == 0:
+                        continue
             key = (node, label, data["count"])
+            copies = data["count"] * share
             if key in out:
-                out[key] = Kept(**{**out[key].__dict__, "savers": (*out[key].savers, name)})
+                old = out[key]
+                out[key] = Kept(old.node, old.saved, old.axes, copies if share == 1 else old.copies,
+                                (*old.savers, name))
             else:
                 axes = _axes_of(op, s)
-                out[key] = Kept(node, s, tuple((a, op.size[a]) for a in axes), data["count"], (name,))
+                out[key] = Kept(node, s, tuple((a, op.size[a]) for a in axes), copies, (name,))
     return out
+
+
+def _for_other_input(op) -> bool:
+    """Ops whose saved input i serves only the gradient of input 1 − i (a product of two activations)."""
+    return op.kind == "contraction" or (op.kind == "elementwise" and op.attr("fn") == "mul")
 
 
 def repeated_blocks(G: nx.DiGraph) -> dict[str, sympy.Expr]:
@@ -159,7 +213,7 @@ def activations(G: nx.DiGraph, recompute: str = "none", conventions: Conventions
     >>> G = load("gpt", {"dropout_p": True}).graph
     >>> a = activations(G, "full")
     >>> a.bytes  # L layer inputs; outside the layers: embedding mask, ln_f in, lm_head in, ids, ...
-    2*B*L*T*d + 4*B*T*V + 5*B*T*d + 24*B*T + 8*T
+    2*B*L*T*d + 4*B*T*V + 5*B*T*d + 24*B*T + 8*T + 4
     """
     if recompute not in RECOMPUTE:
         raise CostModelError(f"recompute must be one of {RECOMPUTE}, received {recompute!r}")

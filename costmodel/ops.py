@@ -177,7 +177,8 @@ def _matmul(op: Op, conventions: Conventions) -> OpCost:
         if op.attr("trainable", True):
             backward += Cost(flops=n_out, bytes_read=n_out * size, bytes_written=n_bias * size)
         params += n_bias
-    saved = (Saved("input", "input0", _elements(op, x), op.dtype),)
+    # the input is kept only for the weight gradient: PyTorch saves none for a frozen weight
+    saved = (Saved("input", "input0", _elements(op, x), op.dtype),) if op.attr("trainable", True) else ()
     return OpCost(forward, backward, params, saved)
 
 

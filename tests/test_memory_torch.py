@@ -199,6 +199,19 @@ def test_lora_state_equals_torch():
     assert evaluate(engine["trainable"], _values()) == trainable  # 2 layers × 2 × (d·r + r·d)
 
 
+def test_lora_activation_bytes_equal_torch():
+    """Frozen weights: a frozen linear keeps no input, ops before the first adapter keep nothing, and
+    the first layer's q·kᵀ keeps only k (q needs no gradient there): all derived, matched exactly."""
+    rank = 3
+    torch.manual_seed(0)
+    model = GPT(**SIZES, rank=rank)
+    for n, p in model.named_parameters():
+        p.requires_grad_(".lora." in n)
+    measured = saved_bytes(model, *_batch())
+    G = lora(_graph(), ["attn.q", "attn.v"], rank)
+    assert evaluate(activations(G).bytes, _values()) == measured
+
+
 def _cache_bytes(out):
     cache = getattr(out, "cache", None) or out.past_key_values
     return sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers)
