@@ -177,6 +177,7 @@ class Weight:
     rows: sympy.Expr | None = None
     cols: sympy.Expr | None = None
     axes: tuple[tuple[str, sympy.Expr], ...] = ()  # (axis, size) of each axis
+    stack: sympy.Expr = sympy.Integer(1)  # matrices stacked along a selected axis (MoE experts)
 
 
 def weights(G: nx.DiGraph) -> list[Weight]:
@@ -196,15 +197,16 @@ def weights(G: nx.DiGraph) -> list[Weight]:
         op, count = data["op"], data["count"]
         trainable = op.attr("trainable", True) is not False
         size = op.size
-        if op.kind in ("matmul", "gather"):
+        if op.kind in ("matmul", "gather", "routed_matmul"):
             if not op.attr("tied"):
                 x, w = op.parsed.inputs
-                out_axes = [a for a in w if a in op.parsed.output]
-                in_axes = [a for a in w if a not in out_axes]
+                stacked = [a for a in w if a == op.attr("experts")]  # routed: one matrix per expert
+                out_axes = [a for a in w if a in op.parsed.output and a not in stacked]
+                in_axes = [a for a in w if a not in out_axes and a not in stacked]
                 out.append(Weight(name, "weight", elements(w, size), count, trainable,
                                   elements(tuple(out_axes), size), elements(tuple(in_axes), size),
-                                  tuple((a, size[a]) for a in w)))
-            if op.kind == "matmul" and op.attr("bias"):
+                                  tuple((a, size[a]) for a in w), elements(tuple(stacked), size)))
+            if op.kind in ("matmul", "routed_matmul") and op.attr("bias"):
                 b_axes = parse(str(op.attr("bias"))).output
                 out.append(Weight(name, "bias", elements(b_axes, size), count, trainable,
                                   axes=tuple((a, size[a]) for a in b_axes)))
@@ -220,7 +222,8 @@ def weights(G: nx.DiGraph) -> list[Weight]:
 
 
 def _factored(w: Weight) -> sympy.Expr:
-    return w.elements if w.rows is None or w.cols in (None, 1) or w.rows == 1 else w.rows + w.cols
+    """Adafactor's second moment: rows + columns of each stacked matrix, the whole of a vector."""
+    return w.elements if w.rows is None or w.cols in (None, 1) or w.rows == 1 else w.stack * (w.rows + w.cols)
 
 
 def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
