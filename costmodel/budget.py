@@ -21,11 +21,11 @@ from .cost import Zero
 from .errors import CostModelError
 from .memory import activations, inference_weights, kv_cache, working_set
 from .ops import Conventions
-from .parallel import Layout, activation_share, communication, in_flight, weight_share, zero_shard
+from .parallel import Layout, activation_share, communication, device_states, in_flight
 from .passes import flash_attention
 from .peak import peak
 from .symbols import B, C, T
-from .training import model_state, precision
+from .training import precision
 
 STATE_KEYS = ("params", "grads", "optimizer")
 
@@ -64,24 +64,24 @@ def training_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[st
     flat: dict[str, object] = {}
     best = None
     for stage in ("first", "last") if layout.pp > 1 else ("first",):
-        raw = model_state(G, policy, opt, weight_share(G, layout, stage))
-        states = zero_shard(raw, layout)
+        raw, states = device_states(G, policy, opt, layout, stage)
         flight = in_flight(layout, n_micro, stage)
         act = sum((k.bytes * activation_share(G, k, layout, stage, flight) for k in acts.tensors.values()), Zero)
         nums = {k: _int(states[k], dev, f"memory_bytes.{k}") for k in STATE_KEYS}
         nums["activations"] = _int(act, dev, "memory_bytes.activations")
         if best is None or sum(nums.values()) > sum(best[1].values()):
-            best = (stage, nums, raw)
-    stage, nums, states = best
+            best = (stage, nums, raw, states)
+    stage, nums, states, sharded = best
     for k, v in nums.items():
         flat[f"memory_bytes.{k}"] = v
     flat["memory_bytes.total"] = sum(nums.values())
-    stage_of_key = {"weights": 3, "compute_copy": 3, "grads": 2}  # the ZeRO stage that shards each part
+    group = {"weights": "params", "compute_copy": "params", "grads": "grads"}  # the rest: optimizer
     for key, v in states.items():
         if key in ("params", "optimizer", "trainable", "frozen") or (key in ("compute_copy", "master") and v == 0):
             continue
-        div = layout.dp if layout.zero >= stage_of_key.get(key, 1) else 1
-        flat[f"memory_bytes.parts.{key}"] = _int(v / div, dev, key)
+        g = group.get(key, "optimizer")
+        ratio = sharded[g] / states[g] if states[g] != 0 else 1  # ZeRO's share of this part's group
+        flat[f"memory_bytes.parts.{key}"] = _int(v * ratio, dev, key)
     for role, v in acts.by_role().items():
         flat[f"memory_bytes.activations_by_role.{role}"] = _int(v, dev, role) if layout.devices == 1 else None
     flat["memory.parameters_trainable"] = _int(states["trainable"], values, "trainable")

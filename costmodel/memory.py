@@ -306,7 +306,7 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16") -> dict[str, sympy.Expr]
     quantised = scales = other = Zero
     for w in weights(G):
         op = G.nodes[w.node]["op"]
-        if op.kind == "matmul" and w.name == "weight":
+        if op.kind in ("matmul", "routed_matmul") and w.name == "weight":
             quantised += w.elements * w.count * sympy.Rational(f.bits, 8)
             groups = w.rows if f.group is None else w.rows * sympy.ceiling(w.cols / f.group)
             scales += groups * w.count * f.scale_bytes

@@ -56,7 +56,7 @@ class Layout:
                 raise CostModelError(f"layout: {name} must be a positive whole number, received {v!r}")
         if self.zero not in (0, 1, 2, 3):
             raise CostModelError(f"layout: zero must be 0, 1, 2 or 3, received {self.zero!r}")
-        if self.ep > self.dp and self.ep != 1:
+        if self.dp % self.ep:
             raise CostModelError(f"layout: ep ({self.ep}) must divide dp ({self.dp}): experts are spread over "
                                  "the data-parallel devices")
 
@@ -113,7 +113,7 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
         part = sympy.Integer(1)
         if layout.tp > 1 and _split(w.axes, split):
             part /= layout.tp
-        if layout.ep > 1 and any(s.has(n_experts) for _, s in w.axes):
+        if layout.ep > 1 and is_expert(w):
             part /= layout.ep
         where = stage_of(G, w.node)
         if where == "block":
@@ -125,14 +125,37 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
     return share
 
 
-def zero_shard(states: dict[str, sympy.Expr], layout: Layout) -> dict[str, sympy.Expr]:
-    """``params``/``grads``/``optimizer`` bytes after ZeRO stage ``layout.zero`` over ``dp`` devices."""
+def zero_shard(states: dict[str, sympy.Expr], layout: Layout, over: int | None = None) -> dict[str, sympy.Expr]:
+    """``params``/``grads``/``optimizer`` bytes after ZeRO stage ``layout.zero`` over ``over`` (dp) devices."""
     out = dict(states)
-    n = layout.dp
+    n = layout.dp if over is None else over
     for key, stage in (("optimizer", 1), ("grads", 2), ("params", 3)):
         if layout.zero >= stage:
             out[key] = states[key] / n
     return out
+
+
+def is_expert(w: Weight) -> bool:
+    """A weight with an axis sized by ``n_experts`` (an MoE expert's)."""
+    return any(s.has(n_experts) for _, s in w.axes)
+
+
+def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: str = "first"):
+    """(states before ZeRO, ``params``/``grads``/``optimizer`` after ZeRO) of one device.
+
+    Expert weights are already divided by ``ep``; ZeRO shards them over the
+    ``dp / ep`` devices that hold the same experts, the rest over ``dp``.
+    """
+    from .training import model_state
+
+    share = weight_share(G, layout, stage)
+    raw = model_state(G, policy, opt, share)
+    if layout.ep == 1:
+        return raw, zero_shard(raw, layout)
+    dense = model_state(G, policy, opt, lambda w: Zero if is_expert(w) else share(w))
+    expert = model_state(G, policy, opt, lambda w: share(w) if is_expert(w) else Zero)
+    a, b = zero_shard(dense, layout), zero_shard(expert, layout, layout.dp // layout.ep)
+    return raw, {k: a[k] + b[k] for k in ("params", "grads", "optimizer")}
 
 
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: int) -> sympy.Expr:
