@@ -271,3 +271,17 @@ def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
                                                            *o.scalars)), zero))
     out["trainable"], out["frozen"] = sympy.expand(trainable), sympy.expand(frozen)
     return out
+
+
+def policy_table(optimizers: tuple[str, ...] = ("sgd", "sgd-momentum", "adamw", "adam-8bit", "lion")) -> str:
+    """Bytes per trainable parameter, by component, for every policy × ``optimizers`` (a Markdown table).
+
+    ``docs/memory.md`` carries this table; a test fails when the two drift.
+    """
+    rows = ["| precision | optimizer | bytes per parameter, by component | total |", "| --- | --- | --- | --- |"]
+    for p in PRECISIONS:
+        for o in optimizers:
+            parts = bytes_per_param(p, o)
+            rows.append(f"| {p} | {o} | {' + '.join(f'{v} {k}' for k, v in parts.items())} | "
+                        f"{sum(parts.values())} |")
+    return "\n".join(rows)

@@ -212,3 +212,13 @@ def test_fit_largest_batch_and_overflow():
     assert at(r["largest"]) <= 80 * 10**9 < at(r["largest"] + 1)
     big = fit("gpt3-175b", parse_size("80GB"))
     assert not big["fits"] and big["overflow"] == "params"  # 175e9 × 2 B of bf16 weights alone exceed 80 GB
+
+
+def test_docs_policy_table_is_generated():
+    from pathlib import Path
+
+    from costmodel.training import policy_table
+
+    doc = (Path(__file__).parent.parent / "docs" / "memory.md").read_text()
+    inside = doc.split("<!-- policy-table -->")[1].split("<!-- /policy-table -->")[0].strip()
+    assert inside == policy_table()

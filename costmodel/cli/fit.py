@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..errors import CostModelError
 from ..fit import fit, parse_size
 from ._common import add_model_args, dump_json, nbytes, positive_int, settings
 from ._memory import add_memory_args, memory_options
@@ -14,7 +15,9 @@ def add(sub: argparse._SubParsersAction) -> None:
                        description="Largest micro-batch per device (or sequence / inference context) that fits a "
                                    "memory size, or which component overflows.")
     add_model_args(p)
-    p.add_argument("--memory", required=True, metavar="SIZE", help="device memory: 80GB, 80GiB or bytes")
+    size = p.add_mutually_exclusive_group(required=True)
+    size.add_argument("--memory", metavar="SIZE", help="device memory: 80GB, 80GiB or bytes")
+    size.add_argument("--hardware", metavar="NAME", help="a device of the hardware table (its memory size)")
     p.add_argument("--solve", default="batch", choices=["batch", "seq"],
                    help="what to maximise: the micro-batch per device, or the sequence (context with --inference)")
     p.add_argument("--by", default="peak", choices=["peak", "total"],
@@ -26,10 +29,22 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+def memory_size(args: argparse.Namespace) -> int:
+    """Bytes from --memory, or the memory of the --hardware device (when the hardware table is installed)."""
+    if args.memory is not None:
+        return parse_size(args.memory)
+    try:
+        from .. import hardware
+    except ImportError:
+        raise CostModelError(f"--hardware {args.hardware}: no hardware table in this build; "
+                             "expected --memory SIZE (e.g. --memory 80GB)") from None
+    return int(hardware.device(args.hardware).memory_bytes)
+
+
 def run(args: argparse.Namespace) -> int:
     options = memory_options(args)
     options.pop("micro_batch")
-    r = fit(args.model, parse_size(args.memory), solve=args.solve, batch=args.batch, seq=args.seq,
+    r = fit(args.model, memory_size(args), solve=args.solve, batch=args.batch, seq=args.seq,
             settings=settings(args), by=args.by, policy=args.precision, optimizer=args.optimizer, **options)
     if args.json:
         print(dump_json(r))
