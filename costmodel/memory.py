@@ -62,6 +62,8 @@ def _axes_of(op, s: Saved) -> Axes:
         return p.output
     if s.source.startswith("input"):
         return p.inputs[int(s.source.removeprefix("input"))]
+    if s.elements.is_number:
+        return ()  # a scalar (nll_loss's total_weight): no axis to split
     first = p.inputs[0]
     reduced = str(op.attr("axis", first[-1]))
     for axes in (p.output, first, tuple(a for a in first if a != reduced)):

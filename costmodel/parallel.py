@@ -17,7 +17,7 @@ each degree splits is read off the graph, never off an architecture's names:
   micro-batches of activations in flight, the last stage one.
 * **SP/CP**: a tensor with an axis sized T is divided by ``sp`` (each device
   keeps its share of the queries; ring attention's keys are transient).
-* **EP**: a weight with an axis sized ``n_experts`` is divided by ``ep``.
+* **EP**: an expert weight (stacked along a routed matmul's ``experts`` axis) is divided by ``ep``.
 * **ZeRO** (FSDP = ZeRO-3) shards over ``dp``: stage 1 the optimizer states
   (master weights included), 2 also the gradients, 3 also the parameters.
 """
@@ -33,7 +33,7 @@ from .cost import Zero, dtype_bytes
 from .errors import CostModelError
 from .memory import Kept, block_inputs, in_block, order, repeated_blocks
 from .pattern import elements
-from .symbols import T, n_experts
+from .symbols import T
 from .training import Weight
 
 
@@ -136,8 +136,11 @@ def zero_shard(states: dict[str, sympy.Expr], layout: Layout, over: int | None =
 
 
 def is_expert(w: Weight) -> bool:
-    """A weight with an axis sized by ``n_experts`` (an MoE expert's)."""
-    return any(s.has(n_experts) for _, s in w.axes)
+    """An MoE expert's weight: matrices stacked along the axis a routed matmul selects from (``experts``).
+
+    A router (``d e``, experts as an output axis) is not one: it is replicated.
+    """
+    return w.stack != 1
 
 
 def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: str = "first"):

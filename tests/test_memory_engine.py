@@ -222,3 +222,43 @@ def test_docs_policy_table_is_generated():
     doc = (Path(__file__).parent.parent / "docs" / "memory.md").read_text()
     inside = doc.split("<!-- policy-table -->")[1].split("<!-- /policy-table -->")[0].strip()
     assert inside == policy_table()
+
+
+def test_pipeline_first_stage_holds_all_layers_of_one_micro_batch():
+    """1F1B (Korthikanti sec. 4.2.3): stage 1 keeps pp micro-batches of L/pp layers = L layers' worth."""
+    from costmodel.parallel import stage_of
+
+    tensors = activations(GPT3).tensors.values()
+    where = {id(k): ("block" if all(stage_of(GPT3, x) == "block" for x in k.savers) else stage_of(GPT3, k.savers[0]))
+             for k in tensors}
+    part = {w: sum(k.bytes for k in tensors if where[id(k)] == w) for w in ("block", "first", "last")}
+    layout = Layout(pp=4)
+    first = sum(k.bytes * activation_share(GPT3, k, layout, "first", 4) for k in tensors)
+    last = sum(k.bytes * activation_share(GPT3, k, layout, "last", 1) for k in tensors)
+    assert sympy.expand(first - part["block"] - 4 * part["first"]) == 0
+    assert sympy.expand(last - part["block"] / 4 - part["last"]) == 0
+
+
+def test_context_parallel_divides_every_per_token_tensor():
+    layout = Layout(sp=4)
+    tensors = activations(GPT3).tensors.values()
+    shared = sum(k.bytes * activation_share(GPT3, k, layout, "first", 1) for k in tensors)
+    total = activations(GPT3).bytes
+    assert sympy.expand(shared - ((total - 4) / 4 + 4)) == 0  # all but nll_loss's 4-byte total_weight
+
+
+def test_expert_parallel_and_zero_over_dp_over_ep(monkeypatch):
+    """Experts (a routed matmul's stacked weights) are divided by ep and ZeRO-sharded over dp / ep."""
+    import costmodel.parallel as par
+    from costmodel.training import Weight
+
+    G = load("gpt").graph
+    expert = Weight("layers.mlp.fc", "weight", 8 * d * 4 * d, L, True, 4 * d, d, (("e", 8), ("d", d), ("f", 4 * d)), 8)
+    assert weight_share(G, Layout(dp=8, ep=4))(expert) == sympy.Rational(1, 4)
+    monkeypatch.setattr(par, "is_expert", lambda w: w.node.startswith("layers.mlp.fc"))  # pretend fc is routed
+    layout = Layout(dp=8, ep=4, zero=3)
+    raw, states = par.device_states(G, "bf16-mixed", "sgd", layout)
+    fc = L * (d * 4 * d + 4 * d)  # weight and bias
+    rest = model_state(G, "bf16-mixed", "sgd")["params"] / 2 - fc
+    # the rest sharded over dp = 8; fc divided by ep = 4, its shards over dp / ep = 2 replicas
+    assert sympy.expand(states["params"] - 2 * (rest / 8 + fc / 4 / 2)) == 0
