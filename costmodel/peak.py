@@ -10,7 +10,7 @@ block is not unrolled: an iteration's numbers are multiplied). Live at a point:
   backward until the op that used them is done;
 * the running op's transients: in forward its input and output tensors that
   are not kept anyway, in backward the gradients of its output and inputs
-  (in the op's dtype).
+  (in the op's dtype; the loss also holds the gradient of its log-probs).
 
 Not counted: tensors held across ops without being saved (the forward
 residual stream, the running gradient of the residual stream beyond the op
@@ -85,6 +85,8 @@ def _operand_bytes(G: nx.DiGraph, name: str, values, skip: set[str]) -> tuple[in
     grads = out + sum((elements(a, op.size) for a in data), Zero) * size
     if op.kind == "gather":
         grads = out  # the ids get no gradient
+    if op.kind == "loss":  # the gradient of the log-probs exists before the logits' gradient is made from it
+        grads += elements(p.inputs[0], op.size) * dtype_bytes(str(op.attr("probs_dtype", "fp32")))
     return int(evaluate(fwd, values, f"op {name}")), int(evaluate(grads, values, f"op {name}"))
 
 

@@ -19,7 +19,6 @@ import math
 import pytest
 
 torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
 import torch.nn.functional as F  # noqa: E402
 from einops import rearrange  # noqa: E402
 from torch import nn  # noqa: E402
@@ -29,6 +28,7 @@ from costmodel import GraphBuilder, evaluate, load, symbols as s  # noqa: E402
 from costmodel.finetune import lora  # noqa: E402
 from costmodel.memory import activations, kv_cache  # noqa: E402
 from costmodel.passes import flash_attention  # noqa: E402
+from costmodel.peak import peak  # noqa: E402
 from costmodel.training import model_state  # noqa: E402
 
 SIZES = dict(B=2, T=8, d=16, h=4, L=2, V=40, T_max=12)
@@ -229,6 +229,7 @@ def gqa_graph():
 
 
 def test_kv_cache_equals_transformers_gqa():
+    transformers = pytest.importorskip("transformers")
     cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     model = transformers.LlamaForCausalLM(cfg).eval()
@@ -242,9 +243,53 @@ def test_kv_cache_equals_transformers_gqa():
 
 
 def test_kv_cache_equals_transformers_gpt2():
+    transformers = pytest.importorskip("transformers")
     cfg = transformers.GPT2Config(vocab_size=40, n_positions=16, n_embd=16, n_layer=2, n_head=4)
     model = transformers.GPT2LMHeadModel(cfg).eval()
     with torch.no_grad():
         out = model(torch.randint(0, 40, (2, 9)), use_cache=True)
     values = {s.L: 2, s.B: 2, s.C: 9, s.d: 16, s.h: 4}
     assert evaluate(kv_cache(_graph()), values) == _cache_bytes(out)
+
+
+_PEAK_SCRIPT = """
+import importlib.util, json, sys
+import torch
+from torch.profiler import ProfilerActivity, profile
+spec = importlib.util.spec_from_file_location("ref", sys.argv[1])
+ref = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ref)
+sizes = json.loads(sys.argv[3])
+torch.manual_seed(0)
+model = ref.GPT(**sizes, dropout=True, recompute=sys.argv[2])
+ids = torch.randint(0, sizes["V"], (sizes["B"], sizes["T"]))
+with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    model(ids, ids).backward()
+events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"), key=lambda e: e.start_ns())
+live = peak = 0
+for e in events:
+    live += e.nbytes()
+    peak = max(peak, live)
+print(json.dumps({"peak": peak, "grads": sum(p.nbytes for p in model.parameters())}))
+"""
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_peak_brackets_the_measured_cpu_peak(recompute):
+    """The engine's peak activations vs the CPU allocator's peak (torch profiler, a fresh process).
+
+    The measurement also holds the parameter gradients torch has allocated so far (the engine counts all of
+    them in the model states from the start), so: engine ≤ measured ≤ engine + gradients, within 1% for
+    the profiler's and allocator's own bytes.
+    """
+    import json
+    import subprocess
+    import sys
+
+    sizes = dict(B=4, T=64, d=64, h=4, L=4, V=512, T_max=64)
+    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, __file__, recompute, json.dumps(sizes)],
+                         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    measured = json.loads(out)
+    values = {getattr(s, k): v for k, v in sizes.items()}
+    engine = peak(load("gpt", {"dropout_p": True, "dtype": "fp32"}).graph, values, recompute).activations
+    assert 0.99 * engine <= measured["peak"] <= 1.01 * (engine + measured["grads"])
