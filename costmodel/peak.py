@@ -58,14 +58,14 @@ def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]
     return segs
 
 
-def _ledger(G: nx.DiGraph, tensors: Mapping[tuple, Kept], values, iters: Mapping[str | None, int]):
+def _ledger(tensors: Mapping[tuple, Kept], values, iters: Mapping[str | None, int]) -> dict[str, int]:
     """Per first saver: bytes it allocates/frees per iteration of its block."""
     at: dict[str, int] = {}
     for k in tensors.values():
         first = k.savers[0]
         block = next((b for b in iters if b and in_block(first, b) and all(in_block(s, b) for s in k.savers)), None)
-        total = int(evaluate(k.bytes, values, f"kept tensor {k.node}"))
-        at[first] = at.get(first, 0) + total // iters[block]
+        total = evaluate(k.bytes, values, f"kept tensor {k.node}")
+        at[first] = at.get(first, 0) + int(-(-total // iters[block]))  # per iteration, rounded up
     return at
 
 
@@ -99,8 +99,8 @@ def peak(G: nx.DiGraph, values: Mapping, recompute: str = "none", states: int = 
     iters.update({b: int(evaluate(c, values, f"count of block {b}")) for b, c in repeated_blocks(G).items()})
     kept = activations(G, recompute, conventions).tensors
     full = activations(G, "none", conventions).tensors
-    alloc_kept = _ledger(G, kept, values, iters)
-    alloc_full = _ledger(G, full, values, iters)
+    alloc_kept = _ledger(kept, values, iters)
+    alloc_full = _ledger(full, values, iters)
     skip = {k.node for k in kept.values()}
     transient = {n: _operand_bytes(G, n, values, skip) for n in ops}
 

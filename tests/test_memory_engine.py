@@ -6,7 +6,6 @@ checked as properties.
 
 import json
 
-import pytest
 import sympy
 from hypothesis import given, strategies as st
 
