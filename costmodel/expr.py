@@ -25,6 +25,7 @@ from .symbols import SYMBOLS
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)"
                     r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>\*\*|[-+*/^()]))")
 MAX_LENGTH = 200
+MAX_DIGITS = 30  # no size or count a user types is anywhere near 10^30
 
 
 def parse_number(text: str, what: str = "number") -> sympy.Rational:
@@ -32,7 +33,11 @@ def parse_number(text: str, what: str = "number") -> sympy.Rational:
     t = text.strip()
     if not re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", t) or len(t) > 40:
         raise CostModelError(f"{what}: expected a number such as 4096 or 3e11, received {text!r}")
-    return sympy.Rational(Fraction(t))
+    value = Fraction(t)
+    if value and not Fraction(1, 10**MAX_DIGITS) <= abs(value) <= 10**MAX_DIGITS:
+        raise CostModelError(f"{what}: {text!r} is out of range; expected a magnitude between 1e-{MAX_DIGITS} "
+                             f"and 1e{MAX_DIGITS}")
+    return sympy.Rational(value)
 
 
 def parse_int(text: str, what: str, minimum: int = 1) -> int:

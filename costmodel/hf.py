@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from .errors import CostModelError, closest
 
 MAX_CONFIG_BYTES = 4 * 2**20
+MAX_SIZE = 10**15  # no real size is near this; larger values are corrupt files
 
 
 def _reject_constant(name: str) -> object:
@@ -24,14 +25,15 @@ def read_json(path: str) -> dict:
     """Parse a JSON object from ``path`` strictly."""
     try:
         size = os.path.getsize(path)
+        if size > MAX_CONFIG_BYTES:
+            raise CostModelError(f"config {path!r} is {size:,} bytes; expected a config.json under "
+                                 f"{MAX_CONFIG_BYTES:,}")
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except OSError as exc:
         raise CostModelError(f"cannot read config {path!r}: {exc.strerror or exc}") from None
-    if size > MAX_CONFIG_BYTES:
-        raise CostModelError(f"config {path!r} is {size:,} bytes; expected a config.json under {MAX_CONFIG_BYTES:,}")
     try:
-        with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8")
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError as exc:
         raise CostModelError(f"config {path!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
@@ -58,6 +60,8 @@ def field(cfg: Mapping[str, object], name: str, kind: type = int, default: objec
             raise CostModelError(f"{where}: field {name!r} must be a whole number, received {value!r}")
         if value <= 0:
             raise CostModelError(f"{where}: field {name!r} must be positive, received {value}")
+        if value > MAX_SIZE:
+            raise CostModelError(f"{where}: field {name!r} = {value} is out of range; expected at most {MAX_SIZE:.0e}")
     elif kind is bool:
         if not isinstance(value, bool):
             raise CostModelError(f"{where}: field {name!r} must be true or false, received {value!r}")

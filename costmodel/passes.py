@@ -7,14 +7,20 @@
 
 with one fused ``attention`` op, as FlashAttention computes it: the same FLOPs,
 no T×T tensor read, written or saved.
+
+:func:`fuse_elementwise` folds element-wise ops into the op that makes their
+input (one kernel, no intermediate written and read back). Run it after
+:func:`flash_attention`, which looks for the unfused score chain.
 """
 
 from __future__ import annotations
 
 import networkx as nx
+import sympy
 
-from .ops import Op
-from .pattern import parse
+from .cost import Cost, OpCost, Saved, Zero, dtype_bytes
+from .ops import Conventions, Op, op_cost, rule
+from .pattern import elements, parse
 
 
 def _single_consumer(G: nx.DiGraph, node: str) -> str | None:
@@ -69,3 +75,142 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         for src in (q_src, k_src, v_src):
             H.add_edge(src, context)
     return H
+
+
+# ---------------------------------------------------------------------------
+# Element-wise fusion
+
+
+def _fuse_target(G: nx.DiGraph, node: str) -> tuple[int, str] | None:
+    """(chain operand index, producer) if element-wise ``node`` can fold into its producer.
+
+    The producer must carry an op (not a graph input or a loss), run as often as
+    ``node``, size shared axis names alike, and have ``node`` as its only consumer
+    (otherwise its output must be written anyway).
+    """
+    data = G.nodes[node]
+    if data["op"].kind != "elementwise":
+        return None
+    for i, src in enumerate(data["inputs"]):
+        sd = G.nodes[src]
+        if "op" not in sd or sd["op"].kind == "loss" or list(G.successors(src)) != [node]:
+            continue
+        if sympy.expand(sd["count"] - data["count"]) != 0:
+            continue
+        mine, theirs = data["op"].size, sd["op"].size
+        if any(sympy.expand(mine[a] - theirs[a]) != 0 for a in mine.keys() & theirs.keys()):
+            continue
+        return i, src
+    return None
+
+
+def _parts(G: nx.DiGraph, node: str) -> tuple[tuple, tuple, tuple]:
+    """The (ops, chain indices, names) a node stands for (one, unless already fused)."""
+    op = G.nodes[node]["op"]
+    if op.kind == "fused":
+        return op.attr("parts"), op.attr("chain"), op.attr("names")
+    return (op,), (-1,), (node,)
+
+
+def fuse_elementwise(G: nx.DiGraph, *, training: bool = True) -> nx.DiGraph:
+    """A copy of ``G`` with each element-wise op folded into the op that makes its input.
+
+    ``fc → gelu`` becomes one ``fused`` op that reads what ``fc`` reads and writes
+    only ``gelu``'s output: the intermediate tensor's write and read-back are the
+    bytes saved. Chains fold in turn (``scores → scale → mask``). The fused node
+    keeps the last op's name, so consumers need no rewiring; its attribute
+    ``names`` lists what it fused. Backward is left unfused (the parts' backward
+    costs add up). ``training=True``: an intermediate that a part saves for
+    backward is still written by the fused kernel (its bytes stay);
+    ``training=False`` (inference) writes only the final output.
+
+    >>> from costmodel import GraphBuilder, symbols as s
+    >>> from costmodel.analysis import totals
+    >>> b = GraphBuilder("mlp", b=s.B, d=s.d, f=s.d_ff)
+    >>> u = b.matmul("fc", b.input("x", "b d", dtype="bf16"), "b d, d f -> b f")
+    >>> _ = b.elementwise("relu", "relu", u, "b f")
+    >>> G = b.graph
+    >>> H = fuse_elementwise(G, training=False)
+    >>> totals(G).forward.bytes - totals(H).forward.bytes  # write b×f and read it back, 2 bytes each
+    4*B*d_ff
+    """
+    H = G.copy()
+    H.graph = {**G.graph, "blocks": dict(G.graph.get("blocks", {})),
+               "passes": (*G.graph.get("passes", ()), "fuse_elementwise")}
+    for node in list(nx.topological_sort(G)):
+        if "op" not in H.nodes[node]:
+            continue
+        found = _fuse_target(H, node)
+        if found is None:
+            continue
+        chain, src = found
+        ops, chains, names = _parts(H, src)
+        me = H.nodes[node]
+        extra = tuple(s for i, s in enumerate(me["inputs"]) if i != chain)
+        inputs = (*H.nodes[src]["inputs"], *extra)
+        last = me["op"]
+        ops, chains, names = (*ops, last), (*chains, chain), (*names, node)
+        sizes: dict[str, sympy.Expr] = {}
+        for part in ops:
+            sizes.update(part.size)
+        in_axes = [*H.nodes[src]["op"].parsed.inputs, *(ax for i, ax in enumerate(last.parsed.inputs) if i != chain)]
+        pattern = ", ".join(" ".join(a) for a in in_axes) + " -> " + " ".join(last.parsed.output)
+        attrs = (("chain", chains), ("keep_saved", training), ("names", names), ("parts", ops))
+        fused = Op("fused", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), last.dtype, attrs)
+        embedding = H.nodes[src].get("embedding", False)
+        tags = set(H.nodes[src].get("tags", set())) | set(me.get("tags", set()))
+        H.remove_node(src)
+        H.remove_edges_from(list(H.in_edges(node)))
+        me.update(op=fused, inputs=inputs, embedding=embedding)
+        if tags:
+            me["tags"] = tags
+        for s in inputs:
+            H.add_edge(s, node)
+    return H
+
+
+@rule("fused")
+def _fused(op: Op, conventions: Conventions) -> OpCost:
+    """An op and the element-wise ops folded into it (see :func:`fuse_elementwise`).
+
+    Forward: the parts' FLOPs; reads = the first part's reads plus each later
+    part's other operands; writes = the last part's output (plus, when
+    ``keep_saved``, intermediates a part saves for backward). Backward: the
+    parts' backward costs, unfused.
+    """
+    parts, chains, names = op.attr("parts"), op.attr("chain"), op.attr("names")
+    costs = [op_cost(p, conventions) for p in parts]
+    n_first = len(parts[0].parsed.inputs) - (1 if parts[0].kind in ("matmul", "gather") else 0)
+    fwd = Cost(flops=sum((c.forward.flops for c in costs), Zero),
+               matmul_flops=sum((c.forward.matmul_flops for c in costs), Zero),
+               bytes_read=costs[0].forward.bytes_read, bytes_written=costs[-1].forward.bytes_written,
+               recompute_flops=sum((c.forward.recompute_flops for c in costs), Zero))
+    saved: dict[str, Saved] = {}
+    extra_index = n_first
+    for j, (part, cost) in enumerate(zip(parts, costs)):
+        remap: dict[str, str] = {}
+        if j > 0:
+            chain = chains[j]
+            chain_bytes = elements(part.parsed.inputs[chain], part.size) * dtype_bytes(part.dtype)
+            fwd += Cost(bytes_read=cost.forward.bytes_read - chain_bytes)
+            remap[f"input{chain}"] = f"{names[j - 1]}.out"
+            for i in range(len(part.parsed.inputs)):
+                if i != chain:
+                    remap[f"input{i}"] = f"input{extra_index}"
+                    extra_index += 1
+        if j < len(parts) - 1:
+            remap["output"] = f"{names[j]}.out"
+        for s in cost.saved:
+            source = remap.get(s.source, s.source)
+            if source.endswith(".out"):  # an intermediate the fused op makes and keeps
+                s = Saved(source, "own", s.elements, s.dtype, s.role)
+            elif s.source == "own":
+                s = Saved(f"{names[j]}.{s.name}", "own", s.elements, s.dtype, s.role)
+            else:
+                s = Saved(s.name, source, s.elements, s.dtype, s.role)
+            saved.setdefault(s.name if s.source == "own" else f"{names[j]}.{s.name}", s)
+    if op.attr("keep_saved"):
+        fwd += Cost(bytes_written=sum((s.bytes for s in saved.values() if s.name.endswith(".out")), Zero))
+    bwd = sum((c.backward for c in costs), Cost())
+    params = sum((c.params for c in costs), Zero)
+    return OpCost(fwd, bwd, params, tuple(saved.values()))

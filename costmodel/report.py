@@ -17,6 +17,7 @@ from .errors import CostModelError
 from .models import Model, graph_symbols, load
 from .ops import Conventions
 from .symbols import SYMBOLS, B, T, describe
+from .timing import time_section
 from .training import model_state_bytes, precision
 
 
@@ -122,7 +123,7 @@ def memory_section(step: Step, report: Mapping[str, object]) -> dict[str, object
 
 
 #: The sections of an estimate, in order; each adds flat dotted keys.
-SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, memory_section]
+SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, memory_section, time_section]
 
 
 def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,

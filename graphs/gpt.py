@@ -39,12 +39,12 @@ def gpt(*, d_ff: sympy.Expr = 4 * d, tied: bool = True, bias: bool = True, dropo
     x = dropout(b, "embed_dropout", x, "b t d", dropout_p)
     with b.repeat("layers", L):
         with b.scope("attn"):
-            y = causal_self_attention(b, b.norm("ln", x, "b t d"), bias=bias, dropout_p=dropout_p)
+            y = causal_self_attention(b, b.norm("ln", x, "b t d", bias=bias), bias=bias, dropout_p=dropout_p)
         x = residual(b, "attn_residual", x, y)
         with b.scope("mlp"):
-            y = gelu_mlp(b, b.norm("ln", x, "b t d"), bias=bias, dropout_p=dropout_p)
+            y = gelu_mlp(b, b.norm("ln", x, "b t d", bias=bias), bias=bias, dropout_p=dropout_p)
         x = residual(b, "mlp_residual", x, y)
-    x = b.norm("ln_f", x, "b t d")
+    x = b.norm("ln_f", x, "b t d", bias=bias)
     logits = b.matmul("lm_head", x, "b t d, v d -> b t v", tied="wte" if tied else None)
     b.loss("loss", logits, "b t v -> b t")
     return b.graph

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CostModelError
-from . import derive, estimate, fit, models
+from . import derive, estimate, fit, hardware, models, roofline
 
-COMMANDS = (estimate, derive, models, fit)
+COMMANDS = (estimate, derive, models, fit, hardware, roofline)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import sympy
 
 from ..errors import CostModelError
-from ..expr import parse_int, parse_setting
+from ..expr import parse_int, parse_number, parse_setting
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -79,3 +79,37 @@ def flat(obj: Mapping, prefix: str = "") -> dict[str, object]:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+def positive_number(what: str):
+    """An argparse ``type`` for an exact positive number (``400``, ``0.45``)."""
+    def convert(text: str) -> sympy.Rational:
+        try:
+            value = parse_number(text, what)
+        except CostModelError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{what}: expected a positive number, received {text!r}")
+        return value
+    convert.__name__ = what
+    return convert
+
+
+def add_hardware_args(p: argparse.ArgumentParser) -> None:
+    """``--hardware --devices --achieved-tflops --mfu`` (time and utilisation)."""
+    g = p.add_argument_group("time (with --hardware)")
+    g.add_argument("--hardware", metavar="NAME", help="a device of 'costmodel hardware', or a .toml/.json file")
+    g.add_argument("--devices", type=positive_int("--devices"), default=1, help="devices N (default 1)")
+    rate = g.add_mutually_exclusive_group()
+    rate.add_argument("--achieved-tflops", type=positive_number("--achieved-tflops"), metavar="X",
+                      help="TFLOP/s each device executes (default: the roofline bound)")
+    rate.add_argument("--mfu", type=positive_number("--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
+    rate.add_argument("--tokens-per-s", type=positive_number("--tokens-per-s"), metavar="R",
+                      help="a measured throughput of all devices together: gives the MFU")
+
+
+def hardware_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options :func:`costmodel.report.estimate` reads for its ``time.*`` keys."""
+    achieved = None if args.achieved_tflops is None else args.achieved_tflops * 10**12
+    return {"hardware": args.hardware, "devices": args.devices, "achieved_flops": achieved, "mfu": args.mfu,
+            "tokens_per_s": args.tokens_per_s}

@@ -7,8 +7,9 @@ import argparse
 from ..ops import Conventions
 from ..report import estimate
 from ..training import OPTIMIZERS, PRECISIONS
-from ._common import add_model_args, dump_json, positive_int, sci, settings
+from ._common import add_hardware_args, add_model_args, dump_json, hardware_options, positive_int, sci, settings
 from ._memory import add_memory_args, memory_lines, memory_options
+from .hardware import time_text
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -24,13 +25,23 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="count causal attention over the full T×T square (default) or half of it")
     p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
     add_memory_args(p, precision=False)
+    p.add_argument("--plot-memory", metavar="FILE", help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
+    add_hardware_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     r = estimate(args.model, batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
                  policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
-                 **memory_options(args))
+                 **memory_options(args),
+                 **hardware_options(args))
+    if args.plot_memory:
+        from ..hardware import device
+        from ..plot import memory_chart
+
+        parts = {k: v for k, v in r["memory_bytes"].items() if k not in ("total", "peak") and isinstance(v, int)}
+        memory_chart(parts, args.plot_memory, title=f"{r['model']} training memory",
+                     capacity=int(device(args.hardware).memory_bytes) if args.hardware else None)
     if args.json:
         print(dump_json(r))
         return 0
@@ -59,4 +70,6 @@ def text(r: dict) -> str:
     lines.append(f"  6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it "
                  "(the rest: attention scores, the unembedding of tied/embedding weights, element-wise ops)")
     lines.extend(memory_lines(r))
+    if "time" in r:
+        lines.extend(time_text(r))
     return "\n".join(lines)

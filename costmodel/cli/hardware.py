@@ -1,0 +1,102 @@
+"""``costmodel hardware``: the device table with ridge points (and the time lines of ``estimate``)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..errors import CostModelError, closest
+from ..hardware import PEAK_DTYPES, Device, devices
+from ._common import duration, dump_json, sci
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hardware", help="list accelerators: peak FLOP/s, memory, bandwidth, ridge point",
+                       description="Accelerators with dense peak FLOP/s per dtype, memory, bandwidth (decimal "
+                                   "units, interconnect per direction) and the ridge point peak/bandwidth.")
+    p.add_argument("name", nargs="?", metavar="NAME", help="show one device with the source of each number")
+    p.add_argument("--file", metavar="FILE", help="also read devices from a .toml/.json file (validated)")
+    p.add_argument("--json", action="store_true", help="exact numbers and the source of each")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    table = devices(args.file)
+    if args.name is not None:
+        if args.name not in table:
+            raise CostModelError(f"unknown hardware {args.name!r}{closest(args.name, table)}; see 'costmodel hardware'")
+        table = {args.name: table[args.name]}
+        if not args.json:
+            print(detail(table[args.name]))
+            return 0
+    if args.json:
+        out = {}
+        for name, d in table.items():
+            out[name] = {"about": d.about, "peak_flops": {k: int(v) for k, v in d.peak_flops.items()},
+                         "memory_bytes": int(d.memory_bytes), "memory_bandwidth": int(d.memory_bandwidth),
+                         "scale_up_bandwidth": None if d.scale_up_bandwidth is None else int(d.scale_up_bandwidth),
+                         "scale_out_bandwidth": None if d.scale_out_bandwidth is None else int(d.scale_out_bandwidth),
+                         "ridge": {k: float(d.ridge(k)) for k in d.peak_flops}, "sources": dict(d.sources)}
+        print(dump_json({"conventions": "dense peaks; decimal bytes; interconnect per device per direction",
+                         "devices": out}))
+        return 0
+    print("dense peak TFLOP/s per dtype; memory GB and TB/s (decimal); links GB/s per direction; "
+          "ridge = peak/bandwidth (FLOPs/byte)")
+    print(f"{'name':<11}" + "".join(f"{dt:>8}" for dt in PEAK_DTYPES)
+          + f"{'mem GB':>8}{'TB/s':>7}{'up GB/s':>9}{'out GB/s':>9}{'ridge':>7}")
+    for name, d in table.items():
+        peaks = "".join(f"{float(d.peak_flops[dt]) / 1e12:>8.1f}" if dt in d.peak_flops else f"{'-':>8}"
+                        for dt in PEAK_DTYPES)
+        links = "".join(f"{float(b) / 1e9:>9.1f}" if b is not None else f"{'-':>9}"
+                        for b in (d.scale_up_bandwidth, d.scale_out_bandwidth))
+        dt = d.default_dtype()
+        ridge = f"{float(d.ridge(dt)):>7.0f}" + ("" if dt == "bf16" else f" ({dt})")
+        print(f"{name:<11}{peaks}{float(d.memory_bytes) / 1e9:>8.0f}{float(d.memory_bandwidth) / 1e12:>7.2f}"
+              f"{links}{ridge}")
+    return 0
+
+
+def detail(d: Device) -> str:
+    """One device, every number with its source."""
+    src = d.sources
+    lines = [f"{d.name}: {d.about}"]
+    for dt, v in d.peak_flops.items():
+        lines.append(f"  peak {dt:<5} {float(v) / 1e12:>9,.1f} TFLOP/s dense   ridge {float(d.ridge(dt)):,.1f} FLOPs/byte")
+    lines.append(f"    source: {src.get('peak_flops', '-')}")
+    lines.append(f"  memory      {float(d.memory_bytes) / 1e9:,.1f} GB at {float(d.memory_bandwidth) / 1e12:,.3f} TB/s")
+    lines.append(f"    source: {src.get('memory', '-')}")
+    for scope in ("scale_up", "scale_out"):
+        bw = getattr(d, f"{scope}_bandwidth")
+        shown = "-" if bw is None else f"{float(bw) / 1e9:,.1f} GB/s per direction"
+        lines.append(f"  {scope:<11} {shown}")
+        lines.append(f"    source: {src.get(scope, '-')}")
+    return "\n".join(lines)
+
+
+def time_text(r: dict) -> list[str]:
+    """The time lines of ``costmodel estimate`` text output."""
+    t = r["time"]
+    if "ttft_s" in t:  # an inference estimate
+        return [f"time on {t['devices']} x {t['hardware']} ({t['dtype']}), roofline bound, context {t['context']:,}",
+                f"  time to first token (prefill)  {duration(t['ttft_s'])}",
+                f"  decode step ({t['decode_bound']}-bound)  {duration(t['decode_step_s'])}  "
+                f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
+    basis = t["basis"]
+    if basis == "achieved":
+        how = f"at {t['achieved_flops'] / 1e12:,.0f} TFLOP/s achieved per device"
+    elif basis == "mfu":
+        how = f"at MFU {r['mfu']:.1%}"
+    elif basis == "measured":
+        how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
+    else:
+        how = "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"
+    lines = [f"time on {t['devices']} x {t['hardware']} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s) {how}",
+             f"  step          {duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
+             f"roofline bound {duration(t['roofline_step_s'])})",
+             f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
+    if t["comm_s"]:
+        lines.append(f"  communication {duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
+    if "training_s" in t:
+        lines.append(f"  training      {duration(t['training_s'])}  ({t['gpu_hours']:,.0f} device-hours)")
+        if "six_nd_training_s" in t:
+            lines.append(f"  6ND only      {duration(t['six_nd_training_s'])} (the back-of-envelope count)")
+    return lines
