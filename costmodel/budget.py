@@ -165,6 +165,20 @@ def device_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[str,
     return (inference_memory if options.get("inference") else training_memory)(G, values, options)
 
 
+def memory_expressions(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[str, sympy.Expr]:
+    """Symbolic activation bytes under each recompute choice and FlashAttention, and the KV cache (in C).
+
+    ``memory_bytes.activations`` (no recompute) is the counts' own key; these add to it in ``derive``.
+    """
+    out = {f"memory_bytes.activations_{r}": activations(G, r, conventions).bytes for r in ("selective", "full")}
+    out["memory_bytes.activations_flash"] = activations(flash_attention(G), "none", conventions).bytes
+    try:
+        out["memory_bytes.kv_cache"] = kv_cache(G, C)
+    except CostModelError:
+        pass  # no tensor tagged kv_cache: no cache to derive
+    return out
+
+
 def memory_section(step, report: Mapping[str, object]) -> dict[str, object]:
     """The report section: refines ``memory_bytes.*`` (per device) after the counts section."""
     return device_memory(step.model.graph, step.values, step.options)

@@ -185,6 +185,9 @@ def derive(model: Model | str, *, settings: Mapping[str, object] | None = None, 
     """
     m = _settings_for(model, settings, policy)
     q = quantities(totals(m.graph, conventions), policy, optimizer)
+    from .budget import memory_expressions
+
+    q.update(memory_expressions(m.graph, conventions))
     ops = {}
     for name, c in breakdown(m.graph, conventions).items():
         data = m.graph.nodes[name]

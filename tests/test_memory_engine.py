@@ -261,3 +261,13 @@ def test_expert_parallel_and_zero_over_dp_over_ep(monkeypatch):
     rest = model_state(G, "bf16-mixed", "sgd")["params"] / 2 - fc
     # the rest sharded over dp = 8; fc divided by ep = 4, its shards over dp / ep = 2 replicas
     assert sympy.expand(states["params"] - 2 * (rest / 8 + fc / 4 / 2)) == 0
+
+
+def test_derive_gives_memory_formulas():
+    from costmodel.report import derive
+
+    q = derive("gpt")["expressions"]
+    C = s.C
+    assert q["memory_bytes.kv_cache"] == 2 * L * B * C * d * 2  # k and v, d = h·d_head, bf16
+    assert sympy.expand(q["memory_bytes.activations"] - q["memory_bytes.activations_selective"]) == 2 * B * L * T**2 * h
+    assert not q["memory_bytes.activations_flash"].has(T**2)
