@@ -36,17 +36,13 @@ def _int(expr: sympy.Expr, values: Mapping, what: str) -> int:
 
 
 def _micro(values: Mapping, options: Mapping, layout: Layout) -> tuple[int, int]:
+    """(micro-batch per device, micro-batches per step): batch = micro-batch × dp × micro-batches."""
     batch = int(values[B])
-    micro = options.get("micro_batch")
-    if micro is None:
-        if batch % layout.dp:
-            raise CostModelError(f"batch {batch} does not divide over dp = {layout.dp} devices; "
-                                 "expected a multiple of dp (or give --micro-batch)")
-        micro = batch // layout.dp
-    micro = int(micro)
+    micro = int(options.get("micro_batch") or max(batch // layout.dp, 1))
     if batch % (micro * layout.dp):
-        raise CostModelError(f"batch {batch} is not a whole number of micro-batches of {micro} on dp = "
-                             f"{layout.dp}; expected batch = micro-batch × dp × accumulation steps")
+        raise CostModelError(f"--batch {batch} is the global batch (sequences per step over dp = {layout.dp} "
+                             f"replicas); expected a multiple of dp × micro-batch = {layout.dp * micro}, e.g. "
+                             f"--batch {layout.dp * micro} for {micro} sequence(s) per device")
     return micro, batch // (micro * layout.dp)
 
 
