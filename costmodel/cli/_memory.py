@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..cost import DTYPE_BYTES
 from ..errors import CostModelError
 from ..memory import RECOMPUTE, WEIGHT_FORMATS
 from ..parallel import Layout
@@ -34,6 +35,8 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     g.add_argument("--context", type=positive_int("--context"), help="KV-cache context in tokens (inference)")
     g.add_argument("--weights-dtype", default="bf16", choices=sorted(WEIGHT_FORMATS),
                    help="inference weight format (int4/int8/fp8 carry their group scales)")
+    g.add_argument("--kv-dtype", choices=sorted(DTYPE_BYTES),
+                   help="KV-cache element dtype for inference (default: the graph's activation dtype)")
 
 
 def memory_options(args: argparse.Namespace) -> dict[str, object]:
@@ -43,7 +46,8 @@ def memory_options(args: argparse.Namespace) -> dict[str, object]:
     if args.zero and args.dp == 1:
         raise CostModelError(f"--zero {args.zero} shards over data-parallel devices; expected --dp > 1, received --dp 1")
     return {"recompute": args.recompute, "flash": args.flash, "layout": layout, "micro_batch": args.micro_batch,
-            "inference": args.inference, "context": args.context, "weights_dtype": args.weights_dtype}
+            "inference": args.inference, "context": args.context, "weights_dtype": args.weights_dtype,
+            "kv_dtype": args.kv_dtype}
 
 
 def memory_lines(r: dict) -> list[str]:
