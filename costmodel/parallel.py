@@ -199,7 +199,10 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
     matmuls in backward, 2(t−1)/t each, per micro-batch. PP: one activation
     forward and one gradient backward per micro-batch. SP/CP: k and v (tagged
     ``kv_cache``) gathered in forward, their gradients scattered in backward.
-    EP's all-to-all is not modelled.
+    EP: every routed matmul (attributes ``experts`` and ``route``) exchanges its
+    routed tokens in an all-to-all, (e−1)/e of them leave the device: the
+    dispatch sends its input × the route copies, the combine its output before
+    the copies are summed; once in forward and once (the gradients) in backward.
     """
     out: dict[str, sympy.Expr] = {}
     n = layout.dp
@@ -207,7 +210,7 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
         out["dp"] = sympy.Rational(n - 1, n) * (grads + 2 * params)
     else:
         out["dp"] = _ring(n) * grads
-    tp = pp = sp = Zero
+    tp = pp = sp = ep = Zero
     split = split_axes(G)
     col_inputs: set[str] = set()
     for name in order(G):
@@ -224,6 +227,11 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
             elif w_split and not x_split and op.kind == "matmul" and (data["inputs"][0], count) not in col_inputs:
                 col_inputs.add((data["inputs"][0], count))
                 tp += _ring(layout.tp) * elements(x, op.size) * size * count
+        route = op.attr("route")
+        if layout.ep > 1 and op.attr("experts") and route:
+            routed = op.parsed.inputs[0] if route in op.parsed.output else op.parsed.output
+            tokens = elements(tuple(routed), op.size) * op.size[str(route)]  # one copy per routed expert
+            ep += 2 * sympy.Rational(layout.ep - 1, layout.ep) * tokens * size * count
         if layout.sp > 1 and "kv_cache" in data.get("tags", ()):
             kv = elements(op.parsed.output, op.size) * size * count
             if layout.tp > 1 and any(a in split for a in op.parsed.output):
@@ -236,6 +244,7 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
     out["tp"] = tp / layout.sp * micro_batches
     out["pp"] = pp / (layout.tp if layout.megatron_sp else 1) / layout.sp * micro_batches
     out["sp"] = sp * micro_batches
+    out["ep"] = ep / (layout.tp if layout.megatron_sp else 1) / layout.sp * micro_batches
     out = {k: sympy.expand(v) for k, v in out.items()}
     out["total"] = sympy.expand(sum(out.values(), Zero))
     return out

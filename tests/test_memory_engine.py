@@ -271,3 +271,23 @@ def test_derive_gives_memory_formulas():
     assert q["memory_bytes.kv_cache"] == 2 * L * B * C * d * 2  # k and v, d = h·d_head, bf16
     assert sympy.expand(q["memory_bytes.activations"] - q["memory_bytes.activations_selective"]) == 2 * B * L * T**2 * h
     assert not q["memory_bytes.activations_flash"].has(T**2)
+
+
+def test_expert_parallel_all_to_all():
+    """Dispatch and combine of top-k routed tokens: 2 all-to-alls forward + 2 backward per MoE layer."""
+    from costmodel import GraphBuilder
+    from costmodel.cost import Cost, OpCost
+    from costmodel.ops import RULES, rule
+
+    if "test_routed" not in RULES:  # a stand-in with the routed matmul's attributes; no costs needed here
+        rule("test_routed")(lambda op, conventions: OpCost(Cost(), Cost()))
+    b = GraphBuilder("moe", b=B, t=T, d=d, e=s.n_experts, r=s.top_k, f=s.d_ff)
+    x = b.input("x", "b t d", dtype="bf16")
+    with b.repeat("layers", L):
+        # the stand-in's patterns leave out the expert weight (the builder knows weights of matmuls only)
+        y = b.op("up", "test_routed", [x], "b t d -> b t r f", attrs={"experts": "e", "route": "r"})
+        b.op("down", "test_routed", [y], "b t r f -> b t d", attrs={"experts": "e", "route": "r"})
+    zero = sympy.Integer(0)
+    comm = communication(b.graph, Layout(dp=8, ep=8), zero, zero, 1)
+    per_layer = 2 * 2 * sympy.Rational(7, 8) * B * T * s.top_k * d * 2  # (dispatch + combine) × (fwd + bwd), bf16
+    assert sympy.expand(comm["ep"] - L * per_layer) == 0
