@@ -212,7 +212,8 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
         out["dp"] = _ring(n) * grads
     tp = pp = sp = ep = Zero
     split = split_axes(G)
-    col_inputs: set[str] = set()
+    col_inputs: set[tuple] = set()
+    sent: set[tuple] = set()
     for name in order(G):
         data = G.nodes[name]
         op, count = data["op"], data["count"]
@@ -228,8 +229,11 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
                 col_inputs.add((data["inputs"][0], count))
                 tp += _ring(layout.tp) * elements(x, op.size) * size * count
         route = op.attr("route")
-        if layout.ep > 1 and op.attr("experts") and route:
-            routed = op.parsed.inputs[0] if route in op.parsed.output else op.parsed.output
+        dispatch = route in op.parsed.output
+        if layout.ep > 1 and op.attr("experts") and route and (not dispatch or (data["inputs"][0], count) not in sent):
+            if dispatch:  # matmuls routing the same tokens (SwiGLU's gate and up) share one dispatch
+                sent.add((data["inputs"][0], count))
+            routed = op.parsed.inputs[0] if dispatch else op.parsed.output
             tokens = elements(tuple(routed), op.size) * op.size[str(route)]  # one copy per routed expert
             ep += 2 * sympy.Rational(layout.ep - 1, layout.ep) * tokens * size * count
         if layout.sp > 1 and "kv_cache" in data.get("tags", ()):
