@@ -285,7 +285,8 @@ def test_expert_parallel_all_to_all():
     x = b.input("x", "b t d", dtype="bf16")
     with b.repeat("layers", L):
         # the stand-in's patterns leave out the expert weight (the builder knows weights of matmuls only)
-        y = b.op("up", "test_routed", [x], "b t d -> b t r f", attrs={"experts": "e", "route": "r"})
+        b.op("gate", "test_routed", [x], "b t d -> b t r f", attrs={"experts": "e", "route": "r"})
+        y = b.op("up", "test_routed", [x], "b t d -> b t r f", attrs={"experts": "e", "route": "r"})  # same dispatch
         b.op("down", "test_routed", [y], "b t r f -> b t d", attrs={"experts": "e", "route": "r"})
     zero = sympy.Integer(0)
     comm = communication(b.graph, Layout(dp=8, ep=8), zero, zero, 1)
