@@ -28,7 +28,6 @@ from .analysis import evaluate, op_nodes
 from .cost import Saved, Zero, dtype_bytes
 from .errors import CostModelError
 from .ops import Conventions, op_cost
-from .passes import _attention_chains
 from .pattern import Axes, elements
 from .symbols import C, T
 
@@ -185,8 +184,41 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
 
 
 def attention_cores(G: nx.DiGraph) -> list[tuple[list[str], str]]:
-    """Each materialised attention core: ([score, epilogue, softmax, dropout nodes], context node)."""
-    return [([s, *epi, sm, *drops], ctx) for s, epi, sm, drops, ctx in _attention_chains(G)]
+    """Each materialised attention core: ([score, epilogue, softmax, dropout nodes], context node).
+
+    Walks back from each softmax through element-wise epilogues (scale, mask, and the add of
+    MLA's two score parts) to the score contractions, and forward through dropout to the context
+    contraction: the chains :func:`costmodel.passes.flash_attention` fuses, and split scores too.
+    """
+    cores = []
+    for name, data in G.nodes(data=True):
+        op = data.get("op")
+        if op is None or op.kind != "softmax":
+            continue
+        core, todo = [], list(data["inputs"])
+        while todo:
+            node = todo.pop()
+            kind = G.nodes[node].get("op") and G.nodes[node]["op"]
+            if kind and kind.kind == "contraction":
+                core.append(node)
+            elif kind and kind.kind == "elementwise" and kind.attr("fn") in ("scale", "mask", "add"):
+                core.append(node)
+                todo.extend(G.nodes[node]["inputs"])
+            else:
+                core = []
+                break
+        node, after = name, []
+        while True:
+            succ = list(G.successors(node))
+            nxt = G.nodes[succ[0]]["op"] if len(succ) == 1 else None
+            if nxt is None or not (nxt.kind == "elementwise" and nxt.attr("fn") == "dropout"):
+                break
+            node = succ[0]
+            after.append(node)
+        succ = list(G.successors(node))
+        if core and len(succ) == 1 and G.nodes[succ[0]]["op"].kind == "contraction":
+            cores.append(([*core, name, *after], succ[0]))
+    return cores
 
 
 @dataclass(frozen=True)

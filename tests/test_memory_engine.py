@@ -292,3 +292,24 @@ def test_expert_parallel_all_to_all():
     comm = communication(b.graph, Layout(dp=8, ep=8), zero, zero, 1)
     per_layer = 2 * 2 * sympy.Rational(7, 8) * B * T * s.top_k * d * 2  # (dispatch + combine) × (fwd + bwd), bf16
     assert sympy.expand(comm["ep"] - L * per_layer) == 0
+
+
+def test_selective_recompute_finds_split_scores():
+    """MLA-style scores, the sum of two contractions, are an attention core too: no T² tensor is kept."""
+    from costmodel import GraphBuilder
+
+    b = GraphBuilder("split", b=B, t=T, s=T, h=h, k=s.d_head, p=s.d_rope, d=d)
+    x = b.input("x", "b t d", dtype="bf16")
+    with b.repeat("layers", L):
+        x = b.norm("ln", x, "b t d")
+        q, k, v = (b.matmul(n, x, "b t d, d h k -> b h t k") for n in ("q", "k", "v"))
+        qr, kr = b.matmul("qr", x, "b t d, d h p -> b h t p"), b.matmul("kr", x, "b t d, d p -> b t p")
+        nope = b.contract("nope", q, k, "b h t k, b h s k -> b h t s")
+        rope = b.contract("rope", qr, kr, "b h t p, b s p -> b h t s")
+        scores = b.elementwise("scores", "add", [nope, rope], "b h t s, b h t s -> b h t s")
+        probs = b.softmax("softmax", b.elementwise("scale", "scale", scores, "b h t s"), "b h t s", axis="s")
+        ctx = b.contract("context", probs, v, "b h t s, b h s k -> b h t k")
+        x = b.matmul("o", ctx, "b h t k, h k d -> b t d")
+    none, selective = (activations(b.graph, r).bytes for r in ("none", "selective"))
+    assert sympy.expand(none - selective) == 2 * B * L * h * T**2  # the softmax output, bf16
+    assert not selective.has(T**2)
