@@ -40,18 +40,32 @@ class Totals:
     forward: Cost
     backward: Cost
     activations: sympy.Expr  # bytes saved for backward
+    params_active: sympy.Expr | None = None  # parameters one token uses (MoE: top_k of n_experts)
 
     @property
     def params_non_embedding(self) -> sympy.Expr:
         return sympy.expand(self.params - self.params_embedding)
 
     @property
+    def params_active_non_embedding(self) -> sympy.Expr:
+        """Active parameters without the embedding tables (the N of 6·N·D for a mixture of experts)."""
+        active = self.params if self.params_active is None else self.params_active
+        return sympy.expand(active - self.params_embedding)
+
+    @property
     def training(self) -> Cost:
         return self.forward + self.backward
 
+    def _repr_latex_(self) -> str:  # Jupyter
+        from .latex import cost_latex
+
+        return cost_latex({"params": self.params, "params (embedding)": self.params_embedding,
+                           "flops (forward)": self.forward.flops, "flops (backward)": self.backward.flops,
+                           "activation bytes": self.activations})
+
     def map(self, fn) -> Totals:
         return Totals(fn(self.params), fn(self.params_embedding), self.forward.map(fn), self.backward.map(fn),
-                      fn(self.activations))
+                      fn(self.activations), None if self.params_active is None else fn(self.params_active))
 
 
 def totals(G: nx.DiGraph, conventions: Conventions = Conventions()) -> Totals:
@@ -65,16 +79,17 @@ def totals(G: nx.DiGraph, conventions: Conventions = Conventions()) -> Totals:
     >>> t.forward.matmul_flops, t.backward.matmul_flops, t.params
     (2*B*d**2, 4*B*d**2, d**2)
     """
-    params = emb = Zero
+    params = emb = active = Zero
     forward = backward = Cost()
     for name, data in op_nodes(G):
         cost, count = op_cost(data["op"], conventions), data["count"]
         forward += cost.forward * count
         backward += cost.backward * count
         params += cost.params * count
+        active += cost.active_params * count
         if data.get("embedding"):
             emb += cost.params * count
-    return Totals(params, emb, forward, backward, activation_bytes(G, conventions)).map(sympy.expand)
+    return Totals(params, emb, forward, backward, activation_bytes(G, conventions), active).map(sympy.expand)
 
 
 def saved_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[tuple, tuple]:
@@ -113,11 +128,12 @@ def breakdown(G: nx.DiGraph, conventions: Conventions = Conventions(), by: str =
     for name, data in op_nodes(G):
         c, n = op_cost(data["op"], conventions), data["count"]
         key = name if by == "op" else (data["block"] or "(top)")
-        scaled = OpCost(c.forward * n, c.backward * n, c.params * n, c.saved)
+        scaled = OpCost(c.forward * n, c.backward * n, c.params * n, c.saved, c.active_params * n)
         if key in rows:
             prev = rows[key]
             scaled = OpCost(prev.forward + scaled.forward, prev.backward + scaled.backward,
-                            prev.params + scaled.params, prev.saved + scaled.saved)
+                            prev.params + scaled.params, prev.saved + scaled.saved,
+                            prev.active_params + scaled.active_params)
         rows[key] = scaled
     return rows
 
@@ -190,9 +206,15 @@ def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
     """Every axis of every op must come out a positive whole number under ``values``.
 
     This is where "heads must divide d" is caught, for any architecture: the head
-    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size.
+    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size. Block counts
+    must come out positive too (``L - L_dense`` MoE layers needs ``L > L_dense``).
     """
     subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    for block, count in G.graph.get("blocks", {}).items():
+        value = (sympy.Integer(count) if isinstance(count, int) else count).xreplace(subs)
+        if not value.free_symbols and not (value.is_integer and value.is_positive):
+            raise CostModelError(f"block {block!r}: count {count} = {value} is not a positive whole number; "
+                                 "check the settings it is made of")
     for name, data in op_nodes(G):
         for axis, size in data["op"].sizes:
             value = size.xreplace(subs)

@@ -113,7 +113,7 @@ def _conventions(policy: str, opt: str, recompute: str, flash: bool, layout: Lay
                                     + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),
         "memory.conventions.optimizer": f"{opt} states in {p.states}" + (f" + {p.master} master weights" if p.master
                                                                          else "")
-                                        + " + torch's fp32 step per tensor where torch keeps one"
+                                        + " (torch's 4-byte step counters per tensor not counted)"
                                         + (f"; sharded over dp by ZeRO-{z}" if z >= 1 else ""),
         "memory.conventions.activations": f"saved for backward in {p.activations} (dtypes per op), recompute {recompute}, "
                                           f"attention {'FlashAttention (no T×T)' if flash else 'scores materialised'}; "

@@ -31,6 +31,9 @@ from .errors import CostModelError
 from .ops import Op, op_cost
 from .pattern import Axes, check_size, elements, parse, resolve_sizes
 
+#: Op kinds whose last pattern operand is a weight (a parameter), not a graph tensor.
+WEIGHT_KINDS = ("matmul", "gather", "routed_matmul")
+
 
 @dataclass(frozen=True)
 class Tensor:
@@ -180,12 +183,12 @@ class GraphBuilder:
         where = f"op {full!r}"
         p = parse(pattern)
         n_data = len(inputs)
-        if kind in ("matmul", "gather"):
+        if kind in WEIGHT_KINDS:
             n_data = 1  # the second operand is a weight, not a graph tensor
-        if len(p.inputs) != (n_data + (1 if kind in ("matmul", "gather") else 0)):
+        if len(p.inputs) != (n_data + (1 if kind in WEIGHT_KINDS else 0)):
             raise CostModelError(
                 f"{where}: pattern {pattern!r} has {len(p.inputs)} input operand(s), "
-                f"expected {len(inputs)} tensor(s){' and a weight' if kind in ('matmul', 'gather') else ''}")
+                f"expected {len(inputs)} tensor(s){' and a weight' if kind in WEIGHT_KINDS else ''}")
         known = dict(self.sizes)
         for t in inputs:  # an input tensor's own axis sizes are known too
             for a, s in t.sizes:

@@ -86,6 +86,11 @@ class Cost:
     def simplify(self) -> Cost:
         return self.map(sympy.expand)
 
+    def _repr_latex_(self) -> str:  # Jupyter
+        from .latex import cost_latex
+
+        return cost_latex({f.name: getattr(self, f.name) for f in fields(self)})
+
 
 @dataclass(frozen=True)
 class Saved:
@@ -110,12 +115,22 @@ class Saved:
 
 @dataclass(frozen=True)
 class OpCost:
-    """Everything an op rule derives for one op: both passes, parameters, saved tensors."""
+    """Everything an op rule derives for one op: both passes, parameters, saved tensors.
+
+    ``active`` is the part of ``params`` one token uses (a routed expert layer:
+    ``top_k`` of its ``n_experts`` weight sets); ``None`` means all of them.
+    """
 
     forward: Cost
     backward: Cost
     params: sympy.Expr = Zero
     saved: tuple[Saved, ...] = ()
+    active: sympy.Expr | None = None
+
+    @property
+    def active_params(self) -> sympy.Expr:
+        """Parameters one token uses (all of ``params`` unless the rule says otherwise)."""
+        return self.params if self.active is None else self.active
 
     @property
     def training(self) -> Cost:

@@ -45,8 +45,9 @@ def read_json(path: str) -> dict:
     return data
 
 
-def field(cfg: Mapping[str, object], name: str, kind: type = int, default: object = ..., where: str = "config.json"):
-    """A typed field of a config; a positive int unless ``kind`` says otherwise.
+def field(cfg: Mapping[str, object], name: str, kind: type = int, default: object = ..., where: str = "config.json",
+          minimum: int = 1):
+    """A typed field of a config; an int ≥ ``minimum`` (1) unless ``kind`` says otherwise.
 
     ``default=...`` means required. ``None`` in the file counts as absent.
     """
@@ -58,8 +59,9 @@ def field(cfg: Mapping[str, object], name: str, kind: type = int, default: objec
     if kind is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise CostModelError(f"{where}: field {name!r} must be a whole number, received {value!r}")
-        if value <= 0:
-            raise CostModelError(f"{where}: field {name!r} must be positive, received {value}")
+        if value < minimum:
+            expected = "positive" if minimum == 1 else f"at least {minimum}"
+            raise CostModelError(f"{where}: field {name!r} must be {expected}, received {value}")
         if value > MAX_SIZE:
             raise CostModelError(f"{where}: field {name!r} = {value} is out of range; expected at most {MAX_SIZE:.0e}")
     elif kind is bool:

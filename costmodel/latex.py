@@ -48,3 +48,68 @@ def ops_table(ops: Mapping[str, Mapping[str, object]]) -> str:
         rows.append(" & ".join(cells) + r" \\")
     rows += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(rows)
+
+
+_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def escape(text: str) -> str:
+    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``."""
+    return "".join(_SPECIAL.get(c, c) for c in str(text))
+
+
+def number(value: int | float) -> str:
+    r"""An exact integer with thin-space thousands (``1\,024``); other numbers in scientific form."""
+    if isinstance(value, int) or getattr(value, "is_Integer", False):
+        return rf"{int(value):,}".replace(",", r"\,")
+    mantissa, exp = f"{float(value):.4e}".split("e")
+    return rf"{mantissa} \times 10^{{{int(exp)}}}"
+
+
+def terms(expr: sympy.Expr, per_line: int = 4) -> list[str]:
+    """LaTeX of a sum broken into lines of at most ``per_line`` terms (each line after the first
+    starts with its sign), so long formulas fit a page."""
+    expr = sympy.expand(expr)
+    parts = expr.as_ordered_terms(order="lex") if isinstance(expr, sympy.Add) else [expr]
+    lines = []
+    for i in range(0, len(parts), per_line):
+        text = latex(sympy.Add(*parts[i:i + per_line], evaluate=False))
+        lines.append(text if i == 0 or text.startswith("-") else "+ " + text)
+    return lines
+
+
+def broken_equations(expressions: Mapping[str, sympy.Expr], per_line: int = 4) -> str:
+    """Like :func:`equations`, with long sums broken over several lines."""
+    rows = []
+    for key, expr in expressions.items():
+        first, *rest = terms(expr, per_line)
+        rows.append(rf"  {key_latex(key)} &= {first}")
+        rows += [rf"  &\quad {line}" for line in rest]
+    return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
+
+
+def derivation(rows: list[tuple[str, sympy.Expr, sympy.Expr]], lhs: str, total: sympy.Expr) -> str:
+    r"""A term-by-term derivation: ``lhs = Σ count × per run`` with one line per op, then the total.
+
+    ``rows`` holds (op name, count, what one run contributes).
+    """
+    lines = [rf"  {lhs} &= \sum_{{\text{{ops}}}} \text{{count}} \times \text{{one run}} \\"]
+    for name, count, per_run in rows:
+        if per_run == 0:
+            continue
+        factor = "" if count == 1 else latex(count) + r" \cdot "
+        body = latex(per_run)
+        if factor and isinstance(per_run, sympy.Add):
+            body = rf"\left({body}\right)"
+        lines.append(rf"  &\quad + {factor}{body} && \text{{{escape(name)}}} \\")
+    first, *rest = terms(total)
+    lines.append(rf"  &= {first}" + (r" \\" if rest else ""))
+    lines += [rf"  &\quad {line}" + (r" \\" if i < len(rest) - 1 else "") for i, line in enumerate(rest)]
+    return "\\begin{align*}\n" + "\n".join(lines) + "\n\\end{align*}"
+
+
+def cost_latex(fields: Mapping[str, sympy.Expr]) -> str:
+    """``$\\begin{aligned}...\\end{aligned}$`` of named expressions (Jupyter's ``_repr_latex_``)."""
+    body = r" \\ ".join(rf"\mathrm{{{escape(k)}}} &= {latex(v)}" for k, v in fields.items())
+    return rf"$\begin{{aligned}}{body}\end{{aligned}}$"

@@ -108,6 +108,9 @@ def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.Di
     opts = fam.options
     options = {k: v for k, v in config.items() if k in opts}
     graph = fam.build(**options)
+    if not isinstance(graph, nx.DiGraph):
+        raise CostModelError(f"{where}: the builder returned {type(graph).__name__}; expected the "
+                             "networkx.DiGraph of a GraphBuilder (return b.graph)")
     used = {str(s): s for s in graph_symbols(graph)}
     values = {}
     for key, value in config.items():
@@ -122,8 +125,10 @@ def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.Di
 
 
 def load(spec: str, settings: Mapping[str, object] | None = None) -> Model:
-    """Build the model named ``spec`` (a preset or a family) with ``settings`` on top.
+    """Build the model named ``spec`` with ``settings`` on top.
 
+    ``spec`` is a preset, a family, a Hugging Face ``config.json`` or
+    ``path/to/file.py:builder`` (a user's builder function: the file is executed).
     ``settings`` maps a symbol name (``"d"``) or a builder option (``"tied"``)
     to a value; presets' own config comes first, settings override it.
     """
@@ -142,8 +147,58 @@ def load(spec: str, settings: Mapping[str, object] | None = None) -> Model:
         preset = None
         fam, hf_settings = read_config(spec, fams)
         config = {**hf_settings, **settings}
+    elif is_builder_spec(spec):
+        preset, fam = None, load_builder(spec)
+        config = settings
     else:
         raise CostModelError(f"unknown model {spec!r}{closest(spec, [*pres, *fams])}; "
                              f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families")
     graph, values = _build(fam, config, f"model {spec!r}")
     return Model(spec, graph, values, fam, preset)
+
+
+def is_builder_spec(spec: str) -> bool:
+    """``path/to/file.py:function``?"""
+    path, colon, name = spec.rpartition(":")
+    return bool(colon) and path.endswith(".py") and name.isidentifier()
+
+
+def load_builder(spec: str) -> Family:
+    """The builder function ``name`` of the Python file in ``path/to/file.py:name``, as a family.
+
+    Loading a Python file **executes it**, with your permissions: only load files
+    you trust. (A ``config.json`` is data and is never executed.)
+    """
+    import importlib.util
+    import os
+    import sys
+
+    path, _, name = spec.rpartition(":")
+    if not os.path.isfile(path):
+        raise CostModelError(f"model {spec!r}: no file {path!r}; expected path/to/file.py:builder_function")
+    module_name = "costmodel_user_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module  # so that dataclasses and pickling inside the file work
+    try:
+        loader_spec.loader.exec_module(module)
+    except CostModelError:
+        raise
+    except Exception as exc:  # the user's code: report it as one line, like any other bad input
+        raise CostModelError(f"model {spec!r}: running {path!r} failed: {type(exc).__name__}: {exc}") from None
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        found = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module_name)
+        raise CostModelError(f"model {spec!r}: {path!r} has no function {name!r}{closest(name, found)}; "
+                             f"functions defined there: {', '.join(found) or 'none'}")
+
+    @functools.wraps(fn)
+    def build(**options: object) -> object:
+        try:
+            return fn(**options)
+        except CostModelError:
+            raise
+        except Exception as exc:  # a bug in the user's builder, reported as one line
+            raise CostModelError(f"model {spec!r}: the builder raised {type(exc).__name__}: {exc}") from None
+
+    return Family(name, build, f"user builder {name} from {path}")

@@ -32,24 +32,42 @@ from .errors import CostModelError, closest
 from .pattern import Axes, Pattern, elements, parse
 
 #: The kinds of op, as reported by ``costmodel derive --format json``.
-KINDS = ("matmul", "contraction", "attention", "elementwise", "norm", "softmax", "gather", "loss", "reshape")
+KINDS = ("matmul", "contraction", "attention", "elementwise", "norm", "softmax", "gather", "loss", "reshape",
+         "routed_matmul")
 
 
 @dataclass(frozen=True)
 class Conventions:
-    """Counting choices that change numbers. Say which you use.
+    """Counting choices that change numbers. Say which you use. The named conventions of
+    :mod:`costmodel.conventions` (6ND, Kaplan, PaLM, Chinchilla, Megatron) are these choices.
 
-    causal:
-        ``"full"`` counts causal attention scores over the full T×T square (what
-        dense kernels and PyTorch's ``FlopCounterMode`` count); ``"half"`` counts
-        half of it (what a causal kernel skips to, as in Megatron-LM's formula).
+    Attributes
+    ----------
+    causal : ``"full"`` counts causal attention over the whole T×T square (dense kernels,
+        ``FlopCounterMode``); ``"half"`` counts half of it (what a causal kernel skips to).
+    embedding : ``"lookup"``: a gather does no FLOPs forward; ``"matmul"``: it counts as a one-hot
+        matmul, 2 × ids × table, backward 2 × forward (Chinchilla, Appendix F).
+    elementwise : which non-matmul FLOPs count: ``"all"`` (:data:`ELEMENTWISE` and the rules),
+        ``"none"`` (``FlopCounterMode``, 6ND) or ``"softmax"`` (Chinchilla).
+    softmax_flops : per score, (forward, backward): (5, 4) = max, subtract, exp, sum, divide; Chinchilla (3, 6).
     """
 
     causal: str = "full"
+    embedding: str = "lookup"
+    elementwise: str = "all"
+    softmax_flops: tuple[int, int] = (5, 4)
 
     def __post_init__(self) -> None:
-        if self.causal not in ("full", "half"):
-            raise CostModelError(f"conventions: causal must be 'full' or 'half', received {self.causal!r}")
+        choices = {"causal": ("full", "half"), "embedding": ("lookup", "matmul"),
+                   "elementwise": ("all", "none", "softmax")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise CostModelError(f"conventions: {name} must be one of {', '.join(map(repr, allowed))}, "
+                                     f"received {getattr(self, name)!r}")
+        sf = self.softmax_flops
+        if not (isinstance(sf, tuple) and len(sf) == 2 and all(isinstance(n, int) and n >= 0 for n in sf)):
+            raise CostModelError(f"conventions: softmax_flops must be two whole numbers (forward, backward), "
+                                 f"received {sf!r}")
 
 
 @dataclass(frozen=True)
@@ -100,7 +118,17 @@ def op_cost(op: Op, conventions: Conventions = Conventions()) -> OpCost:
     """Derive the costs of ``op`` with the registered rule of its kind."""
     if op.kind not in RULES:
         raise CostModelError(f"no op rule for kind {op.kind!r}{closest(op.kind, RULES)}; registered: {sorted(RULES)}")
-    return RULES[op.kind](op, conventions)
+    cost = RULES[op.kind](op, conventions)
+    keep = {"all": True, "none": False, "softmax": op.kind in ("softmax", "attention")}[conventions.elementwise]
+    if keep:
+        return cost
+    # drop non-matmul FLOPs (attention keeps its softmax FLOPs: its rule counts no epilogue then)
+    return OpCost(_matmul_only(cost.forward), _matmul_only(cost.backward), cost.params, cost.saved)
+
+
+def _matmul_only(c: Cost) -> Cost:
+    return Cost(flops=c.matmul_flops, matmul_flops=c.matmul_flops, bytes_read=c.bytes_read,
+                bytes_written=c.bytes_written, recompute_flops=c.recompute_flops)
 
 
 # ---------------------------------------------------------------------------
@@ -262,12 +290,13 @@ def _reduced(op: Op) -> tuple[str, sympy.Expr, sympy.Expr]:
 
 @rule("softmax")
 def _softmax(op: Op, conventions: Conventions) -> OpCost:
-    """Softmax over ``axis`` (default: the last): 5 FLOPs per element forward
-    (max, subtract, exp, sum, divide), 4 backward; saves its output."""
+    """Softmax over ``axis`` (default: the last): ``conventions.softmax_flops``
+    per element, (5, 4) by default (max, subtract, exp, sum, divide); saves its output."""
     out = _elements(op, op.parsed.output)
     size = dtype_bytes(op.dtype)
-    forward = _elementwise_cost(op, sympy.Integer(5))
-    backward = Cost(flops=4 * out, bytes_read=2 * out * size, bytes_written=out * size)
+    per_fwd, per_bwd = conventions.softmax_flops
+    forward = _elementwise_cost(op, sympy.Integer(per_fwd))
+    backward = Cost(flops=per_bwd * out, bytes_read=2 * out * size, bytes_written=out * size)
     return OpCost(forward, backward, Zero, (Saved("output", "output", out, op.dtype),))
 
 
@@ -309,6 +338,12 @@ def _gather(op: Op, conventions: Conventions) -> OpCost:
     size = dtype_bytes(op.dtype)
     forward = Cost(bytes_read=out * size + n_ids * 8, bytes_written=out * size)
     backward = Cost(flops=out, bytes_read=out * size + n_ids * 8, bytes_written=_elements(op, table) * size)
+    if conventions.embedding == "matmul":  # a one-hot (ids × rows) matrix times the table
+        rows = tuple(a for a in table if a not in p.output)
+        one_hot = contraction(op, (ids + rows, table), p.output)
+        forward += Cost(flops=one_hot.flops, matmul_flops=one_hot.flops)
+        backward = Cost(flops=2 * one_hot.flops, matmul_flops=2 * one_hot.flops,  # as any matmul: 2 × forward
+                        bytes_read=backward.bytes_read, bytes_written=backward.bytes_written)
     params = Zero if op.attr("tied") else _elements(op, table)
     return OpCost(forward, backward, params, (Saved("ids", "input0", n_ids, "int64", role="indices"),))
 
@@ -364,8 +399,9 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     qk = contraction(op, (q, k), scores, scale=scale)
     pv = contraction(op, (scores, v), out, scale=scale)
     n_scores = _elements(op, scores) * scale
-    per_score_fwd = 5 + sum(ELEMENTWISE[fn].forward for fn in op.attr("epilogue", ()))
-    per_score_bwd = 4 + sum(ELEMENTWISE[fn].backward for fn in op.attr("epilogue", ()))
+    epilogue = op.attr("epilogue", ()) if conventions.elementwise == "all" else ()
+    per_score_fwd = conventions.softmax_flops[0] + sum(ELEMENTWISE[fn].forward for fn in epilogue)
+    per_score_bwd = conventions.softmax_flops[1] + sum(ELEMENTWISE[fn].backward for fn in epilogue)
     size = dtype_bytes(op.dtype)
     rows = _elements(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
     io_read = (_elements(op, q) + _elements(op, k) + _elements(op, v)) * size
@@ -379,3 +415,46 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
              Saved("v", "input2", _elements(op, v), op.dtype), Saved("out", "output", _elements(op, out), op.dtype),
              Saved("lse", "own", rows, "fp32", role="stats"))
     return OpCost(forward, backward, Zero, saved)
+
+
+@rule("routed_matmul")
+def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
+    """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
+
+    Pattern ``"b t d, e d f -> b t r f"`` with attributes ``experts="e"`` (the
+    weight axis that is *selected*, not contracted: each of the ``r`` copies of a
+    token uses one weight set) and ``route="r"`` (the copies: ``top_k``). The
+    route axis is new in the output (each token is sent to ``r`` experts) or is
+    summed away with the contraction (``"b t r f, e f d -> b t d"`` adds the ``r``
+    expert outputs back into one token).
+
+    FLOPs are those of the routed tokens: 2 × the product of the distinct axes
+    *without* ``experts``; backward is the input and the weight gradient, each as
+    much. Parameters are all ``e`` weight sets; ``active`` ones are the ``r`` a
+    token uses (``params · r / e``).
+    """
+    p = op.parsed
+    if len(p.inputs) != 2:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: expected 'input, weight -> output'")
+    x, w = p.inputs
+    y = p.output
+    e, r = str(op.attr("experts", "")), str(op.attr("route", ""))
+    if e not in w or e in x or e in y:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: experts={e!r} must be an axis of the weight only")
+    if not r or r in w or (r in x) == (r in y):
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
+                             "the input and the output (not of the weight)")
+    stray = [a for a in y if a not in x and a not in w and a != r]
+    if stray:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: output axes {stray} appear in no input")
+    per_token_w = tuple(a for a in w if a != e)  # the weight one routed copy of a token meets
+    # bytes: every expert's weights are read (and their gradients written) once, which is
+    # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
+    extra = (_elements(op, w) - _elements(op, per_token_w)) * dtype_bytes(op.dtype)
+    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
+    backward = (contraction(op, (y, per_token_w), x) + contraction(op, (x, y), per_token_w)
+                + Cost(bytes_read=extra, bytes_written=extra))
+    params = _elements(op, w)
+    active = params * op.size[r] / op.size[e]
+    saved = (Saved("input", "input0", _elements(op, x), op.dtype),)
+    return OpCost(forward, backward, params, saved, active)

@@ -28,10 +28,15 @@ def quantities(t: Totals, policy: str = "bf16-mixed", optimizer: str = "adamw") 
         "params.total": t.params,
         "params.embedding": t.params_embedding,
         "params.non_embedding": t.params_non_embedding,
+        # active: what one token uses (a mixture of experts: top_k of n_experts), embeddings
+        # included (Mixtral's "12.9B active"); active_non_embedding drops the embedding
+        # tables and is the N of 6·N·D. Dense models: active = total.
+        "params.active": t.params if t.params_active is None else t.params_active,
+        "params.active_non_embedding": t.params_active_non_embedding,
         "flops.forward": t.forward.flops,
         "flops.backward": t.backward.flops,
         "flops.training": t.training.flops,
-        "flops.six_nd": 6 * t.params_non_embedding * B * T,
+        "flops.six_nd": 6 * t.params_active_non_embedding * B * T,
         "flops.matmul.forward": t.forward.matmul_flops,
         "flops.matmul.backward": t.backward.matmul_flops,
         "flops.matmul.training": t.training.matmul_flops,
@@ -58,6 +63,17 @@ def nest(flat: Mapping[str, object]) -> dict:
     return out
 
 
+def flatten(obj: Mapping, prefix: str = "") -> dict[str, object]:
+    """``{"a": {"b": 1}}`` → ``{"a.b": 1}`` (the inverse of :func:`nest`)."""
+    out: dict[str, object] = {}
+    for k, v in obj.items():
+        if isinstance(v, Mapping):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
 def _settings_for(model: Model | str, settings: Mapping[str, object] | None, policy: str) -> Model:
     if isinstance(model, Model):
         return model
@@ -69,6 +85,32 @@ def _settings_for(model: Model | str, settings: Mapping[str, object] | None, pol
     if fam is not None and "dtype" in fam.options and "dtype" not in settings:
         settings["dtype"] = precision(policy).activations
     return load(model, settings)
+
+
+def resolve(model: Model | str, *, batch: int | None = None, seq: int | None = None,
+            settings: Mapping[str, object] | None = None,
+            policy: str = "bf16-mixed") -> tuple[Model, dict[sympy.Symbol, int]]:
+    """The model and an exact int for every symbol of its graph (B defaults to 1, T to the preset's).
+
+    Raises :class:`CostModelError` naming every symbol left without a value.
+    """
+    m = _settings_for(model, settings, policy)
+    values = dict(m.values)
+    if batch is not None:
+        values[B] = batch
+    values.setdefault(B, 1)
+    if seq is not None:
+        values[T] = seq
+    missing = sorted(str(s) for s in graph_symbols(m.graph) if s not in values)
+    if missing:
+        raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
+                             f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
+    for sym, v in values.items():
+        if not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
+            raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
+        values[sym] = int(v)
+    check_values(m.graph, values)
+    return m, values
 
 
 @dataclass(frozen=True)
@@ -107,7 +149,7 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
         for key in ("flops.training", "flops.matmul.training"):
             per_token = sympy.Rational(flat[key], step_tokens)  # every term of a step carries B*T
             flat[key + "_total"] = as_int(per_token * tokens, key + "_total")
-        flat["flops.six_nd"] = 6 * flat["params.non_embedding"] * tokens
+        flat["flops.six_nd"] = 6 * flat["params.active_non_embedding"] * tokens
     total = flat.get("flops.training_total", flat["flops.training"])
     flat["flops.six_nd_share"] = float(sympy.Rational(flat["flops.six_nd"], total)) if total else 0.0
     flat["tokens.per_step"] = step_tokens
@@ -140,22 +182,7 @@ def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = 
     options.setdefault("policy", "bf16-mixed")
     options.setdefault("optimizer", "adamw")
     options.setdefault("conventions", Conventions())
-    m = _settings_for(model, settings, str(options["policy"]))
-    values = dict(m.values)
-    if batch is not None:
-        values[B] = batch
-    values.setdefault(B, 1)
-    if seq is not None:
-        values[T] = seq
-    missing = sorted(str(s) for s in graph_symbols(m.graph) if s not in values)
-    if missing:
-        raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
-                             f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
-    for sym, v in values.items():
-        if not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
-            raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
-        values[sym] = int(v)
-    check_values(m.graph, values)
+    m, values = resolve(model, batch=batch, seq=seq, settings=settings, policy=str(options["policy"]))
     step = Step(m, values, options)
     flat: dict[str, object] = {}
     for section in SECTIONS:
@@ -166,7 +193,8 @@ def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = 
         "model": m.name,
         "family": m.family.name,
         "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
-        "conventions": {"causal": conv.causal, "precision": options["policy"], "optimizer": options["optimizer"],
+        "conventions": {"causal": conv.causal, "embedding": conv.embedding, "elementwise": conv.elementwise,
+                        "precision": options["policy"], "optimizer": options["optimizer"],
                         "flop": "a multiply-add is 2 FLOPs",
                         "activations": flat.get("memory.conventions.activations",
                                                 "saved for backward, no recompute, attention scores materialised")},

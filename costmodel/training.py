@@ -227,7 +227,7 @@ def _factored(w: Weight) -> sympy.Expr:
 
 
 def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
-                share: Callable[[Weight], sympy.Expr] | None = None) -> dict[str, sympy.Expr]:
+                share: Callable[[Weight], sympy.Expr] | None = None, scalars: bool = False) -> dict[str, sympy.Expr]:
     """Model-state bytes of ``G``'s weights, by component, summed from every weight tensor.
 
     Keys: ``weights``, ``compute_copy`` (fp8 policies), ``grads``, ``master``,
@@ -236,11 +236,13 @@ def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
     (parameter counts). Frozen weights cost only their ``weights`` bytes.
     ``share(weight)`` is the fraction of each weight one device holds (tensor,
     pipeline or expert parallelism: see :mod:`costmodel.parallel`); 1 by default.
+    ``scalars``: count torch's 0-dim fp32 ``step`` per weight tensor (4 bytes
+    each; the ZeRO paper's K and the report leave them out).
 
     >>> from costmodel import GraphBuilder, symbols as s
     >>> b = GraphBuilder("fc", b=s.B, d=s.d, f=s.d_ff)
     >>> _ = b.matmul("fc", b.input("x", "b d", dtype="bf16"), "b d, d f -> b f")
-    >>> st = model_state(b.graph, "fp32", "adafactor")
+    >>> st = model_state(b.graph, "fp32", "adafactor", scalars=True)
     >>> st["v"], st["step"]  # factored: rows + cols in fp32; one fp32 step per tensor
     (4*d + 4*d_ff, 4)
     """
@@ -248,7 +250,8 @@ def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
     parts = bytes_per_param(policy, opt)
     zero = sympy.Integer(0)
     out: dict[str, sympy.Expr] = dict.fromkeys(("weights", "compute_copy", "grads", "master"), zero)
-    out.update(dict.fromkeys((*o.states, *o.quantized, *o.factored, *o.scalars), zero))
+    counters = o.scalars if scalars else ()
+    out.update(dict.fromkeys((*o.states, *o.quantized, *o.factored, *counters), zero))
     trainable = frozen = zero
     for w in weights(G):
         part = share(w) if share is not None else 1
@@ -263,12 +266,12 @@ def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
             out[key] += n * parts.get(key, 0)
         for key in o.factored:
             out[key] += _factored(w) * w.count * part * dtype_bytes(p.states)
-        for key in o.scalars:
+        for key in counters:
             out[key] += w.count * dtype_bytes("fp32") * (1 if part != 0 else 0)  # a scalar per tensor: every shard keeps one
     out = {k: sympy.expand(v) for k, v in out.items()}
     out["params"] = out["weights"] + out["compute_copy"]
     out["optimizer"] = sympy.expand(sum((out[k] for k in ("master", *o.states, *o.quantized, *o.factored,
-                                                           *o.scalars)), zero))
+                                                           *counters)), zero))
     out["trainable"], out["frozen"] = sympy.expand(trainable), sympy.expand(frozen)
     return out
 

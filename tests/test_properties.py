@@ -81,3 +81,41 @@ def test_training_is_forward_plus_backward_and_params_split(cfg):
     p = r["params"]
     assert p["total"] == p["embedding"] + p["non_embedding"]
     assert r["flops"]["six_nd"] == 6 * p["non_embedding"] * cfg["B"] * cfg["T"]
+
+
+# -- architecture invariants: exact symbolic identities (hold for every size at once) --------------
+
+def _attention_graph(block, **sizes):
+    from costmodel import GraphBuilder
+
+    b = GraphBuilder("attention", b=B, t=T, s=T, d=d, **sizes)
+    block(b, b.input("x", "b t d", dtype="bf16"))
+    return b.graph
+
+
+def test_gqa_with_as_many_kv_heads_as_heads_equals_mha():
+    from costmodel_graphs.blocks import causal_self_attention, grouped_query_attention
+    from costmodel.symbols import n_kv
+
+    gqa = totals(_attention_graph(lambda b, x: grouped_query_attention(b, x, rope=False), g=n_kv, m=h / n_kv,
+                                  k=d / h))
+    mha = totals(_attention_graph(lambda b, x: causal_self_attention(b, x, bias=False, dropout_p=False), h=h,
+                                  k=d / h))
+    same = lambda e: sympy.expand(e.subs(n_kv, h))  # noqa: E731
+    assert gqa.map(same) == mha.map(sympy.expand)
+    assert gqa.forward.matmul_flops != mha.forward.matmul_flops  # ...and only then
+
+
+def test_moe_with_one_expert_routed_to_equals_the_dense_mlp_plus_its_router():
+    from costmodel_graphs.blocks import gated_mlp, mixture_of_experts
+    from costmodel.analysis import node_cost
+
+    f = sympy.Symbol("f", positive=True, integer=True)
+    moe_g = _attention_graph(lambda b, x: mixture_of_experts(b, x), e=1, r=1, i=f)
+    dense = totals(_attention_graph(lambda b, x: gated_mlp(b, x), f=f))
+    moe = totals(moe_g)
+    router = node_cost(moe_g, "router")
+    assert sympy.expand(moe.params - router.params) == dense.params
+    assert sympy.expand(moe.forward.matmul_flops - router.forward.matmul_flops) == dense.forward.matmul_flops
+    assert sympy.expand(moe.backward.matmul_flops - router.backward.matmul_flops) == dense.backward.matmul_flops
+    assert sympy.expand(moe.params_active - router.params) == dense.params

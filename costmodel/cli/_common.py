@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Mapping
 
 import sympy
 
 from ..errors import CostModelError
 from ..expr import parse_int, parse_number, parse_setting
+from ..report import flatten as flat  # noqa: F401  (the CLI's name for it)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="a preset or family name (see 'costmodel models')")
+    p.add_argument("model", metavar="MODEL",
+                   help="a preset or family name (see 'costmodel models'), a Hugging Face config.json "
+                        "(read as data, no network), or path/to/file.py:builder, a function of yours that "
+                        "returns a GraphBuilder graph (the file is executed as Python: only load files you trust)")
     p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
                    help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
                         "values are numbers or expressions of symbols with + - * / ^ ( )")
@@ -69,16 +72,6 @@ def duration(seconds: float) -> str:
     if days < 2 * 365.25:
         return f"{days:,.1f} days ({seconds:.3g} s)"
     return f"{days / 365.25:,.1f} years ({seconds:.3g} s)"
-
-
-def flat(obj: Mapping, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for k, v in obj.items():
-        if isinstance(v, Mapping):
-            out.update(flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
 
 
 def positive_number(what: str):

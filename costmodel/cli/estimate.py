@@ -15,6 +15,14 @@ from .hardware import time_text
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("estimate", help="FLOPs, parameters and memory of a model, as exact numbers",
                        description="FLOPs, parameters and memory of one training step of a model.")
+    add_options(p)
+    p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
+    p.add_argument("--plot-memory", metavar="FILE", help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
+    p.set_defaults(run=run)
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    """The model and step options, shared with the commands built on an estimate (``report``)."""
     add_model_args(p)
     p.add_argument("--batch", type=positive_int("--batch"), help="sequences per step, B (default 1)")
     p.add_argument("--seq", type=positive_int("--seq"), help="tokens per sequence, T (default: the model's context)")
@@ -23,18 +31,19 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS))
     p.add_argument("--causal", default="full", choices=["full", "half"],
                    help="count causal attention over the full T×T square (default) or half of it")
-    p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
     add_memory_args(p, precision=False)
-    p.add_argument("--plot-memory", metavar="FILE", help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
     add_hardware_args(p)
-    p.set_defaults(run=run)
+
+
+def options(args: argparse.Namespace) -> dict:
+    """Keyword arguments of :func:`costmodel.report.estimate` from parsed options."""
+    return dict(batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
+                policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
+                **memory_options(args), **hardware_options(args))
 
 
 def run(args: argparse.Namespace) -> int:
-    r = estimate(args.model, batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
-                 policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
-                 **memory_options(args),
-                 **hardware_options(args))
+    r = estimate(args.model, **options(args))
     if args.plot_memory:
         from ..hardware import device
         from ..plot import memory_chart
@@ -57,7 +66,9 @@ def text(r: dict) -> str:
         f"{r['model']} ({r['family']})  {cfg}",
         f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}; "
         f"{conv['precision']} + {conv['optimizer']}",
-        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})",
+        f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
+        + (f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
+           if p["active"] != p["total"] else ""),
         f"FLOPs per step  forward {sci(f['forward'])}  backward {sci(f['backward'])}  training {sci(f['training'])}",
         f"  matmul only   forward {sci(f['matmul']['forward'])}  backward {sci(f['matmul']['backward'])}"
         f"  training {sci(f['matmul']['training'])}",

@@ -1,0 +1,41 @@
+"""``costmodel report MODEL --latex report.tex``: the whole report as LaTeX, Markdown or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import CostModelError
+from . import estimate
+
+
+def add(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="a full report (formulas, derivation, numbers, memory) as LaTeX/Markdown/JSON",
+                       description="Write the report of one model and config: a standalone LaTeX document "
+                                   "(compiles with pdflatex as is), Markdown with GitHub math, or JSON. "
+                                   "With no output option, Markdown goes to stdout.")
+    estimate.add_options(p)
+    p.add_argument("--latex", metavar="FILE", help="standalone LaTeX document ('-' for stdout)")
+    p.add_argument("--markdown", metavar="FILE", help="Markdown with $...$ math ('-' for stdout)")
+    p.add_argument("--json", metavar="FILE", help="exact numbers and formulas as JSON ('-' for stdout)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..export import report
+
+    doc = report(args.model, **estimate.options(args))
+    outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json}
+    chosen = {k: getattr(args, k) for k in outputs if getattr(args, k)}
+    for kind, path in (chosen or {"markdown": "-"}).items():
+        text = outputs[kind]()
+        if path == "-":
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            continue
+        try:
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise CostModelError(f"report: cannot write {kind} to {path!r}: {exc.strerror}") from None
+        print(f"wrote {kind} report to {path}", file=sys.stderr)
+    return 0

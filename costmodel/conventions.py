@@ -1,0 +1,193 @@
+"""Named counting conventions, side by side: why tools disagree about FLOPs.
+
+Every published rule for "training FLOPs" is the same graph counted with
+different choices. Here each is *derived by the engine* from the model's graph
+with the choices written down (:class:`~costmodel.ops.Conventions` for op-level
+choices, plus how the step is counted), and the symbolic difference between any
+two is an exact sympy expression.
+
+Two ways of counting appear in the literature:
+
+``method="ops"``
+    sum every op's FLOPs (forward + backward) under the op-level choices, plus,
+    when ``recompute`` is set, the forward of every op inside a repeated block
+    again (full activation checkpointing of each layer, as Megatron counts it);
+``method="params"``
+    6 FLOPs per non-embedding parameter per token (2 forward, 4 backward), plus,
+    when ``attention`` is set, 3 × the forward FLOPs of the activation ×
+    activation contractions (the T-dependent attention term) under the
+    convention's causal choice.
+
+>>> from costmodel.conventions import CONVENTIONS
+>>> sorted(CONVENTIONS)[:3]
+['6nd', 'chinchilla', 'engine']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+
+from .analysis import op_nodes, saved_tensors, totals
+from .cost import Zero, dtype_bytes
+from .errors import CostModelError, closest
+from .ops import Conventions, op_cost
+from .symbols import B, T
+from .training import model_state_bytes
+
+
+@dataclass(frozen=True)
+class Convention:
+    """A named way of counting training FLOPs (and memory), with its source.
+
+    Parameters
+    ----------
+    name, about, source:
+        What it is called, what it counts, where it is published (with the formula as published).
+    ops:
+        The op-level choices (causal, embedding, element-wise FLOPs, softmax FLOPs).
+    method:
+        ``"ops"`` (sum of op costs) or ``"params"`` (6 per non-embedding parameter per token).
+    attention:
+        ``method="params"`` only: add 3 × the forward FLOPs of the contractions.
+    recompute:
+        ``method="ops"`` only: the forward of every op inside a repeated block runs
+        again during backward (and only the blocks' inputs are saved).
+    policy:
+        Precision policy of the model-state memory (:mod:`costmodel.training`).
+    """
+
+    name: str
+    about: str
+    source: str
+    ops: Conventions = field(default_factory=Conventions)
+    method: str = "ops"
+    attention: bool = True
+    recompute: bool = False
+    policy: str = "bf16-mixed"
+
+    def __post_init__(self) -> None:
+        if self.method not in ("ops", "params"):
+            raise CostModelError(f"convention {self.name!r}: method must be 'ops' or 'params', "
+                                 f"received {self.method!r}")
+
+
+_MATMUL_ONLY = Conventions(elementwise="none")
+
+#: The named conventions, in the order ``costmodel compare`` prints them.
+CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
+    Convention("engine", "costmodel's default: every op's FLOPs, causal attention over the full square",
+               "docs/conventions.md"),
+    Convention("flopcounter", "matmuls and contractions only, full causal square, embedding lookups free",
+               "PyTorch torch/utils/flop_counter.py (FlopCounterMode counts only registered matmul-like ops)",
+               _MATMUL_ONLY),
+    Convention("6nd", "6 per non-embedding parameter per token; attention term dropped",
+               "Kaplan et al. 2020, Sec. 2.1: C ≈ 6N per token", _MATMUL_ONLY, "params", attention=False),
+    Convention("kaplan", "6N plus the one T term, causal (half) attention: C_fwd = 2N + 2 n_layer n_ctx d_attn",
+               "Kaplan et al. 2020, Table 1 and Eq. 2.2", Conventions(causal="half", elementwise="none"),
+               "params"),
+    Convention("palm", "6N + 12·L·H·Q·T per token: full attention square (also torchtitan, nanoGPT's MFU)",
+               "Chowdhery et al. 2022 (PaLM), Appendix B", _MATMUL_ONLY, "params"),
+    Convention("chinchilla", "every matmul incl. embeddings as one-hot matmuls, softmax 3 FLOPs per score, "
+               "backward 2 × forward", "Hoffmann et al. 2022 (Chinchilla), Appendix F",
+               Conventions(embedding="matmul", elementwise="softmax", softmax_flops=(3, 6))),
+    Convention("megatron", "matmuls only, full attention square, each layer's forward recomputed: "
+               "96·B·T·L·d²(1 + T/6d + V/16Ld)",
+               "Narayanan et al. 2021 (Megatron-LM at scale), Appendix: FLOPs with activation recomputation",
+               _MATMUL_ONLY, recompute=True),
+    Convention("megatron-causal", "as megatron with causal attention halved (what a causal kernel skips): "
+               "96·B·T·L·d²(1 + T/12d + V/16Ld)",
+               "Narayanan et al. 2021, Appendix, with the attention term halved for the causal mask",
+               Conventions(causal="half", elementwise="none"), recompute=True),
+)}
+
+
+def convention(name: str) -> Convention:
+    """The named convention, or a :class:`CostModelError` naming the known ones."""
+    if name not in CONVENTIONS:
+        raise CostModelError(f"unknown convention {name!r}{closest(name, CONVENTIONS)}; "
+                             f"known: {', '.join(CONVENTIONS)}")
+    return CONVENTIONS[name]
+
+
+def _repeated(data: Mapping) -> bool:
+    count = data["count"]
+    return not (getattr(count, "is_number", False) and count == 1)
+
+
+def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
+    """Training FLOPs of one step (B sequences of T tokens) of ``G`` under ``conv``, as an expression.
+
+    >>> from costmodel import GraphBuilder, symbols as s
+    >>> b = GraphBuilder("mlp", b=s.B, t=s.T, d=s.d)
+    >>> x = b.input("x", "b t d", dtype="bf16")
+    >>> with b.repeat("layers", s.L):
+    ...     x = b.matmul("w", x, "b t d, d e -> b t d", e=s.d)
+    >>> training_flops(b.graph, CONVENTIONS["megatron"])  # 3 passes + the recomputed forward
+    8*B*L*T*d**2
+    """
+    t = totals(G, conv.ops)
+    if conv.method == "params":
+        flops = 6 * t.params_non_embedding * B * T
+        if conv.attention:
+            for _, data in op_nodes(G):
+                if data["op"].kind in ("contraction", "attention"):
+                    flops += 3 * op_cost(data["op"], conv.ops).forward.matmul_flops * data["count"]
+        return sympy.expand(flops)
+    flops = t.training.flops
+    if conv.recompute:
+        flops += sum((op_cost(d["op"], conv.ops).forward.flops * d["count"]
+                      for _, d in op_nodes(G) if _repeated(d)), Zero)
+    return sympy.expand(flops)
+
+
+def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
+    """Bytes saved for backward under ``conv``: everything, or with ``recompute`` only what
+    ops outside repeated blocks save plus each repeated block's inputs (its checkpoints)."""
+    if not conv.recompute:
+        return totals(G, conv.ops).activations
+    # saved by ops outside repeated blocks (the key's last item is the saving op's count)
+    kept = sum((saved.bytes * n for (_, _, count), (saved, n) in saved_tensors(G, conv.ops).items()
+                if count == 1), Zero)
+    inputs = {}  # tensors entering a repeated block from outside it, once per (tensor, block count)
+    for u, v, data in G.edges(data=True):
+        if _repeated(G.nodes[v]) and not _repeated(G.nodes[u]):
+            tensor, count = data["tensor"], G.nodes[v]["count"]
+            inputs[(u, count)] = tensor.elements * dtype_bytes(tensor.dtype) * count
+    return sympy.expand(kept + sum(inputs.values(), Zero))
+
+
+def quantities(G: nx.DiGraph, conv: Convention) -> dict[str, sympy.Expr]:
+    """``flops.training`` and ``memory_bytes.*`` of one step under ``conv``, as expressions."""
+    t = totals(G, conv.ops)
+    states = model_state_bytes(t.params, conv.policy, "adamw")
+    q = {"flops.training": training_flops(G, conv),
+         "memory_bytes.model_states": sympy.expand(sum(states.values(), Zero)),
+         "memory_bytes.activations": activation_bytes(G, conv)}
+    q["memory_bytes.total"] = sympy.expand(q["memory_bytes.model_states"] + q["memory_bytes.activations"])
+    return q
+
+
+def difference(G: nx.DiGraph, a: str | Convention, b: str | Convention,
+               key: str = "flops.training") -> sympy.Expr:
+    """``key`` under ``a`` minus under ``b``, exact and expanded (0 when they agree)."""
+    ca = a if isinstance(a, Convention) else convention(a)
+    cb = b if isinstance(b, Convention) else convention(b)
+    return sympy.expand(quantities(G, ca)[key] - quantities(G, cb)[key])
+
+
+def compare(G: nx.DiGraph, names: Iterable[str] | None = None) -> dict[str, dict[str, sympy.Expr]]:
+    """Quantities per named convention (all of them by default), plus each one's difference from
+    the first, per token (``flops.training`` / (B·T)) under the key ``"per_token_minus_first"``."""
+    names = list(names or CONVENTIONS)
+    if not names:
+        raise CostModelError("compare: expected at least one convention name, received none")
+    rows = {n: quantities(G, convention(n)) for n in names}
+    first = rows[names[0]]["flops.training"]
+    for row in rows.values():
+        row["flops.per_token"] = sympy.expand(row["flops.training"] / (B * T))
+        row["per_token_minus_first"] = sympy.expand((row["flops.training"] - first) / (B * T))
+    return rows

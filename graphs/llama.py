@@ -1,0 +1,124 @@
+"""LLaMA 1/2/3: RMSNorm pre-norm, grouped-query attention with RoPE, SwiGLU MLP, untied unembedding.
+
+Sources of the presets (the Hugging Face ``config.json`` of each released model;
+parameter counts are those of ``LlamaForCausalLM`` built from that config, which
+``tests/test_arch_presets.py`` rebuilds with transformers):
+
+* LLaMA (1) 7B/65B: Touvron et al. 2023, "LLaMA", Table 2 (MLP width 2/3·4d rounded up to a
+  multiple of 256), and ``huggyllama/llama-{7b,65b}/config.json`` (vocab 32000, context 2048).
+* LLaMA-2 7B/13B/70B: Touvron et al. 2023, "Llama 2", Table 1 (GQA for 70B), and
+  ``meta-llama/Llama-2-{7b,13b,70b}-hf/config.json`` (vocab 32000, context 4096).
+* Llama 3 8B/70B: Meta, "The Llama 3 Herd of Models" (2024), Table 3, and
+  ``meta-llama/Meta-Llama-3-{8B,70B}/config.json`` (vocab 128256, 8 KV heads;
+  pretraining context 8192).
+* Llama 3.1 405B: the same paper, Table 3, and ``meta-llama/Llama-3.1-405B/config.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import networkx as nx
+import sympy
+
+from costmodel import CostModelError, Family, GraphBuilder, Preset
+from costmodel.hf import field
+from costmodel.symbols import B, L, T, V, d, d_ff, h, n_kv
+
+from .blocks import decoder, gated_mlp, grouped_query_attention, pre_norm_layer
+
+
+def sizes(d_head: object, d_ff: object, **more: object) -> dict[str, object]:
+    """The axis sizes of a LLaMA-style decoder (see :mod:`blocks` for the names)."""
+    return dict(b=B, t=T, s=T, d=d, v=V, g=n_kv, m=h / n_kv, k=d_head, f=d_ff, **more)
+
+
+def llama(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False,
+          attention_bias: bool = False, mlp_bias: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+    """The LLaMA decoder as an op graph.
+
+    ``d_head``: the head dim, ``d/h`` unless a config gives ``head_dim``.
+    ``attention_bias``: biases on q, k, v and o (HF ``attention_bias``);
+    ``mlp_bias``: on the three MLP matrices. ``tied``: the unembedding reuses
+    the token embedding (Llama 3.2 1B/3B).
+    """
+    b = GraphBuilder("llama", dtype=dtype, **sizes(d_head, d_ff))
+
+    def layer(b: GraphBuilder, x):
+        return pre_norm_layer(
+            b, x,
+            lambda b, x: grouped_query_attention(b, x, qkv_bias=attention_bias, out_bias=attention_bias),
+            lambda b, x: gated_mlp(b, x, bias=mlp_bias))
+
+    return decoder(b, [("layers", L, layer)], tied=tied)
+
+
+def hf_settings(cfg: Mapping[str, object], where: str, *, mha_default: bool = False) -> dict[str, object]:
+    """The fields every LLaMA-style ``config.json`` shares.
+
+    ``num_key_value_heads`` is required unless ``mha_default`` (LLaMA: absent
+    means multi-head; transformers' Mistral, Mixtral and Qwen2 classes default it
+    to 8 or 32 instead, so we ask for it). ``head_dim`` absent means
+    ``hidden_size / num_attention_heads``; ``T`` is set to
+    ``max_position_embeddings`` (override it with ``--seq``).
+    """
+    out: dict[str, object] = {
+        "L": field(cfg, "num_hidden_layers", where=where), "d": field(cfg, "hidden_size", where=where),
+        "h": field(cfg, "num_attention_heads", where=where), "V": field(cfg, "vocab_size", where=where),
+        "d_ff": field(cfg, "intermediate_size", where=where),
+        "tied": field(cfg, "tie_word_embeddings", bool, False, where=where),
+        "T": field(cfg, "max_position_embeddings", where=where),
+    }
+    out["n_kv"] = field(cfg, "num_key_value_heads", int, out["h"] if mha_default else ..., where=where)
+    head_dim = field(cfg, "head_dim", int, None, where=where)
+    if head_dim is not None and head_dim * out["h"] != out["d"]:
+        out["d_head"] = head_dim
+    return out
+
+
+def hf_experts(cfg: Mapping[str, object], where: str, experts: str) -> dict[str, object]:
+    """``n_experts`` (from the field named ``experts``) and ``top_k``, with ``top_k ≤ n_experts``."""
+    out = {"n_experts": field(cfg, experts, where=where), "top_k": field(cfg, "num_experts_per_tok", where=where)}
+    if out["top_k"] > out["n_experts"]:
+        raise CostModelError(f"{where}: num_experts_per_tok = {out['top_k']} exceeds {experts} = "
+                             f"{out['n_experts']}; expected at most as many as there are experts")
+    return out
+
+
+def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
+    """Settings from a Hugging Face ``llama`` config.json."""
+    where = "config.json (llama)"
+    return {**hf_settings(cfg, where, mha_default=True),
+            "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
+            "mlp_bias": field(cfg, "mlp_bias", bool, False, where=where)}
+
+
+_L1 = "Touvron et al. 2023 (LLaMA), Table 2; huggyllama/llama-{} config.json"
+_L2 = "Touvron et al. 2023 (Llama 2), Table 1; meta-llama/Llama-2-{}-hf config.json"
+_L3 = "Llama Team 2024 (The Llama 3 Herd of Models), Table 3; meta-llama/{} config.json"
+
+
+def _preset(name: str, about: str, source: str, **config: object) -> Preset:
+    return Preset(name, "llama", config, source, about)
+
+
+PRESETS = (
+    _preset("llama1-7b", "LLaMA 7B", _L1.format("7b"), L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=2048),
+    _preset("llama1-65b", "LLaMA 65B", _L1.format("65b"),
+            L=80, d=8192, h=64, n_kv=64, d_ff=22016, V=32000, T=2048),
+    _preset("llama2-7b", "LLaMA-2 7B", _L2.format("7b"),
+            L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=4096),
+    _preset("llama2-13b", "LLaMA-2 13B", _L2.format("13b"),
+            L=40, d=5120, h=40, n_kv=40, d_ff=13824, V=32000, T=4096),
+    _preset("llama2-70b", "LLaMA-2 70B (GQA, 8 KV heads)", _L2.format("70b"),
+            L=80, d=8192, h=64, n_kv=8, d_ff=28672, V=32000, T=4096),
+    _preset("llama3-8b", "Llama 3 8B", _L3.format("Meta-Llama-3-8B"),
+            L=32, d=4096, h=32, n_kv=8, d_ff=14336, V=128256, T=8192),
+    _preset("llama3-70b", "Llama 3 70B", _L3.format("Meta-Llama-3-70B"),
+            L=80, d=8192, h=64, n_kv=8, d_ff=28672, V=128256, T=8192),
+    _preset("llama3-405b", "Llama 3.1 405B", _L3.format("Llama-3.1-405B"),
+            L=126, d=16384, h=128, n_kv=8, d_ff=53248, V=128256, T=8192),
+)
+
+FAMILY = Family("llama", llama, "LLaMA 1/2/3: RMSNorm, GQA + RoPE, SwiGLU, untied unembedding", PRESETS,
+                defaults={"T": 4096}, hf_model_types=("llama",), from_hf=from_hf)
