@@ -19,6 +19,7 @@ from .budget import device_memory
 from .errors import CostModelError
 from .memory import activations
 from .models import Model, graph_symbols, load
+from .passes import flash_attention
 from .symbols import B, T
 
 SIZE_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
@@ -128,7 +129,8 @@ def fit(model: Model | str, memory: int, *, solve: str = "batch", batch: int | N
     if solve == "batch":
         out["global_batch"] = n * dp
         if not inference:
-            acts = activations(m.graph, str(options.get("recompute", "none"))).bytes
+            graph = flash_attention(m.graph) if options.get("flash") else m.graph
+            acts = activations(graph, str(options.get("recompute", "none"))).bytes
             per_seq, rest = sympy.expand(sympy.diff(acts, B)), sympy.expand(acts.subs(B, 0))
             out["formula"] = (f"sum convention, no layout: B_max = floor((M - states - ({rest})) / ({per_seq})) "
                               "(activation bytes per sequence; B-independent saved tensors)")
