@@ -205,7 +205,8 @@ def _matmul(op: Op, conventions: Conventions) -> OpCost:
         if op.attr("trainable", True):
             backward += Cost(flops=n_out, bytes_read=n_out * size, bytes_written=n_bias * size)
         params += n_bias
-    saved = (Saved("input", "input0", _elements(op, x), op.dtype),)
+    # the input is kept only for the weight gradient: PyTorch saves none for a frozen weight
+    saved = (Saved("input", "input0", _elements(op, x), op.dtype),) if op.attr("trainable", True) else ()
     return OpCost(forward, backward, params, saved)
 
 
@@ -352,7 +353,8 @@ def _loss(op: Op, conventions: Conventions) -> OpCost:
     """Cross-entropy over ``axis`` (``"b t v -> b t"``): log-softmax (5 FLOPs per
     logit) then picking the target; backward is softmax minus one-hot (2 per logit).
     Saves the log-probabilities in ``attr probs_dtype`` (fp32: autocast runs the
-    loss in fp32) and the integer targets.
+    loss in fp32), the integer targets and, as PyTorch's ``nll_loss`` does, the
+    0-dim fp32 ``total_weight`` (4 bytes).
     """
     axis, rows, width = _reduced(op)
     n = rows * width
@@ -360,7 +362,8 @@ def _loss(op: Op, conventions: Conventions) -> OpCost:
     probs = str(op.attr("probs_dtype", "fp32"))
     forward = Cost(flops=5 * n, bytes_read=n * size + rows * 8, bytes_written=rows * dtype_bytes(probs))
     backward = Cost(flops=2 * n, bytes_read=n * dtype_bytes(probs), bytes_written=n * size)
-    saved = (Saved("log_probs", "own", n, probs), Saved("targets", "own", rows, "int64", role="indices"))
+    saved = (Saved("log_probs", "own", n, probs), Saved("targets", "own", rows, "int64", role="indices"),
+             Saved("total_weight", "own", sympy.Integer(1), "fp32", role="stats"))
     return OpCost(forward, backward, Zero, saved)
 
 

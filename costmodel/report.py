@@ -157,8 +157,15 @@ def counts_section(step: Step, report: Mapping[str, object]) -> dict[str, object
     return flat
 
 
+def memory_section(step: Step, report: Mapping[str, object]) -> dict[str, object]:
+    """``memory_bytes.*`` per device (precision, optimizer, recompute, flash, layout, inference)."""
+    from .budget import memory_section as section
+
+    return section(step, report)
+
+
 #: The sections of an estimate, in order; each adds flat dotted keys.
-SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, time_section]
+SECTIONS: list[Callable[[Step, Mapping[str, object]], dict[str, object]]] = [counts_section, memory_section, time_section]
 
 
 def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = None,
@@ -189,7 +196,8 @@ def estimate(model: Model | str, *, batch: int | None = None, seq: int | None = 
         "conventions": {"causal": conv.causal, "embedding": conv.embedding, "elementwise": conv.elementwise,
                         "precision": options["policy"], "optimizer": options["optimizer"],
                         "flop": "a multiply-add is 2 FLOPs",
-                        "activations": "saved for backward, no recompute, attention scores materialised"},
+                        "activations": flat.get("memory.conventions.activations",
+                                                "saved for backward, no recompute, attention scores materialised")},
     })
     if m.preset is not None:
         report["source"] = m.preset.source
@@ -205,6 +213,9 @@ def derive(model: Model | str, *, settings: Mapping[str, object] | None = None, 
     """
     m = _settings_for(model, settings, policy)
     q = quantities(totals(m.graph, conventions), policy, optimizer)
+    from .budget import memory_expressions
+
+    q.update(memory_expressions(m.graph, conventions))
     ops = {}
     for name, c in breakdown(m.graph, conventions).items():
         data = m.graph.nodes[name]

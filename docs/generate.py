@@ -224,9 +224,46 @@ def activations() -> str:
             f"- leading term as d → ∞: {m(leading_term(per_layer, d))}")
 
 
+# -- memory.md ---------------------------------------------------------------------------------------
+
+
+def memory_policies() -> str:
+    from costmodel.training import policy_table
+
+    return policy_table()
+
+
+def korthikanti() -> str:
+    """One GPT-3 layer's saved bytes (bf16, dropout on) under each choice, as the engine derives them."""
+    from costmodel.memory import activations as kept, per_iteration
+    from costmodel.parallel import Layout, activation_share
+    from costmodel.passes import flash_attention
+
+    G = load("gpt", {"dropout_p": True}).graph
+
+    def split(parts: dict) -> tuple[sympy.Expr, sympy.Expr]:
+        main = sympy.expand(parts.get("activation", 0) + parts.get("mask", 0))
+        return sympy.factor(main), sympy.expand(parts.get("stats", 0))
+
+    rows = []
+    for label, graph, recompute in (("no recompute", G, "none"), ("selective (attention core)", G, "selective"),
+                                    ("full (layer inputs only)", G, "full"), ("FlashAttention", flash_attention(G), "none")):
+        main, stats = split(per_iteration(graph, "layers", recompute))
+        rows.append([label, m(main), m(stats)])
+    tensors = [k for k in kept(G).tensors.values() if k.savers[0].startswith("layers.") and k.saved.role != "stats"]
+    t = sympy.Symbol("t", positive=True, integer=True)
+    tp = Layout(tp=2)  # a tensor is either split by TP (share 1/2) or replicated (share 1)
+    split = sum(k.bytes / L for k in tensors if activation_share(G, k, tp, "first", 1) != 1)
+    whole = sum(k.bytes / L for k in tensors if activation_share(G, k, tp, "first", 1) == 1)
+    rows.append(["tensor parallel t (Megatron)", m(sympy.expand(whole) + sympy.factor(split) / t), "replicated"])
+    rows.append(["tensor + sequence parallel t", m(sympy.factor(whole + split) / t), "divided by t"])
+    return table(["choice", "per layer: activations + 1-byte masks", "LayerNorm statistics (fp32)"], rows)
+
+
 BLOCKS = {"symbols": symbols_table, "elementwise": elementwise_table, "dtypes": dtype_table,
           "precisions": precision_table, "conventions": conventions_table, "six-nd": six_nd,
-          "sixteen": sixteen, "intensity": intensity, "lecture": lecture, "activations": activations}
+          "sixteen": sixteen, "intensity": intensity, "lecture": lecture, "activations": activations,
+          "memory-policies": memory_policies, "korthikanti": korthikanti}
 
 
 def render(text: str, where: str = "docs") -> str:

@@ -11,9 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import CostModelError
-from . import compare, derive, estimate, hardware, models, report, roofline, sweep
+from . import compare, derive, estimate, fit, hardware, models, report, roofline, sweep
 
-COMMANDS = (estimate, derive, models, hardware, roofline, compare, sweep, report)
+COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,7 +7,8 @@ import argparse
 from ..ops import Conventions
 from ..report import estimate
 from ..training import OPTIMIZERS, PRECISIONS
-from ._common import add_hardware_args, add_model_args, dump_json, hardware_options, nbytes, positive_int, sci, settings
+from ._common import add_hardware_args, add_model_args, dump_json, hardware_options, positive_int, sci, settings
+from ._memory import add_memory_args, memory_lines, memory_options
 from .hardware import time_text
 
 
@@ -30,6 +31,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS))
     p.add_argument("--causal", default="full", choices=["full", "half"],
                    help="count causal attention over the full T×T square (default) or half of it")
+    add_memory_args(p, precision=False)
     add_hardware_args(p)
 
 
@@ -37,7 +39,7 @@ def options(args: argparse.Namespace) -> dict:
     """Keyword arguments of :func:`costmodel.report.estimate` from parsed options."""
     return dict(batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
                 policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
-                **hardware_options(args))
+                **memory_options(args), **hardware_options(args))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         from ..hardware import device
         from ..plot import memory_chart
 
-        parts = {k: v for k, v in r["memory_bytes"].items() if k != "total" and isinstance(v, int)}
+        parts = {k: v for k, v in r["memory_bytes"].items() if k not in ("total", "peak") and isinstance(v, int)}
         memory_chart(parts, args.plot_memory, title=f"{r['model']} training memory",
                      capacity=int(device(args.hardware).memory_bytes) if args.hardware else None)
     if args.json:
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def text(r: dict) -> str:
-    p, f, m = r["params"], r["flops"], r["memory_bytes"]
+    p, f = r["params"], r["flops"]
     cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
     conv = r["conventions"]
     lines = [
@@ -78,9 +80,7 @@ def text(r: dict) -> str:
         lines.append(f"one step = {tokens['per_step']:,} tokens (use --tokens D for a whole run)")
     lines.append(f"  6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it "
                  "(the rest: attention scores, the unembedding of tied/embedding weights, element-wise ops)")
-    lines.append("memory (training state + activations)")
-    for key in ("params", "grads", "optimizer", "activations", "total"):
-        lines.append(f"  {key:<12} {nbytes(m[key])}")
+    lines.extend(memory_lines(r))
     if "time" in r:
         lines.extend(time_text(r))
     return "\n".join(lines)

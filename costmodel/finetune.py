@@ -1,0 +1,109 @@
+"""Fine-tuning passes: freeze weights, add LoRA adapters.
+
+Both return rewritten copies of a graph (like :mod:`costmodel.passes`). A frozen
+matmul (``trainable=False``) computes no weight gradient and, in
+:func:`costmodel.training.model_state`, holds no gradient, master copy or
+optimizer state. :func:`lora` freezes each chosen matmul and adds the adapter
+``y = W x + B (A x)`` of rank ``r`` as two more matmuls and an add, so its
+FLOPs, parameters and saved activations are derived like any other op's.
+The LoRA scale ``alpha / r`` and adapter dropout are not modelled.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+
+import networkx as nx
+
+from .errors import CostModelError
+from .ops import Op, op_cost
+from .pattern import check_size, parse
+
+
+def _copy(G: nx.DiGraph, name: str) -> nx.DiGraph:
+    H = G.copy()
+    H.graph = {**G.graph, "blocks": dict(G.graph.get("blocks", {})), "passes": (*G.graph.get("passes", ()), name)}
+    return H
+
+
+def _matching(G: nx.DiGraph, patterns: Iterable[str], kinds: tuple[str, ...]) -> list[str]:
+    patterns = list(patterns)
+    found = [n for n, d in G.nodes(data=True) if "op" in d and d["op"].kind in kinds
+             and any(fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(n, "*." + p) for p in patterns)]
+    if not found:
+        raise CostModelError(f"no {'/'.join(kinds)} op matches {patterns} in graph {G.graph.get('name')!r}; "
+                             f"expected node names such as 'layers.attn.q' or patterns such as '*.q'")
+    return found
+
+
+def _with_attr(op: Op, **attrs: object) -> Op:
+    merged = {**dict(op.attrs), **attrs}
+    return Op(op.kind, op.pattern, op.sizes, op.dtype, tuple(sorted((k, v) for k, v in merged.items())))
+
+
+def freeze(G: nx.DiGraph, patterns: Iterable[str] = ("*",)) -> nx.DiGraph:
+    """A copy of ``G`` whose ops matching ``patterns`` (fnmatch on node names) hold frozen weights."""
+    H = _copy(G, "freeze")
+    for name in _matching(G, patterns, ("matmul", "gather", "norm")):
+        H.nodes[name]["op"] = _with_attr(G.nodes[name]["op"], trainable=False)
+    return H
+
+
+def lora(G: nx.DiGraph, targets: Iterable[str], rank: object, *, freeze_rest: bool = True) -> nx.DiGraph:
+    """A copy of ``G`` with LoRA adapters of rank ``rank`` on the matmuls named by ``targets``.
+
+    For a target ``X, W -> Y`` (``W`` = input-side axes ``I`` and output-side
+    axes ``O``) it adds ``NAME.lora_a`` (``X, I r -> X∖I r``), ``NAME.lora_b``
+    (``X∖I r, r O -> Y``) and ``NAME.lora_add``; consumers of ``NAME`` read the
+    sum. ``freeze_rest``: every other weight of the graph is frozen too (the
+    usual LoRA fine-tune); otherwise only the targets are.
+
+    >>> from costmodel import GraphBuilder, symbols as s
+    >>> b = GraphBuilder("fc", b=s.B, d=s.d, f=s.d_ff)
+    >>> _ = b.matmul("fc", b.input("x", "b d", dtype="bf16"), "b d, d f -> b f")
+    >>> from costmodel.training import model_state
+    >>> model_state(lora(b.graph, ["fc"], 8), "fp32", "sgd")["trainable"]  # A: 8d, B: 8 d_ff
+    8*d + 8*d_ff
+    """
+    r = check_size(rank, "lora: rank")
+    H = freeze(G) if freeze_rest else _copy(G, "lora")
+    for name in _matching(G, targets, ("matmul",)):
+        data = H.nodes[name]
+        op = data["op"]
+        x, w = op.parsed.inputs
+        y = op.parsed.output
+        if "r" in op.parsed.axes:
+            raise CostModelError(f"lora: op {name!r} already has an axis named 'r' (pattern {op.pattern!r})")
+        out_axes = [a for a in w if a in y]
+        in_axes = [a for a in w if a not in out_axes]
+        mid = [a for a in x if a not in in_axes] + ["r"]
+        sizes = {**op.size, "r": r}
+        common = {"count": data["count"], "block": data["block"], "embedding": False}
+        H.nodes[name]["op"] = _with_attr(op, trainable=False)
+        specs = [
+            ("lora_a", "matmul", f"{' '.join(x)}, {' '.join(in_axes)} r -> {' '.join(mid)}", (name + "@in",), ()),
+            ("lora_b", "matmul", f"{' '.join(mid)}, r {' '.join(out_axes)} -> {' '.join(y)}", (name + ".lora_a",), ()),
+            ("lora_add", "elementwise", f"{' '.join(y)}, {' '.join(y)} -> {' '.join(y)}",
+             (name, name + ".lora_b"), (("fn", "add"),)),
+        ]
+        consumers = list(H.successors(name))
+        for suffix, kind, pattern, inputs, attrs in specs:
+            node = f"{name}.{suffix}"
+            inputs = tuple(data["inputs"][0] if i == name + "@in" else i for i in inputs)
+            new = Op(kind, pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), op.dtype, attrs)
+            op_cost(new)  # a bad adapter fails here, where it is made
+            H.add_node(node, op=new, inputs=inputs, **common)
+            for src in inputs:
+                H.add_edge(src, node)
+        out = f"{name}.lora_add"
+        for c in consumers:
+            H.remove_edge(name, c)
+            H.add_edge(out, c)
+            H.nodes[c]["inputs"] = tuple(out if i == name else i for i in H.nodes[c]["inputs"])
+        if "tags" in data:
+            H.nodes[out]["tags"] = set(data.pop("tags"))
+    return H
+
+
+__all__ = ["freeze", "lora"]
