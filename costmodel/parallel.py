@@ -217,6 +217,8 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
     for name in order(G):
         data = G.nodes[name]
         op, count = data["op"], data["count"]
+        if layout.pp > 1 and stage_of(G, name) == "block":
+            count = count / layout.pp  # a device runs its stage's share of the repeated layers
         size = dtype_bytes(op.dtype)
         if op.kind in ("matmul", "gather") and layout.tp > 1 and split:
             x, w = op.parsed.inputs

@@ -1,4 +1,4 @@
-"""Invariants over random valid configs (hypothesis), each named in its test id."""
+"""The property suite: every invariant in one place, named by its test (hypothesis over random valid configs, or exact symbolic identities that hold for all sizes at once)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costmodel import evaluate, totals
+from costmodel import evaluate, memory, parallel, totals, training
 from costmodel.analysis import op_nodes
 from costmodel.models import load
 from costmodel.ops import op_cost
@@ -119,3 +119,27 @@ def test_moe_with_one_expert_routed_to_equals_the_dense_mlp_plus_its_router():
     assert sympy.expand(moe.forward.matmul_flops - router.forward.matmul_flops) == dense.forward.matmul_flops
     assert sympy.expand(moe.backward.matmul_flops - router.backward.matmul_flops) == dense.backward.matmul_flops
     assert sympy.expand(moe.params_active - router.params) == dense.params
+
+
+# -- memory invariants ----------------------------------------------------------------------------
+
+GPT3 = load("gpt", {"dropout_p": True}).graph  # the GPT-3 recipe: bf16 activations, dropout on
+
+
+@given(dp=st.integers(1, 512), policy=st.sampled_from(["fp32", "bf16-mixed", "fp8-mixed"]),
+       opt=st.sampled_from(["adamw", "sgd-momentum", "lion", "adafactor"]))
+def test_zero3_per_device_times_devices_is_unsharded(dp, policy, opt):
+    states = training.model_state(GPT3, policy, opt)
+    groups = {k: states[k] for k in ("params", "grads", "optimizer")}
+    sharded = parallel.zero_shard(groups, parallel.Layout(dp=dp, zero=3))
+    assert sympy.expand(sum(sharded.values()) * dp - sum(groups.values())) == 0
+
+
+@given(b=st.integers(1, 64), t=st.integers(1, 4096), dm=st.integers(1, 64), heads=st.integers(1, 64),
+       layers=st.integers(1, 96))
+def test_recompute_orders_activation_memory(b, t, dm, heads, layers):
+    values = {B: b, T: t, d: dm * heads, h: heads, L: layers, V: 50257, T_max: 4096}
+    a = {r: evaluate(memory.activations(GPT3, r).bytes, values) for r in ("none", "selective", "full")}
+    assert a["full"] <= a["selective"] <= a["none"]
+
+
