@@ -135,7 +135,7 @@ def _matmul_only(c: Cost) -> Cost:
 # Shared derivations
 
 
-def _elements(op: Op, axes: Axes) -> sympy.Expr:
+def elements_of(op: Op, axes: Axes) -> sympy.Expr:
     return elements(axes, op.size)
 
 
@@ -143,14 +143,14 @@ def contraction(op: Op, inputs: tuple[Axes, ...], output: Axes, dtypes: tuple[st
                 scale: sympy.Expr = sympy.Integer(1)) -> Cost:
     """Cost of one contraction ``inputs -> output``: 2 × the product of its distinct axes."""
     distinct = dict.fromkeys(a for operand in (*inputs, output) for a in operand)
-    flops = 2 * _elements(op, tuple(distinct)) * scale
+    flops = 2 * elements_of(op, tuple(distinct)) * scale
     dtypes = dtypes or (op.dtype,) * len(inputs)
-    read = sum((_elements(op, axes) * dtype_bytes(dt) for axes, dt in zip(inputs, dtypes)), Zero)
-    written = _elements(op, output) * dtype_bytes(op.dtype)
+    read = sum((elements_of(op, axes) * dtype_bytes(dt) for axes, dt in zip(inputs, dtypes)), Zero)
+    written = elements_of(op, output) * dtype_bytes(op.dtype)
     return Cost(flops=flops, matmul_flops=flops, bytes_read=read, bytes_written=written)
 
 
-def _causal_scale(op: Op, conventions: Conventions) -> sympy.Expr:
+def causal_scale(op: Op, conventions: Conventions) -> sympy.Expr:
     if op.attr("causal") and conventions.causal == "half":
         return sympy.Rational(1, 2)
     return sympy.Integer(1)
@@ -166,9 +166,9 @@ def _check_contraction(op: Op) -> None:
 
 def _elementwise_cost(op: Op, per_element: sympy.Expr, matmul: bool = False) -> Cost:
     p = op.parsed
-    out = _elements(op, p.output)
+    out = elements_of(op, p.output)
     size = dtype_bytes(op.dtype)
-    read = sum((_elements(op, axes) for axes in p.inputs), Zero) * size
+    read = sum((elements_of(op, axes) for axes in p.inputs), Zero) * size
     return Cost(flops=per_element * out, bytes_read=read, bytes_written=out * size)
 
 
@@ -195,18 +195,18 @@ def _matmul(op: Op, conventions: Conventions) -> OpCost:
     backward = contraction(op, (y, w), x, (op.dtype, weight_dtype))  # input gradient
     if op.attr("trainable", True):
         backward += contraction(op, (x, y), w)  # weight gradient
-    params = Zero if op.attr("tied") else _elements(op, w)
+    params = Zero if op.attr("tied") else elements_of(op, w)
     bias = op.attr("bias")
     if bias:
         b_axes = parse(str(bias)).output
-        n_out, n_bias = _elements(op, y), _elements(op, b_axes)
+        n_out, n_bias = elements_of(op, y), elements_of(op, b_axes)
         size = dtype_bytes(op.dtype)
         forward += Cost(flops=n_out, bytes_read=n_bias * size)
         if op.attr("trainable", True):
             backward += Cost(flops=n_out, bytes_read=n_out * size, bytes_written=n_bias * size)
         params += n_bias
     # the input is kept only for the weight gradient: PyTorch saves none for a frozen weight
-    saved = (Saved("input", "input0", _elements(op, x), op.dtype),) if op.attr("trainable", True) else ()
+    saved = (Saved("input", "input0", elements_of(op, x), op.dtype),) if op.attr("trainable", True) else ()
     return OpCost(forward, backward, params, saved)
 
 
@@ -221,10 +221,10 @@ def _contraction(op: Op, conventions: Conventions) -> OpCost:
     if len(p.inputs) != 2:
         raise CostModelError(f"contraction pattern {p.text!r}: expected 'a, b -> c'")
     a, b = p.inputs
-    scale = _causal_scale(op, conventions)
+    scale = causal_scale(op, conventions)
     forward = contraction(op, (a, b), p.output, scale=scale)
     backward = contraction(op, (p.output, b), a, scale=scale) + contraction(op, (a, p.output), b, scale=scale)
-    saved = (Saved("a", "input0", _elements(op, a), op.dtype), Saved("b", "input1", _elements(op, b), op.dtype))
+    saved = (Saved("a", "input0", elements_of(op, a), op.dtype), Saved("b", "input1", elements_of(op, b), op.dtype))
     return OpCost(forward, backward, Zero, saved)
 
 
@@ -260,9 +260,9 @@ def _elementwise(op: Op, conventions: Conventions) -> OpCost:
     spec = ELEMENTWISE[fn]
     p = op.parsed
     forward = _elementwise_cost(op, sympy.Integer(spec.forward))
-    out = _elements(op, p.output)
+    out = elements_of(op, p.output)
     size = dtype_bytes(op.dtype)
-    ins = [_elements(op, axes) for axes in p.inputs]
+    ins = [elements_of(op, axes) for axes in p.inputs]
     # an input broadcast to the output's shape gets its gradient summed back: out - in adds
     reduce = sum((out - n for n in ins if sympy.expand(out - n) != 0), Zero)
     backward = Cost(flops=spec.backward * out + reduce, bytes_read=out * size, bytes_written=sum(ins, Zero) * size)
@@ -274,7 +274,7 @@ def _elementwise(op: Op, conventions: Conventions) -> OpCost:
             saved.append(Saved("output", "output", out, op.dtype))
         else:
             axes = p.inputs[int(source.removeprefix("input"))]
-            saved.append(Saved(source, source, _elements(op, axes), op.dtype))
+            saved.append(Saved(source, source, elements_of(op, axes), op.dtype))
     return OpCost(forward, backward, Zero, tuple(saved))
 
 
@@ -284,7 +284,7 @@ def _reduced(op: Op) -> tuple[str, sympy.Expr, sympy.Expr]:
     axis = str(op.attr("axis", p.inputs[0][-1]))
     if axis not in p.inputs[0]:
         raise CostModelError(f"{op.kind} pattern {p.text!r}: reduction axis {axis!r} is not an input axis")
-    n = _elements(op, p.inputs[0])
+    n = elements_of(op, p.inputs[0])
     return axis, n / op.size[axis], op.size[axis]
 
 
@@ -292,7 +292,7 @@ def _reduced(op: Op) -> tuple[str, sympy.Expr, sympy.Expr]:
 def _softmax(op: Op, conventions: Conventions) -> OpCost:
     """Softmax over ``axis`` (default: the last): ``conventions.softmax_flops``
     per element, (5, 4) by default (max, subtract, exp, sum, divide); saves its output."""
-    out = _elements(op, op.parsed.output)
+    out = elements_of(op, op.parsed.output)
     size = dtype_bytes(op.dtype)
     per_fwd, per_bwd = conventions.softmax_flops
     forward = _elementwise_cost(op, sympy.Integer(per_fwd))
@@ -334,17 +334,17 @@ def _gather(op: Op, conventions: Conventions) -> OpCost:
     if len(p.inputs) != 2:
         raise CostModelError(f"gather pattern {p.text!r}: expected 'ids, table -> rows'")
     ids, table = p.inputs
-    out, n_ids = _elements(op, p.output), _elements(op, ids)
+    out, n_ids = elements_of(op, p.output), elements_of(op, ids)
     size = dtype_bytes(op.dtype)
     forward = Cost(bytes_read=out * size + n_ids * 8, bytes_written=out * size)
-    backward = Cost(flops=out, bytes_read=out * size + n_ids * 8, bytes_written=_elements(op, table) * size)
+    backward = Cost(flops=out, bytes_read=out * size + n_ids * 8, bytes_written=elements_of(op, table) * size)
     if conventions.embedding == "matmul":  # a one-hot (ids × rows) matrix times the table
         rows = tuple(a for a in table if a not in p.output)
         one_hot = contraction(op, (ids + rows, table), p.output)
         forward += Cost(flops=one_hot.flops, matmul_flops=one_hot.flops)
         backward = Cost(flops=2 * one_hot.flops, matmul_flops=2 * one_hot.flops,  # as any matmul: 2 × forward
                         bytes_read=backward.bytes_read, bytes_written=backward.bytes_written)
-    params = Zero if op.attr("tied") else _elements(op, table)
+    params = Zero if op.attr("tied") else elements_of(op, table)
     return OpCost(forward, backward, params, (Saved("ids", "input0", n_ids, "int64", role="indices"),))
 
 
@@ -371,90 +371,12 @@ def _loss(op: Op, conventions: Conventions) -> OpCost:
 def _reshape(op: Op, conventions: Conventions) -> OpCost:
     """A rearrange: a free view, or a copy (``copy=True``) that reads and writes every element."""
     p = op.parsed
-    n = _elements(op, p.output)
+    n = elements_of(op, p.output)
     moved = n * dtype_bytes(op.dtype) if op.attr("copy") else Zero
     cost = Cost(bytes_read=moved, bytes_written=moved)
     return OpCost(cost, cost)
 
 
-@rule("attention")
-def _attention(op: Op, conventions: Conventions) -> OpCost:
-    """Fused attention (FlashAttention): ``"q, k, v -> out"`` without materialising scores.
-
-    Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
-    ``causal``, ``epilogue`` (element-wise fns applied to the scores before the
-    softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
-    the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
-    recomputes the scores (``recompute_flops``), as FlashAttention does.
-    """
-    p = op.parsed
-    if len(p.inputs) != 3:
-        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out'")
-    q, k, v = p.inputs
-    out = p.output
-    scores = parse(str(op.attr("scores", ""))).output if op.attr("scores") else None
-    if scores is None or any(a not in op.size for a in scores):
-        raise CostModelError(f"attention pattern {p.text!r}: attribute scores must name the score axes")
-    scale = _causal_scale(op, conventions)
-    qk = contraction(op, (q, k), scores, scale=scale)
-    pv = contraction(op, (scores, v), out, scale=scale)
-    n_scores = _elements(op, scores) * scale
-    epilogue = op.attr("epilogue", ()) if conventions.elementwise == "all" else ()
-    per_score_fwd = conventions.softmax_flops[0] + sum(ELEMENTWISE[fn].forward for fn in epilogue)
-    per_score_bwd = conventions.softmax_flops[1] + sum(ELEMENTWISE[fn].backward for fn in epilogue)
-    size = dtype_bytes(op.dtype)
-    rows = _elements(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
-    io_read = (_elements(op, q) + _elements(op, k) + _elements(op, v)) * size
-    forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
-                   bytes_read=io_read, bytes_written=_elements(op, out) * size + rows * 4)
-    grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
-    backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
-                    bytes_read=io_read + 2 * _elements(op, out) * size + rows * 4,
-                    bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
-    saved = (Saved("q", "input0", _elements(op, q), op.dtype), Saved("k", "input1", _elements(op, k), op.dtype),
-             Saved("v", "input2", _elements(op, v), op.dtype), Saved("out", "output", _elements(op, out), op.dtype),
-             Saved("lse", "own", rows, "fp32", role="stats"))
-    return OpCost(forward, backward, Zero, saved)
-
-
-@rule("routed_matmul")
-def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
-    """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
-
-    Pattern ``"b t d, e d f -> b t r f"`` with attributes ``experts="e"`` (the
-    weight axis that is *selected*, not contracted: each of the ``r`` copies of a
-    token uses one weight set) and ``route="r"`` (the copies: ``top_k``). The
-    route axis is new in the output (each token is sent to ``r`` experts) or is
-    summed away with the contraction (``"b t r f, e f d -> b t d"`` adds the ``r``
-    expert outputs back into one token).
-
-    FLOPs are those of the routed tokens: 2 × the product of the distinct axes
-    *without* ``experts``; backward is the input and the weight gradient, each as
-    much. Parameters are all ``e`` weight sets; ``active`` ones are the ``r`` a
-    token uses (``params · r / e``).
-    """
-    p = op.parsed
-    if len(p.inputs) != 2:
-        raise CostModelError(f"routed_matmul pattern {p.text!r}: expected 'input, weight -> output'")
-    x, w = p.inputs
-    y = p.output
-    e, r = str(op.attr("experts", "")), str(op.attr("route", ""))
-    if e not in w or e in x or e in y:
-        raise CostModelError(f"routed_matmul pattern {p.text!r}: experts={e!r} must be an axis of the weight only")
-    if not r or r in w or (r in x) == (r in y):
-        raise CostModelError(f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
-                             "the input and the output (not of the weight)")
-    stray = [a for a in y if a not in x and a not in w and a != r]
-    if stray:
-        raise CostModelError(f"routed_matmul pattern {p.text!r}: output axes {stray} appear in no input")
-    per_token_w = tuple(a for a in w if a != e)  # the weight one routed copy of a token meets
-    # bytes: every expert's weights are read (and their gradients written) once, which is
-    # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
-    extra = (_elements(op, w) - _elements(op, per_token_w)) * dtype_bytes(op.dtype)
-    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
-    backward = (contraction(op, (y, per_token_w), x) + contraction(op, (x, y), per_token_w)
-                + Cost(bytes_read=extra, bytes_written=extra))
-    params = _elements(op, w)
-    active = params * op.size[r] / op.size[e]
-    saved = (Saved("input", "input0", _elements(op, x), op.dtype),)
-    return OpCost(forward, backward, params, saved, active)
+# The rules of composite ops (fused attention, routed expert matmuls) live in their own module;
+# importing it registers them, so every rule is known once ``costmodel.ops`` is imported.
+from . import composite  # noqa: E402,F401

@@ -1,0 +1,96 @@
+"""Rules of composite ops: fused attention and routed (mixture-of-experts) matmuls.
+
+Registered in the one registry of :mod:`costmodel.ops`, with the same shared
+derivations (:func:`~costmodel.ops.contraction`); ``costmodel.ops`` imports this
+module so the rules exist whenever the registry does.
+"""
+
+from __future__ import annotations
+
+from .cost import Cost, OpCost, Saved, Zero, dtype_bytes
+from .errors import CostModelError
+from .ops import ELEMENTWISE, Conventions, Op, causal_scale, contraction, elements_of, rule
+from .pattern import parse
+
+
+@rule("attention")
+def _attention(op: Op, conventions: Conventions) -> OpCost:
+    """Fused attention (FlashAttention): ``"q, k, v -> out"`` without materialising scores.
+
+    Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
+    ``causal``, ``epilogue`` (element-wise fns applied to the scores before the
+    softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
+    the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
+    recomputes the scores (``recompute_flops``), as FlashAttention does.
+    """
+    p = op.parsed
+    if len(p.inputs) != 3:
+        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out'")
+    q, k, v = p.inputs
+    out = p.output
+    scores = parse(str(op.attr("scores", ""))).output if op.attr("scores") else None
+    if scores is None or any(a not in op.size for a in scores):
+        raise CostModelError(f"attention pattern {p.text!r}: attribute scores must name the score axes")
+    scale = causal_scale(op, conventions)
+    qk = contraction(op, (q, k), scores, scale=scale)
+    pv = contraction(op, (scores, v), out, scale=scale)
+    n_scores = elements_of(op, scores) * scale
+    epilogue = op.attr("epilogue", ()) if conventions.elementwise == "all" else ()
+    per_score_fwd = conventions.softmax_flops[0] + sum(ELEMENTWISE[fn].forward for fn in epilogue)
+    per_score_bwd = conventions.softmax_flops[1] + sum(ELEMENTWISE[fn].backward for fn in epilogue)
+    size = dtype_bytes(op.dtype)
+    rows = elements_of(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
+    io_read = (elements_of(op, q) + elements_of(op, k) + elements_of(op, v)) * size
+    forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
+                   bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
+    grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
+    backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
+                    bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
+                    bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
+    saved = (Saved("q", "input0", elements_of(op, q), op.dtype), Saved("k", "input1", elements_of(op, k), op.dtype),
+             Saved("v", "input2", elements_of(op, v), op.dtype), Saved("out", "output", elements_of(op, out), op.dtype),
+             Saved("lse", "own", rows, "fp32", role="stats"))
+    return OpCost(forward, backward, Zero, saved)
+
+
+@rule("routed_matmul")
+def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
+    """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
+
+    Pattern ``"b t d, e d f -> b t r f"`` with attributes ``experts="e"`` (the
+    weight axis that is *selected*, not contracted: each of the ``r`` copies of a
+    token uses one weight set) and ``route="r"`` (the copies: ``top_k``). The
+    route axis is new in the output (each token is sent to ``r`` experts) or is
+    summed away with the contraction (``"b t r f, e f d -> b t d"`` adds the ``r``
+    expert outputs back into one token).
+
+    FLOPs are those of the routed tokens: 2 × the product of the distinct axes
+    *without* ``experts``; backward is the input and the weight gradient, each as
+    much. Parameters are all ``e`` weight sets; ``active`` ones are the ``r`` a
+    token uses (``params · r / e``).
+    """
+    p = op.parsed
+    if len(p.inputs) != 2:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: expected 'input, weight -> output'")
+    x, w = p.inputs
+    y = p.output
+    e, r = str(op.attr("experts", "")), str(op.attr("route", ""))
+    if e not in w or e in x or e in y:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: experts={e!r} must be an axis of the weight only")
+    if not r or r in w or (r in x) == (r in y):
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
+                             "the input and the output (not of the weight)")
+    stray = [a for a in y if a not in x and a not in w and a != r]
+    if stray:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: output axes {stray} appear in no input")
+    per_token_w = tuple(a for a in w if a != e)  # the weight one routed copy of a token meets
+    # bytes: every expert's weights are read (and their gradients written) once, which is
+    # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
+    extra = (elements_of(op, w) - elements_of(op, per_token_w)) * dtype_bytes(op.dtype)
+    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
+    backward = (contraction(op, (y, per_token_w), x) + contraction(op, (x, y), per_token_w)
+                + Cost(bytes_read=extra, bytes_written=extra))
+    params = elements_of(op, w)
+    active = params * op.size[r] / op.size[e]
+    saved = (Saved("input", "input0", elements_of(op, x), op.dtype),)
+    return OpCost(forward, backward, params, saved, active)
