@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import networkx as nx
-import sympy
 
 from costmodel import CostModelError, Family, GraphBuilder, Preset
 from costmodel.hf import field

@@ -9,7 +9,6 @@ import sympy
 
 from ..errors import CostModelError
 from ..expr import parse_int, parse_number, parse_setting
-from ..report import flatten as flat  # noqa: F401  (the CLI's name for it)
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
