@@ -21,7 +21,7 @@ from .cost import Zero
 from .errors import CostModelError
 from .memory import activations, inference_weights, kv_cache, working_set
 from .ops import Conventions
-from .parallel import Layout, activation_share, communication, device_states, in_flight
+from .parallel import Layout, activation_share, check_layout, communication, device_states, in_flight
 from .passes import flash_attention
 from .peak import peak
 from .symbols import B, C, T
@@ -54,6 +54,7 @@ def training_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[st
     layout = options.get("layout") or Layout()
     if options.get("flash"):
         G = flash_attention(G)
+    check_layout(G, layout, values)
     micro, n_micro = _micro(values, options, layout)
     dev = {**values, B: micro}
     acts = activations(G, recompute, conv)
@@ -127,6 +128,7 @@ def _conventions(policy: str, opt: str, recompute: str, flash: bool, layout: Lay
 def inference_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[str, object]:
     """Flat keys of inference: weights in ``weights_dtype``, the KV cache of ``context`` tokens, working set."""
     layout = options.get("layout") or Layout()
+    check_layout(G, layout, values)
     fmt = str(options.get("weights_dtype") or "bf16")
     context = int(options.get("context") or values[T])
     if options.get("flash"):

@@ -24,6 +24,7 @@ each degree splits is read off the graph, never off an architecture's names:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import networkx as nx
@@ -89,6 +90,40 @@ def split_axes(G: nx.DiGraph) -> set[str]:
         if op is not None and op.kind == "matmul":
             out |= {a for a in op.parsed.inputs[1] if a not in residual}
     return out
+
+
+def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
+    """Every axis a degree splits must divide evenly, or the per-device numbers would be fractions of a head.
+
+    TP: the split axes of the repeated layers' weights (heads, MLP width; the
+    vocabulary is exempt: Megatron pads it to a multiple of tp). EP: the experts
+    axis. PP: the count of the repeated block. SP: the sequence length.
+    """
+    from .analysis import evaluate
+
+    def bad(size: sympy.Expr, degree: int, what: str, where: str) -> None:
+        n = evaluate(size, values, what)
+        if n % degree:
+            raise CostModelError(f"layout: {what} = {n} of {where} does not divide into {degree}; expected a degree "
+                                 f"that divides it evenly")
+
+    split, blocks = split_axes(G), repeated_blocks(G)
+    for name, data in G.nodes(data=True):
+        op = data.get("op")
+        if op is None:
+            continue
+        if layout.tp > 1 and op.kind == "matmul" and stage_of(G, name) == "block":
+            for axis in op.parsed.inputs[1]:
+                if axis in split:
+                    bad(op.size[axis], layout.tp, f"--tp {layout.tp}: axis {axis!r}", f"op {name!r}")
+        experts = op.attr("experts")
+        if layout.ep > 1 and experts:
+            bad(op.size[str(experts)], layout.ep, f"--ep {layout.ep}: experts axis {experts!r}", f"op {name!r}")
+    if layout.pp > 1:
+        for block, count in blocks.items():
+            bad(count, layout.pp, f"--pp {layout.pp}: layers", f"block {block!r}")
+    if layout.sp > 1:
+        bad(T, layout.sp, f"--sp {layout.sp}: sequence length", "the input")
 
 
 def _split(axes, split: set[str]) -> bool:
