@@ -17,6 +17,9 @@ from .pattern import parse
 def _attention(op: Op, conventions: Conventions) -> OpCost:
     """Fused attention (FlashAttention): ``"q, k, v -> out"`` without materialising scores.
 
+    Split scores (MLA's ``q_nope·k_nope + q_rope·k_rope``) give more q, k pairs:
+    ``"q1, k1, q2, k2, v -> out"``; the scores are the sum of the pairs' contractions.
+
     Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
     ``causal``, ``epilogue`` (element-wise fns applied to the scores before the
     softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
@@ -24,15 +27,17 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     recomputes the scores (``recompute_flops``), as FlashAttention does.
     """
     p = op.parsed
-    if len(p.inputs) != 3:
-        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out'")
-    q, k, v = p.inputs
+    if len(p.inputs) < 3 or len(p.inputs) % 2 == 0:
+        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> out')")
+    *qk_operands, v = p.inputs
+    pairs = list(zip(qk_operands[::2], qk_operands[1::2]))
+    q = pairs[0][0]
     out = p.output
     scores = parse(str(op.attr("scores", ""))).output if op.attr("scores") else None
     if scores is None or any(a not in op.size for a in scores):
         raise CostModelError(f"attention pattern {p.text!r}: attribute scores must name the score axes")
     scale = causal_scale(op, conventions)
-    qk = contraction(op, (q, k), scores, scale=scale)
+    qk = sum((contraction(op, pair, scores, scale=scale) for pair in pairs), Cost())
     pv = contraction(op, (scores, v), out, scale=scale)
     n_scores = elements_of(op, scores) * scale
     epilogue = op.attr("epilogue", ()) if conventions.elementwise == "all" else ()
@@ -40,16 +45,16 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     per_score_bwd = conventions.softmax_flops[1] + sum(ELEMENTWISE[fn].backward for fn in epilogue)
     size = dtype_bytes(op.dtype)
     rows = elements_of(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
-    io_read = (elements_of(op, q) + elements_of(op, k) + elements_of(op, v)) * size
+    io_read = sum((elements_of(op, axes) for axes in p.inputs), Zero) * size
     forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
                    bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
     grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
     backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
                     bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
                     bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
-    saved = (Saved("q", "input0", elements_of(op, q), op.dtype), Saved("k", "input1", elements_of(op, k), op.dtype),
-             Saved("v", "input2", elements_of(op, v), op.dtype), Saved("out", "output", elements_of(op, out), op.dtype),
-             Saved("lse", "own", rows, "fp32", role="stats"))
+    names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"]
+    saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
+             Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))
     return OpCost(forward, backward, Zero, saved)
 
 

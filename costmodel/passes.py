@@ -2,8 +2,8 @@
 
 :func:`flash_attention` replaces each materialised attention chain
 
-    scores = q·k  →  element-wise epilogue (scale, mask)  →  softmax
-    →  (dropout)  →  context = probs·v
+    scores = q·k (or a sum of such, as MLA's q_nope·k_nope + q_rope·k_rope)
+    →  element-wise epilogue (scale, mask)  →  softmax  →  (dropout)  →  context = probs·v
 
 with one fused ``attention`` op, as FlashAttention computes it: the same FLOPs,
 no T×T tensor read, written or saved.
@@ -28,51 +28,75 @@ def _single_consumer(G: nx.DiGraph, node: str) -> str | None:
     return succ[0] if len(succ) == 1 else None
 
 
+def _is(G: nx.DiGraph, node: str | None, kind: str, fns: tuple[str, ...] = ()) -> bool:
+    op = G.nodes[node].get("op") if node is not None else None
+    return op is not None and op.kind == kind and (not fns or op.attr("fn") in fns)
+
+
+def _score_parts(G: nx.DiGraph, node: str) -> tuple[list[str], list[str]] | None:
+    """The contraction(s) whose (sum of) outputs are the scores made at ``node``, and the adds between.
+
+    One contraction (``q·k``), or an ``add`` of contractions each used only there
+    (MLA: ``q_nope·k_nope + q_rope·k_rope``).
+    """
+    if _is(G, node, "contraction"):
+        return [node], []
+    if _is(G, node, "elementwise", ("add",)):
+        parts = list(G.nodes[node]["inputs"])
+        if parts and all(_is(G, p, "contraction") and _single_consumer(G, p) == node for p in parts):
+            return parts, [node]
+    return None
+
+
 def _attention_chains(G: nx.DiGraph):
-    """Yield (scores node, [epilogue nodes], softmax node, [dropout nodes], context node)."""
-    for name, data in G.nodes(data=True):
-        op = data.get("op")
-        if op is None or op.kind != "contraction":
+    """Yield (score contractions, [adds and epilogue nodes], softmax node, [dropout nodes], context node).
+
+    Walks back from each softmax through a single-consumer epilogue (scale, mask) to
+    the scores, and forward through dropout to the context contraction.
+    """
+    for softmax, data in G.nodes(data=True):
+        if not _is(G, softmax, "softmax"):
             continue
-        epilogue, dropouts, node = [], [], _single_consumer(G, name)
-        while node and G.nodes[node]["op"].kind == "elementwise" and G.nodes[node]["op"].attr("fn") in ("scale", "mask"):
-            epilogue.append(node)
-            node = _single_consumer(G, node)
-        if not node or G.nodes[node]["op"].kind != "softmax":
+        epilogue, node = [], data["inputs"][0]
+        while _is(G, node, "elementwise", ("scale", "mask")) and _single_consumer(G, node) is not None:
+            epilogue.insert(0, node)
+            node = G.nodes[node]["inputs"][0]
+        found = _score_parts(G, node) if _single_consumer(G, node) is not None else None
+        if found is None:
             continue
-        softmax, node = node, _single_consumer(G, node)
-        while node and G.nodes[node]["op"].kind == "elementwise" and G.nodes[node]["op"].attr("fn") == "dropout":
+        scores, adds = found
+        dropouts, node = [], _single_consumer(G, softmax)
+        while _is(G, node, "elementwise", ("dropout",)):
             dropouts.append(node)
             node = _single_consumer(G, node)
-        if not node or G.nodes[node]["op"].kind != "contraction" or G.nodes[node]["inputs"][0] != (dropouts or [softmax])[-1]:
+        if not _is(G, node, "contraction") or G.nodes[node]["inputs"][0] != (dropouts or [softmax])[-1]:
             continue
-        yield name, epilogue, softmax, dropouts, node
+        yield scores, adds + epilogue, softmax, dropouts, node
 
 
 def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
     """A copy of ``G`` with every materialised attention chain fused into one ``attention`` op.
 
     The fused node keeps the context node's name (so consumers need no rewiring)
-    and its count; its inputs are q, k (of the scores) and v (of the context).
+    and its count; its inputs are q and k of each score contraction (two pairs
+    for MLA's split scores), then v of the context.
     """
     H = G.copy()
     H.graph = {**G.graph, "blocks": dict(G.graph.get("blocks", {})), "passes": (*G.graph.get("passes", ()), "flash_attention")}
     for scores, epilogue, softmax, dropouts, context in list(_attention_chains(G)):
-        s_op, c_op = G.nodes[scores]["op"], G.nodes[context]["op"]
-        q_axes, k_axes = s_op.parsed.inputs
-        v_axes = c_op.parsed.inputs[1]
-        pattern = ", ".join(" ".join(a) for a in (q_axes, k_axes, v_axes)) + " -> " + " ".join(c_op.parsed.output)
-        sizes = {**s_op.size, **c_op.size}
+        s_ops, c_op = [G.nodes[n]["op"] for n in scores], G.nodes[context]["op"]
+        operands = [axes for s_op in s_ops for axes in s_op.parsed.inputs] + [c_op.parsed.inputs[1]]
+        pattern = ", ".join(" ".join(a) for a in operands) + " -> " + " ".join(c_op.parsed.output)
+        sizes = {k: v for s_op in s_ops for k, v in s_op.size.items()} | c_op.size
         fns = tuple(G.nodes[n]["op"].attr("fn") for n in epilogue) + tuple("dropout" for _ in dropouts)
-        attrs = {"scores": " ".join(s_op.parsed.output), "epilogue": fns, "causal": s_op.attr("causal")}
+        attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": fns, "causal": s_ops[0].attr("causal")}
         op = Op("attention", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), c_op.dtype,
                 tuple(sorted((k, v) for k, v in attrs.items() if v)))
-        q_src, k_src = G.nodes[scores]["inputs"]
-        v_src = G.nodes[context]["inputs"][1]
-        H.remove_nodes_from([scores, *epilogue, softmax, *dropouts])
+        sources = tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)
+        H.remove_nodes_from([*scores, *epilogue, softmax, *dropouts])
         H.remove_edges_from(list(H.in_edges(context)))
-        H.nodes[context].update(op=op, inputs=(q_src, k_src, v_src))
-        for src in (q_src, k_src, v_src):
+        H.nodes[context].update(op=op, inputs=sources)
+        for src in sources:
             H.add_edge(src, context)
     return H
 

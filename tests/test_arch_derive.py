@@ -67,3 +67,23 @@ def test_derive_llama_shows_gqa_and_swiglu():
     L, V = sympy.symbols("L V", positive=True, integer=True)
     expected = L * (2 * d**2 + 2 * d * n_kv * d / h + 3 * d * d_ff + 2 * d) + 2 * V * d + d
     assert sympy.expand(r["expressions"]["params.total"] - expected) == 0
+
+
+def test_flash_attention_fuses_mla_split_scores_keeping_every_flop():
+    # MLA's scores are q_nope·k_nope + q_rope·k_rope: the pass fuses both contractions, the add,
+    # the epilogue, the softmax and the context into one attention op per layer
+    from costmodel import totals
+    from costmodel.models import load
+    from costmodel.passes import flash_attention
+
+    G = load("deepseek_v3").graph
+    H = flash_attention(G)
+    fused = [n for n, d in H.nodes(data=True) if "op" in d and d["op"].kind == "attention"]
+    assert len(fused) == 2  # the dense layers' and the MoE layers' attention
+    assert all(len(H.nodes[n]["op"].parsed.inputs) == 5 for n in fused)  # q_nope, k_nope, q_rope, k_rope, v
+    before, after = totals(G), totals(H)
+    for pass_ in ("forward", "backward"):
+        for field in ("flops", "matmul_flops"):
+            assert sympy.expand(getattr(getattr(before, pass_), field) - getattr(getattr(after, pass_), field)) == 0
+    T = sympy.Symbol("T", positive=True, integer=True)
+    assert sympy.degree(before.activations, T) == 2 and sympy.degree(after.activations, T) == 1  # no T² saved
