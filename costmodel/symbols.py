@@ -24,6 +24,8 @@ n_shared    shared (always active) experts
 d_expert    hidden width of one expert's MLP
 r_q, r_kv   low-rank (latent) widths of multi-head latent attention
 d_rope      decoupled RoPE head dimension of multi-head latent attention
+d_nope      non-RoPE part of a query/key head (MLA)
+d_v         value head dimension (MLA)
 L_dense     leading dense layers before the MoE layers
 C           context length of a KV cache (inference)
 ==========  =========================================================
@@ -52,6 +54,8 @@ _DESCRIPTIONS = {
     "r_q": "query latent rank (MLA)",
     "r_kv": "key/value latent rank (MLA)",
     "d_rope": "decoupled RoPE head dimension (MLA)",
+    "d_nope": "non-RoPE part of a query/key head (MLA)",
+    "d_v": "value head dimension (MLA)",
     "L_dense": "leading dense layers of an MoE model",
     "C": "context length of the KV cache",
 }
@@ -79,6 +83,8 @@ d_expert = SYMBOLS["d_expert"]
 r_q = SYMBOLS["r_q"]
 r_kv = SYMBOLS["r_kv"]
 d_rope = SYMBOLS["d_rope"]
+d_nope = SYMBOLS["d_nope"]
+d_v = SYMBOLS["d_v"]
 L_dense = SYMBOLS["L_dense"]
 C = SYMBOLS["C"]
 

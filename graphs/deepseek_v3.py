@@ -22,14 +22,12 @@ import networkx as nx
 
 from costmodel import CostModelError, Family, GraphBuilder, Preset
 from costmodel.hf import field
-from costmodel.symbols import (B, L, L_dense, T, V, d, d_expert, d_ff, d_rope, h, n_experts, n_shared, r_kv, r_q,
-                               symbol, top_k)
+from costmodel.symbols import (B, L, L_dense, T, V, d, d_expert, d_ff, d_nope, d_rope, d_v, h, n_experts, n_shared,
+                               r_kv, r_q, top_k)
 
 from .blocks import decoder, gated_mlp, latent_attention, mixture_of_experts, pre_norm_layer
 from .llama import hf_experts
 
-d_nope = symbol("d_nope")  # the non-RoPE part of a query/key head
-d_v = symbol("d_v")  # the value head dim
 
 
 def deepseek_v3(*, q_latent: bool = True, dense_layers: bool = True, shared: bool = True, tied: bool = False,
