@@ -39,7 +39,9 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     scale = causal_scale(op, conventions)
     qk = sum((contraction(op, pair, scores, scale=scale) for pair in pairs), Cost())
     pv = contraction(op, (scores, v), out, scale=scale)
-    n_scores = elements_of(op, scores) * scale
+    # the softmax and epilogue run over every score, as the unfused ops count them: ``causal`` halves
+    # only the contractions, so the flash_attention pass preserves FLOPs under either convention
+    n_scores = elements_of(op, scores)
     epilogue = op.attr("epilogue", ()) if conventions.elementwise == "all" else ()
     per_score_fwd = conventions.softmax_flops[0] + sum(ELEMENTWISE[fn].forward for fn in epilogue)
     per_score_bwd = conventions.softmax_flops[1] + sum(ELEMENTWISE[fn].backward for fn in epilogue)

@@ -131,7 +131,7 @@ def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
     """
     t = totals(G, conv.ops)
     if conv.method == "params":
-        flops = 6 * t.params_non_embedding * B * T
+        flops = 6 * t.params_active_non_embedding * B * T  # N: what a token uses (MoE: top_k experts)
         if conv.attention:
             for _, data in op_nodes(G):
                 if data["op"].kind in ("contraction", "attention"):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from .analysis import evaluate, op_nodes, totals
+from .analysis import as_int, evaluate, op_nodes, totals
 from .cost import dtype_bytes
 from .errors import CostModelError
 from .hardware import Device
@@ -171,9 +171,9 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
         "flops_expr": str(per_step.flops), "bytes_expr": str(per_step.bytes),
         "step_s": float(step.time_s), "tokens_per_s": float(b / step.time_s),
         "latency_per_token_s": float(step.time_s), "bound": step.bound,
-        "flops": int(step.flops), "bytes": int(step.bytes),
-        "weights_bytes": int(evaluate(weight_bytes(G, conventions), no_b, "weight bytes")),
-        "kv_cache_bytes": int(evaluate(kv_cache_bytes(G), values, "KV cache bytes")),
+        "flops": as_int(step.flops, "decode flops"), "bytes": as_int(step.bytes, "decode bytes"),
+        "weights_bytes": as_int(evaluate(weight_bytes(G, conventions), no_b, "weight bytes"), "weight bytes"),
+        "kv_cache_bytes": as_int(evaluate(kv_cache_bytes(G), values, "KV cache bytes"), "KV cache bytes"),
         "critical_batch": float(b_star) if b_star > 0 else None,
         "critical_batch_expr": _ratio(b_star_c),
         "max_context_compute_bound": float(c_max[0]) if len(c_max) == 1 and c_max[0] > 0 else None,

@@ -95,8 +95,9 @@ def split_axes(G: nx.DiGraph) -> set[str]:
 def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
     """Every axis a degree splits must divide evenly, or the per-device numbers would be fractions of a head.
 
-    TP: the split axes of the repeated layers' weights (heads, MLP width; the
-    vocabulary is exempt: Megatron pads it to a multiple of tp). EP: the experts
+    TP: the product of the split axes of each repeated layer's weight (heads ×
+    head dim, MLP width; the vocabulary is exempt: Megatron pads it to a multiple
+    of tp). A product, not each axis: a degree above the kv heads replicates them. EP: the experts
     axis. PP: the count of the repeated block. SP: the sequence length.
     """
     from .analysis import evaluate
@@ -113,9 +114,10 @@ def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
         if op is None:
             continue
         if layout.tp > 1 and op.kind == "matmul" and stage_of(G, name) == "block":
-            for axis in op.parsed.inputs[1]:
-                if axis in split:
-                    bad(op.size[axis], layout.tp, f"--tp {layout.tp}: axis {axis!r}", f"op {name!r}")
+            axes = [a for a in op.parsed.inputs[1] if a in split]  # e.g. GQA's g m k: divide the product,
+            if axes:  # not each axis (m = h/n_kv may be 1 while g·m·k splits evenly)
+                bad(elements(tuple(axes), op.size), layout.tp, f"--tp {layout.tp}: split axes {' '.join(axes)!r}",
+                    f"op {name!r}")
         experts = op.attr("experts")
         if layout.ep > 1 and experts:
             bad(op.size[str(experts)], layout.ep, f"--ep {layout.ep}: experts axis {experts!r}", f"op {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..analysis import check_values
+from ..analysis import as_int, check_values
 from ..errors import CostModelError
 from ..hardware import device
 from ..inference import decode_graph, prefill_graph, summary
@@ -39,7 +39,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def _row(r: Bound) -> dict[str, object]:
-    return {"name": r.name, "kind": r.kind, "count": r.count, "flops": int(r.flops), "bytes": int(r.bytes),
+    return {"name": r.name, "kind": r.kind, "count": r.count, "flops": as_int(r.flops, f"flops of {r.name}"),
+            "bytes": as_int(r.bytes, f"bytes of {r.name}"),
             "intensity": float(r.intensity) if r.bytes else None, "bound": r.bound, "time_s": float(r.time_s),
             "compute_s": float(r.compute_s), "memory_s": float(r.memory_s),
             "attainable_flops": float(r.attainable)}
