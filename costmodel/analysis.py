@@ -216,11 +216,23 @@ def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
             raise CostModelError(f"block {block!r}: count {count} = {value} is not a positive whole number; "
                                  "check the settings it is made of")
     for name, data in op_nodes(G):
-        for axis, size in data["op"].sizes:
+        op = data["op"]
+        for axis, size in op.sizes:
             value = size.xreplace(subs)
             if value.free_symbols:
                 continue  # reported by evaluate(), with every missing symbol at once
             if not (value.is_integer and value.is_positive):
                 raise CostModelError(
                     f"op {name!r}: axis {axis!r} = {size} = {value} is not a positive whole number "
-                    f"(pattern {data['op'].pattern!r}); check that the sizes divide evenly")
+                    f"(pattern {op.pattern!r}); check that the sizes divide evenly")
+        experts, route = op.attr("experts"), op.attr("route")
+        if experts and route:  # a token cannot be routed to more experts than there are
+            k, e = (op.size[str(a)].xreplace(subs) for a in (route, experts))
+            if not (k.free_symbols or e.free_symbols) and k > e:
+                raise CostModelError(f"op {name!r}: routes each token to {route!r} = {k} experts of {experts!r} = {e}; "
+                                     "expected at most as many as there are")
+    for condition, why in G.graph.get("constraints", ()):
+        holds = condition.xreplace(subs)
+        if holds is sympy.false:
+            raise CostModelError(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with "
+                                 + ", ".join(f"{s} = {subs[s]}" for s in sorted(condition.free_symbols, key=str)))

@@ -99,6 +99,16 @@ class GraphBuilder:
         self.graph.add_node(full, count=self._count, block=".".join(self._prefix), inputs=())
         return Tensor(full, p.output, tuple((a, resolved[a]) for a in p.output), dtype)
 
+    def require(self, condition: sympy.Basic, why: str) -> None:
+        """A condition every config of the graph must meet (``T <= T_max``), checked with the numbers.
+
+        Stored in ``graph.graph["constraints"]`` as ``(condition, why)``; a config that
+        makes it false is refused with ``why`` in the message.
+        """
+        if not isinstance(condition, sympy.logic.boolalg.Boolean):
+            raise CostModelError(f"require: expected a sympy relation such as T <= T_max, received {condition!r}")
+        self.graph.graph.setdefault("constraints", []).append((condition, why))
+
     def tag(self, tensor: Tensor, *tags: str) -> Tensor:
         """Mark the node that makes ``tensor`` (node attribute ``tags``, a set).
 

@@ -31,7 +31,9 @@ def dtype_bytes(dtype: str) -> sympy.Integer:
     """Bytes per element of ``dtype`` (``"bf16"`` → 2)."""
     from .errors import CostModelError, closest
 
-    if dtype not in DTYPE_BYTES:
+    if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
+        if not isinstance(dtype, str):
+            raise CostModelError(f"dtype: expected a name such as 'bf16', received {dtype!r}")
         raise CostModelError(f"unknown dtype {dtype!r}{closest(dtype, DTYPE_BYTES)}; expected one of {sorted(DTYPE_BYTES)}")
     return sympy.Integer(DTYPE_BYTES[dtype])
 

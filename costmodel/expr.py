@@ -146,11 +146,13 @@ def parse_expr(text: str, symbols: Mapping[str, sympy.Symbol] = SYMBOLS, what: s
 
 
 def parse_setting(text: str) -> tuple[str, object]:
-    """``NAME=VALUE`` from ``--set``: VALUE is true/false or a restricted expression."""
+    """``NAME=VALUE`` from ``--set``: VALUE is true/false, a bare name (``fp32``) or a restricted expression."""
     name, eq, value = text.partition("=")
     name, value = name.strip(), value.strip()
     if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or not value:
         raise CostModelError(f"--set: expected NAME=VALUE such as d_ff=8*d/3, received {text!r}")
     if value.lower() in ("true", "false"):
         return name, value.lower() == "true"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z_0-9-]*", value) and value not in SYMBOLS:
+        return name, value  # a name (dtype=fp32); options that take sizes refuse it
     return name, parse_expr(value, what=f"--set {name}")

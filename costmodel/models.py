@@ -103,10 +103,22 @@ def graph_symbols(G: nx.DiGraph) -> set[sympy.Symbol]:
     return found
 
 
+def _option(name: str, value: object, default: object, where: str) -> object:
+    """A builder option of the kind its default has: a bool, a name, or a size (a number or an expression)."""
+    if isinstance(default, bool) or isinstance(default, str):
+        if not isinstance(value, type(default)):
+            kind = "true or false" if isinstance(default, bool) else "a name"
+            raise CostModelError(f"{where}: option {name!r} must be {kind} (default {default!r}), received {value!r}")
+    elif isinstance(value, (bool, str)):
+        raise CostModelError(f"{where}: option {name!r} must be a size (a number or an expression of symbols), "
+                             f"received {value!r}")
+    return value
+
+
 def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.DiGraph, dict]:
     """Build with the config's builder options; the rest must be symbols the graph uses."""
     opts = fam.options
-    options = {k: v for k, v in config.items() if k in opts}
+    options = {k: _option(k, v, opts[k], where) for k, v in config.items() if k in opts}
     graph = fam.build(**options)
     if not isinstance(graph, nx.DiGraph):
         raise CostModelError(f"{where}: the builder returned {type(graph).__name__}; expected the "

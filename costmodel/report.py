@@ -106,7 +106,7 @@ def resolve(model: Model | str, *, batch: int | None = None, seq: int | None = N
         raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
                              f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
     for sym, v in values.items():
-        if not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
+        if isinstance(v, bool) or not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
             raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
         values[sym] = int(v)
     check_values(m.graph, values)
@@ -212,17 +212,24 @@ def derive(model: Model | str, *, settings: Mapping[str, object] | None = None, 
     "ops": {name: {kind, count, flops, bytes, intensity}}}``.
     """
     m = _settings_for(model, settings, policy)
+    # symbols the user set (--set L=12) are substituted; a preset's or family's own values are not,
+    # so `derive gpt2-small` shows the structure's formulas
+    given = {s: sympy.Integer(v) if isinstance(v, int) else v for s, v in m.values.items()
+             if str(s) in (settings or {})}
+    check_values(m.graph, given)
+    fix = lambda e: sympy.expand(e.xreplace(given))  # noqa: E731
     q = quantities(totals(m.graph, conventions), policy, optimizer)
     from .budget import memory_expressions
 
     q.update(memory_expressions(m.graph, conventions))
+    q = {k: fix(v) for k, v in q.items()}
     ops = {}
     for name, c in breakdown(m.graph, conventions).items():
         data = m.graph.nodes[name]
-        per_run = c.forward * (1 / data["count"])
-        ops[name] = {"kind": data["op"].kind, "pattern": data["op"].pattern, "count": data["count"],
-                     "flops": sympy.expand(per_run.flops), "bytes": sympy.expand(per_run.bytes),
-                     "intensity": per_run.intensity, "params": sympy.expand(c.params / data["count"])}
+        per_run = (c.forward * (1 / data["count"])).map(fix)
+        ops[name] = {"kind": data["op"].kind, "pattern": data["op"].pattern, "count": fix(data["count"]),
+                     "flops": per_run.flops, "bytes": per_run.bytes,
+                     "intensity": per_run.intensity, "params": fix(c.params / data["count"])}
     used = set().union(*(e.free_symbols for e in q.values()),
                        *(v["count"].free_symbols for v in ops.values() if hasattr(v["count"], "free_symbols")))
     symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol"

@@ -143,16 +143,30 @@ def _compile(m, values: Mapping[sympy.Symbol, int], metrics: Sequence[str],
     return compiled, {s: values[s] for s in symbols}
 
 
-def _axis_checks(G) -> list[tuple[str, sympy.Expr, sympy.Expr]]:
-    """Axis sizes that are fractions of symbols (d/h): (where, numerator, denominator)."""
-    checks, seen = [], set()
-    for name, data in op_nodes(G):
-        for axis, size in data["op"].sizes:
+def _axis_checks(G) -> tuple[list[tuple[sympy.Expr, sympy.Expr]], list[sympy.Basic]]:
+    """What ``analysis.check_values`` checks, as vectorisable expressions.
+
+    (numerator, denominator) of axis sizes that are fractions of symbols (d/h must
+    divide), and relations that must hold: every size and block count positive
+    (``L - L_dense``), routes within the experts, the graph's declared constraints.
+    """
+    fractions, relations, seen = [], [], set()
+    for _, data in op_nodes(G):
+        op = data["op"]
+        for _, size in op.sizes:
             num, den = sympy.fraction(sympy.together(size))
             if den != 1 and (num, den) not in seen:
                 seen.add((num, den))
-                checks.append((f"op {name!r} axis {axis!r} = {size}", num, den))
-    return checks
+                fractions.append((num, den))
+            if size.free_symbols and size.is_positive is not True:
+                relations.append(size > 0)
+        if op.attr("experts") and op.attr("route"):
+            relations.append(op.size[str(op.attr("route"))] <= op.size[str(op.attr("experts"))])
+    for count in G.graph.get("blocks", {}).values():
+        if count.free_symbols and count.is_positive is not True:
+            relations.append(count > 0)
+    relations += [condition for condition, _ in G.graph.get("constraints", ())]
+    return fractions, [r for r in relations if r not in (sympy.true, True)]
 
 
 def sweep(model, grid: Mapping[str, Sequence[int]], metrics: Sequence[str], *,
@@ -187,10 +201,13 @@ def sweep(model, grid: Mapping[str, Sequence[int]], metrics: Sequence[str], *,
     out.update(compiled([a.astype(object) for a in args] if exact else args, exact=exact))
     valid = np.ones(shape, dtype=bool)
     env = dict(zip(compiled.symbols, args))
-    for _, num, den in _axis_checks(m.graph):
+    fractions, relations = _axis_checks(m.graph)
+    for num, den in fractions:
         f = sympy.lambdify(list(env), [num, den], modules="numpy")
         a, b = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape) for x in f(*env.values()))
         valid &= a % b == 0
+    for relation in relations:
+        valid &= np.broadcast_to(sympy.lambdify(list(env), relation, modules="numpy")(*env.values()), shape)
     out["valid"] = valid
     return out
 

@@ -219,6 +219,10 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     if measured is not None:  # a measurement already includes communication and bubbles
         basis, compute_s = "measured", report["tokens.per_step"] / _positive(measured, "tokens/s")
         rate = model_flops / (compute_s * n)
+        if hardware_flops / (compute_s * n) > peak:
+            raise CostModelError(f"a measured {measured} tokens/s on {n} device(s) means "
+                                 f"{float(hardware_flops / (compute_s * n)):.3g} FLOP/s each, above the {dtype} peak "
+                                 f"{float(peak):.3g}; expected a throughput the devices can reach")
     elif rate is not None:
         # an achieved FLOP/s is what the device executes (recompute included, as Megatron-LM's X);
         # an MFU is a share of peak spent on model FLOPs

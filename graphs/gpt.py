@@ -33,6 +33,7 @@ def gpt(*, d_ff: sympy.Expr = 4 * d, tied: bool = True, bias: bool = True, dropo
     b = GraphBuilder("gpt", dtype=dtype, b=B, t=T, s=T, d=d, v=V, p=T_max, h=h, k=d / h, f=d_ff)
     ids = b.input("ids", "b t")
     pos = b.input("positions", "t")
+    b.require(T <= T_max, "learned positions: the sequence length T cannot exceed the position table T_max")
     tok = b.gather("wte", ids, "b t, v d -> b t d")
     pe = b.gather("wpe", pos, "t, p d -> t d")
     x = b.elementwise("embed", "add", [tok, pe], "b t d, t d -> b t d")

@@ -97,7 +97,7 @@ def test_console_script_and_module_entry_points():
 
 def test_huge_model_stays_exact_in_json(capsys):
     # 10,000 layers of width 1e6: N = 12·L·d² + 13·L·d + 2·d, far beyond float64's 2^53 exact range
-    code, out, _ = run(capsys, "estimate", "gpt", "--set", "L=10000", "--set", "d=1e6", "--set", "h=1000",
+    code, out, _ = run(capsys, "estimate", "gpt", "--set", "L=10000", "--set", "d=1e6", "--set", "h=1000", "--set", "T_max=4096",
                        "--seq", "4096", "--tokens", "1e13", "--json")
     assert code == 0
     r = json.loads(out)

@@ -17,10 +17,12 @@ from costmodel.symbols import B, L, T, T_max, V, d, h
 @st.composite
 def gpt_configs(draw):
     heads = draw(st.integers(1, 16))
+    seq = draw(st.integers(1, 4095))
     return {
         "L": draw(st.integers(1, 48)), "h": heads, "d": heads * draw(st.integers(1, 128)),
-        "V": draw(st.integers(2, 60000)), "T_max": draw(st.integers(1, 4096)),
-        "B": draw(st.integers(1, 64)), "T": draw(st.integers(1, 4096)),
+        "V": draw(st.integers(2, 60000)), "B": draw(st.integers(1, 64)), "T": seq,
+        # learned positions: T ≤ T_max (and T + 1 too, for the monotonicity test)
+        "T_max": draw(st.integers(seq + 1, 4096)),
         "tied": draw(st.booleans()), "bias": draw(st.booleans()), "dropout_p": draw(st.booleans()),
     }
 
