@@ -45,6 +45,8 @@ def parse_size(text: str) -> int:
     value = parse_number(number, "memory size") * SIZE_UNITS[unit]
     if value <= 0:
         raise CostModelError(f"memory size {text!r}: expected a positive size")
+    if not unit and value < 2**20:  # "80" is surely 80 GB, not 80 bytes: make the unit explicit
+        raise CostModelError(f"memory size {text!r}: a bare number is bytes; expected a unit, e.g. {number}GB")
     return int(sympy.floor(value))
 
 

@@ -118,7 +118,15 @@ def _option(name: str, value: object, default: object, where: str) -> object:
 def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.DiGraph, dict]:
     """Build with the config's builder options; the rest must be symbols the graph uses."""
     opts = fam.options
-    options = {k: _option(k, v, opts[k], where) for k, v in config.items() if k in opts}
+    options, sized = {}, {}
+    for k, v in config.items():
+        if k not in opts:
+            continue
+        v = _option(k, v, opts[k], where)
+        if isinstance(opts[k], sympy.Symbol) and (isinstance(v, int) or getattr(v, "is_Integer", False)):
+            sized[opts[k]] = v  # a size option defaulting to a symbol (d_ff): keep the symbol, give it the number
+        else:
+            options[k] = v
     graph = fam.build(**options)
     if not isinstance(graph, nx.DiGraph):
         raise CostModelError(f"{where}: the builder returned {type(graph).__name__}; expected the "
@@ -133,6 +141,7 @@ def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.Di
             raise CostModelError(f"{where}: unknown setting {key!r}{closest(key, known)}; expected a symbol "
                                  f"of the graph or an option of family {fam.name!r}: {', '.join(known)}")
         values[used[key]] = value
+    values.update({sym: v for sym, v in sized.items() if sym in used.values()})
     return graph, values
 
 

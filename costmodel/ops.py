@@ -123,7 +123,7 @@ def op_cost(op: Op, conventions: Conventions = Conventions()) -> OpCost:
     if keep:
         return cost
     # drop non-matmul FLOPs (attention keeps its softmax FLOPs: its rule counts no epilogue then)
-    return OpCost(_matmul_only(cost.forward), _matmul_only(cost.backward), cost.params, cost.saved)
+    return OpCost(_matmul_only(cost.forward), _matmul_only(cost.backward), cost.params, cost.saved, cost.active)
 
 
 def _matmul_only(c: Cost) -> Cost:

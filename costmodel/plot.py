@@ -86,7 +86,7 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
     ax.legend(loc="lower right")
     fig.tight_layout()
     with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, selectable
-        fig.savefig(path)
+        _save(fig, path)
     plt.close(fig)
     return fig
 
@@ -110,6 +110,14 @@ def memory_chart(parts: Mapping[str, int], path: str | Path, *, title: str = "me
     ax.set_title(title)
     fig.tight_layout()
     with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, selectable
-        fig.savefig(path)
+        _save(fig, path)
     plt.close(fig)
     return fig
+
+
+def _save(fig, path) -> None:
+    """Write the figure; a path that cannot be written is a CostModelError, not a traceback."""
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        raise CostModelError(f"plot: cannot write {str(path)!r}: {exc.strerror or exc}") from None

@@ -97,7 +97,11 @@ def achieved_flops(dev: Device, dtype: str, *, achieved: object = None, mfu: obj
     if achieved is not None and mfu is not None:
         raise CostModelError("give either an achieved FLOP/s or an MFU, not both")
     if achieved is not None:
-        return _positive(achieved, "achieved FLOP/s")
+        rate = _positive(achieved, "achieved FLOP/s")
+        if rate > dev.peak(dtype):
+            raise CostModelError(f"achieved FLOP/s {float(rate):.4g} is above {dev.name}'s {dtype} dense peak "
+                                 f"{float(dev.peak(dtype)):.4g}; expected at most the peak")
+        return rate
     if mfu is not None:
         u = _positive(mfu, "MFU")
         if u > 1:

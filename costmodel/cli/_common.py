@@ -35,9 +35,9 @@ def positive_int(what: str):
     """An argparse ``type`` that accepts whole numbers written as 4096 or 3e11."""
     def convert(text: str) -> int:
         try:
-            return parse_int(text, what)
-        except CostModelError as exc:  # argparse would replace a ValueError's message
-            raise argparse.ArgumentTypeError(str(exc)) from None
+            return parse_int(text, "value")
+        except CostModelError as exc:  # argparse would replace a ValueError's message (it names the flag itself)
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
     convert.__name__ = what
     return convert
 
