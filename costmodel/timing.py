@@ -188,7 +188,8 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     ``communication_bytes.*`` and ``memory.layout.*`` (devices, pipeline).
 
     An achieved FLOP/s counts every FLOP executed (recompute included, as
-    Megatron-LM's X does); an MFU counts model FLOPs. Without either, the compute
+    Megatron-LM's X does); an MFU counts model FLOPs. Both, like a measured
+    throughput, are end-to-end: communication and bubbles are inside them. Without either, the compute
     time is the roofline bound of one training step (plus recompute at peak) split
     evenly over the devices.
     """
@@ -241,7 +242,9 @@ def time_section(step, report: Mapping[str, object]) -> dict[str, object]:
     comm_s = sum(comm.values(), sympy.Integer(0))
     busy = step_time(compute_s, comm_s, overlap=bool(opts.get("overlap")))
     step_s = pipeline_time(busy, *pipe) if pipe else busy
-    if basis == "measured":
+    if basis != "roofline":
+        # a measured throughput, an achieved FLOP/s (Megatron-LM's X) and an MFU (PaLM) are end-to-end rates:
+        # communication and pipeline bubbles are already in them. Only the roofline basis adds them.
         step_s = compute_s
     tokens = report["tokens.per_step"]
     out: dict[str, object] = {

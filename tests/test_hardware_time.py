@@ -88,11 +88,16 @@ def test_pipeline_bubble_and_communication():
         device("tpu-v4").link("scale_out")
 
 
-def test_comm_bytes_option_adds_time():
-    base = estimate("gpt2-small", hardware="h100-sxm", mfu=sympy.Rational(1, 2))
-    r = estimate("gpt2-small", hardware="h100-sxm", mfu=sympy.Rational(1, 2), comm_bytes={"scale_up": 450 * 10**9})
-    assert r["time"]["comm_s"] == 1.0 and r["time"]["overlap"] is False
+def test_comm_bytes_option_adds_time_to_the_roofline_step_only():
+    base = estimate("gpt2-small", hardware="h100-sxm")
+    r = estimate("gpt2-small", hardware="h100-sxm", comm_bytes={"scale_up": 450 * 10**9})
+    assert r["time"]["comm_s"] == 1.0 and r["time"]["overlap"] is False  # 450 GB over 450 GB/s NVLink
     assert r["time"]["step_s"] == pytest.approx(base["time"]["step_s"] + 1)
+    # an MFU is end-to-end (PaLM's definition): communication is already inside it
+    half = sympy.Rational(1, 2)
+    a = estimate("gpt2-small", hardware="h100-sxm", mfu=half)
+    b = estimate("gpt2-small", hardware="h100-sxm", mfu=half, comm_bytes={"scale_up": 450 * 10**9})
+    assert a["time"]["step_s"] == b["time"]["step_s"] and b["mfu"] == pytest.approx(0.5)
 
 
 def test_utilization_and_hours():
@@ -108,7 +113,7 @@ def _step_with(keys, **options):
     from costmodel.timing import time_section
 
     m = load("gpt2-small")
-    step = Step(m, {**m.values, B: 8}, {"hardware": "h100-sxm", "mfu": sympy.Rational(1, 2), **options})
+    step = Step(m, {**m.values, B: 8}, {"hardware": "h100-sxm", **options})
     report = {**counts_section(step, {}), **keys}
     return report, time_section(step, report)
 
@@ -123,9 +128,13 @@ def test_time_uses_the_memory_sections_layout_and_volumes():
     assert t["time.devices"] == 16
     assert t["time.comm_by_kind.dp"] == 0.5 and t["time.comm_by_kind.tp"] == 1.0 and t["time.comm_s"] == 1.5
     assert t["time.pipeline_bubble"] == pytest.approx(1 / 9)  # (p − 1)/(m + p − 1) with p = 2, m = 8
-    compute = report["flops.training"] / (16 * 0.5 * 989.4e12)
-    assert t["time.step_s"] == pytest.approx((compute + 1.5) * 9 / 8)  # no overlap, then the bubble
+    # the roofline basis: compute bound + communication (no overlap), then the bubble
+    assert t["time.step_s"] == pytest.approx((t["time.compute_s"] + 1.5) * 9 / 8)
     assert t["hfu"] > t["mfu"]  # the recompute FLOPs count as hardware work
+    # at a given MFU the step is the model FLOPs at that rate, bubbles and communication included
+    _, e2e = _step_with({**layout, **volumes}, mfu=sympy.Rational(1, 2))
+    assert e2e["mfu"] == pytest.approx(0.5)
+    assert e2e["time.step_s"] == pytest.approx(report["flops.training"] / (16 * 0.5 * 989.4e12))
 
 
 def test_devices_must_agree_with_the_layout():
