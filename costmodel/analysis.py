@@ -92,29 +92,16 @@ def totals(G: nx.DiGraph, conventions: Conventions = Conventions()) -> Totals:
     return Totals(params, emb, forward, backward, activation_bytes(G, conventions), active).map(sympy.expand)
 
 
-def saved_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[tuple, tuple]:
-    """Each distinct tensor saved for backward → (saved record, how many copies a step holds).
-
-    A tensor saved by two ops (say, a softmax's output kept by the softmax and by
-    the next matmul) is counted once: it is keyed by the node that makes it.
-    Copies = the count of the op that saves it (each of L layers keeps its own).
-    """
-    out: dict[tuple, tuple] = {}
-    for name, data in op_nodes(G):
-        for s in op_cost(data["op"], conventions).saved:
-            if s.source == "output":
-                key = (name, "output")
-            elif s.source == "own":
-                key = (name, s.name)
-            else:
-                key = (data["inputs"][int(s.source.removeprefix("input"))], "output")
-            out.setdefault((*key, data["count"]), (s, data["count"]))
-    return out
-
-
 def activation_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> sympy.Expr:
-    """Bytes of every tensor saved for backward in one step (no recompute)."""
-    return sympy.expand(sum((s.bytes * count for s, count in saved_tensors(G, conventions).values()), Zero))
+    """Bytes of every tensor saved for backward in one step (no recompute).
+
+    One implementation, :func:`costmodel.memory.activations`: a tensor saved by
+    two ops is counted once, views share their input's storage, and ops whose
+    output needs no gradient save nothing.
+    """
+    from .memory import activations  # memory builds on this module
+
+    return sympy.expand(activations(G, "none", conventions).bytes)
 
 
 def breakdown(G: nx.DiGraph, conventions: Conventions = Conventions(), by: str = "op") -> dict[str, OpCost]:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 import sympy
 
-from .analysis import op_nodes, saved_tensors, totals
+from .analysis import op_nodes, totals
 from .cost import Zero, dtype_bytes
 from .errors import CostModelError, closest
 from .ops import Conventions, op_cost
@@ -145,19 +145,11 @@ def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
 
 
 def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
-    """Bytes saved for backward under ``conv``: everything, or with ``recompute`` only what
-    ops outside repeated blocks save plus each repeated block's inputs (its checkpoints)."""
-    if not conv.recompute:
-        return totals(G, conv.ops).activations
-    # saved by ops outside repeated blocks (the key's last item is the saving op's count)
-    kept = sum((saved.bytes * n for (_, _, count), (saved, n) in saved_tensors(G, conv.ops).items()
-                if count == 1), Zero)
-    inputs = {}  # tensors entering a repeated block from outside it, once per (tensor, block count)
-    for u, v, data in G.edges(data=True):
-        if _repeated(G.nodes[v]) and not _repeated(G.nodes[u]):
-            tensor, count = data["tensor"], G.nodes[v]["count"]
-            inputs[(u, count)] = tensor.elements * dtype_bytes(tensor.dtype) * count
-    return sympy.expand(kept + sum(inputs.values(), Zero))
+    """Bytes saved for backward under ``conv``: everything, or with ``recompute`` (full
+    activation checkpointing) only each repeated block's inputs and what ops outside the blocks save."""
+    from .memory import activations
+
+    return sympy.expand(activations(G, "full" if conv.recompute else "none", conv.ops).bytes)
 
 
 def quantities(G: nx.DiGraph, conv: Convention) -> dict[str, sympy.Expr]:

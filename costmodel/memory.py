@@ -130,16 +130,34 @@ def kept_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dic
                     share = grad.get(data["inputs"][1 - i], sympy.Integer(0))  # kept for the other's gradient
                     if share == 0:
                         continue
-            key = (node, label, data["count"])
+            base = _storage(G, node) if label == "output" else node
+            key = (base, label, data["count"])
             copies = data["count"] * share
             if key in out:
                 old = out[key]
                 out[key] = Kept(old.node, old.saved, old.axes, copies if share == 1 else old.copies,
                                 (*old.savers, name))
+            elif base != node:  # a view (a sliding window's unfold): the kept tensor is its input's storage
+                owner = G.nodes[base]["op"]
+                axes = owner.parsed.output
+                kept = Saved(s.name, s.source, elements(axes, owner.size), s.dtype, s.role)
+                out[key] = Kept(base, kept, tuple((a, owner.size[a]) for a in axes), copies, (name,))
             else:
                 axes = _axes_of(op, s)
                 out[key] = Kept(node, s, tuple((a, op.size[a]) for a in axes), copies, (name,))
     return out
+
+
+def _storage(G: nx.DiGraph, node: str) -> str:
+    """The op node whose output holds ``node``'s storage: a view (a reshape without copy) shares its input's."""
+    while True:
+        op = G.nodes[node].get("op")
+        if op is None or op.kind != "reshape" or op.attr("copy"):
+            return node
+        source = G.nodes[node]["inputs"][0]
+        if "op" not in G.nodes[source]:
+            return node  # a view of a graph input: keep the view's own size
+        node = source
 
 
 def _for_other_input(op) -> bool:
