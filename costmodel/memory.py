@@ -60,7 +60,7 @@ def _axes_of(op, s: Saved) -> Axes:
     if s.source == "output":
         return p.output
     if s.source.startswith("input"):
-        return p.inputs[int(s.source.removeprefix("input"))]
+        return data_operands(op)[int(s.source.removeprefix("input"))]  # "inputN": the node's N-th input
     if s.elements.is_number:
         return ()  # a scalar (nll_loss's total_weight): no axis to split
     first = p.inputs[0]
@@ -175,7 +175,7 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
             if src in out:
                 out[src] = Kept(**{**out[src].__dict__, "savers": (*out[src].savers, name)})
                 continue
-            axes = op.parsed.inputs[i]
+            axes = data_operands(op)[i]
             n = elements(axes, op.size)
             dtype = "int64" if "op" not in G.nodes[src] else op.dtype
             out[src] = Kept(src, Saved("block_input", "input%d" % i, n, dtype), tuple((a, op.size[a]) for a in axes),
