@@ -16,7 +16,7 @@ from costmodel.cli import main
 from costmodel.cost import Cost, OpCost, Saved
 from costmodel.finetune import freeze, lora
 from costmodel.memory import inference_weights, working_set
-from costmodel.ops import RULES, Op, contraction, data_operands, elements_of, has_weight, op_cost, rule, weight_operand
+from costmodel.ops import RULES, Conventions, Op, contraction, data_operands, elements_of, has_weight, op_cost, rule, weight_operand
 from costmodel.passes import fuse_elementwise
 from costmodel.training import model_state
 
@@ -66,6 +66,8 @@ def test_a_new_weighted_kind_is_a_weight_everywhere():
     H = fuse_elementwise(G)
     assert totals(H).forward.flops == totals(G).forward.flops == 2 * B * d * F + B * F  # the matmul, then relu
     assert totals(H).params == d * F
+    assert weight_operand(H.nodes["relu"]["op"]) == 0  # a fused op's weight is its first part's
+    assert data_operands(H.nodes["relu"]["op"]) == (("b", "d"),)
 
 
 def test_fused_moe_keeps_flops_params_and_active():
@@ -78,6 +80,12 @@ def test_fused_moe_keeps_flops_params_and_active():
         # top_k of the SwiGLU experts (3·d·d_ff each), two RMSNorm gains; then the final norm, embedding, unembedding
         active = L * (2 * d**2 + 2 * d**2 * n_kv / h + d * E + 3 * d * F * K + 2 * d) + d + 2 * V * d
         assert sympy.expand(fused.params_active - active) == 0
+
+
+def test_active_params_do_not_depend_on_which_flops_count():
+    plain = totals(MIXTRAL).params_active
+    for conventions in (Conventions(elementwise="none"), Conventions(elementwise="softmax")):
+        assert totals(MIXTRAL, conventions).params_active == plain  # 6ND's N is the active N
 
 
 @pytest.mark.parametrize("model", ["mixtral-8x7b", "deepseek-v3"])
