@@ -28,12 +28,8 @@ import networkx as nx
 import sympy
 
 from .errors import CostModelError
-from .ops import Op, op_cost
+from .ops import Op, op_cost, weight_operand
 from .pattern import Axes, check_size, elements, parse, resolve_sizes
-
-#: Op kinds whose last pattern operand is a weight (a parameter), not a graph tensor.
-WEIGHT_KINDS = ("matmul", "gather", "routed_matmul")
-
 
 @dataclass(frozen=True)
 class Tensor:
@@ -192,25 +188,27 @@ class GraphBuilder:
         full = self._name(name)
         where = f"op {full!r}"
         p = parse(pattern)
-        n_data = len(inputs)
-        if kind in WEIGHT_KINDS:
-            n_data = 1  # the second operand is a weight, not a graph tensor
-        if len(p.inputs) != (n_data + (1 if kind in WEIGHT_KINDS else 0)):
+        try:  # the weight operand is no graph tensor; the kind's rule says which it is
+            w_index = weight_operand(Op(kind, pattern, ()))
+        except CostModelError as exc:
+            raise CostModelError(f"{where}: {exc}") from None
+        if len(p.inputs) != len(inputs) + (w_index is not None) or (w_index is not None and w_index >= len(p.inputs)):
             raise CostModelError(
                 f"{where}: pattern {pattern!r} has {len(p.inputs)} input operand(s), "
-                f"expected {len(inputs)} tensor(s){' and a weight' if kind in WEIGHT_KINDS else ''}")
+                f"expected {len(inputs)} tensor(s){' and a weight' if w_index is not None else ''}")
         known = dict(self.sizes)
         for t in inputs:  # an input tensor's own axis sizes are known too
             for a, s in t.sizes:
                 known.setdefault(a, s)
         known.update(self._checked(sizes, where))
         resolved = resolve_sizes(p, known, where)
+        data = [axes for j, axes in enumerate(p.inputs) if j != w_index]
         for i, t in enumerate(inputs):
-            n = elements(p.inputs[i], resolved)
+            n = elements(data[i], resolved)
             if sympy.expand(n - t.elements) != 0:
                 raise CostModelError(
                     f"{where}: input {i} from {t.node!r} is sized inconsistently: pattern operand "
-                    f"{' '.join(p.inputs[i])!r} has {n} elements, expected {t.elements} "
+                    f"{' '.join(data[i])!r} has {n} elements, expected {t.elements} "
                     f"(axes {' '.join(t.axes)!r})")
         op = Op(kind, pattern, tuple(resolved.items()), dtype or self.dtype,
                 tuple(sorted((k, v) for k, v in attrs.items() if v is not None)))
@@ -220,8 +218,8 @@ class GraphBuilder:
             raise CostModelError(f"{where}: {exc}") from None
         if kind == "matmul" and op.attr("tied"):
             owner = self.graph.nodes[op.attr("tied")]["op"]
-            owner_w = elements(owner.parsed.inputs[1], owner.size)
-            own_w = elements(p.inputs[1], resolved)
+            owner_w = elements(owner.parsed.inputs[weight_operand(owner)], owner.size)
+            own_w = elements(p.inputs[w_index], resolved)
             if sympy.expand(owner_w - own_w) != 0:
                 raise CostModelError(f"{where}: tied weight has {own_w} elements, {op.attr('tied')!r} has {owner_w}")
         self.graph.add_node(full, op=op, count=self._count, block=".".join(self._prefix),

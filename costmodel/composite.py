@@ -60,7 +60,7 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     return OpCost(forward, backward, Zero, saved)
 
 
-@rule("routed_matmul")
+@rule("routed_matmul", weight_operand=1)
 def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
     """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
 
@@ -73,8 +73,8 @@ def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
 
     FLOPs are those of the routed tokens: 2 × the product of the distinct axes
     *without* ``experts``; backward is the input and the weight gradient, each as
-    much. Parameters are all ``e`` weight sets; ``active`` ones are the ``r`` a
-    token uses (``params · r / e``).
+    much (no weight gradient when ``trainable=False``, as for a matmul). Parameters
+    are all ``e`` weight sets; ``active`` ones are the ``r`` a token uses (``params · r / e``).
     """
     p = op.parsed
     if len(p.inputs) != 2:
@@ -95,9 +95,12 @@ def _routed_matmul(op: Op, conventions: Conventions) -> OpCost:
     # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
     extra = (elements_of(op, w) - elements_of(op, per_token_w)) * dtype_bytes(op.dtype)
     forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
-    backward = (contraction(op, (y, per_token_w), x) + contraction(op, (x, y), per_token_w)
-                + Cost(bytes_read=extra, bytes_written=extra))
+    backward = contraction(op, (y, per_token_w), x) + Cost(bytes_read=extra)  # input gradient
+    trainable = op.attr("trainable", True) is not False
+    if trainable:  # weight gradient, written for every expert
+        backward += contraction(op, (x, y), per_token_w) + Cost(bytes_written=extra)
     params = elements_of(op, w)
     active = params * op.size[r] / op.size[e]
-    saved = (Saved("input", "input0", elements_of(op, x), op.dtype),)
+    # as for a matmul: the input is kept only for the weight gradient (none for a frozen weight)
+    saved = (Saved("input", "input0", elements_of(op, x), op.dtype),) if trainable else ()
     return OpCost(forward, backward, params, saved, active)

@@ -32,7 +32,7 @@ import networkx as nx
 import sympy
 
 from .analysis import op_nodes, totals
-from .cost import Zero, dtype_bytes
+from .cost import Zero
 from .errors import CostModelError, closest
 from .ops import Conventions, op_cost
 from .symbols import B, T

@@ -1,7 +1,7 @@
 """Fine-tuning passes: freeze weights, add LoRA adapters.
 
 Both return rewritten copies of a graph (like :mod:`costmodel.passes`). A frozen
-matmul (``trainable=False``) computes no weight gradient and, in
+weight (``trainable=False``: a matmul's, a routed expert matmul's) computes no weight gradient and, in
 :func:`costmodel.training.model_state`, holds no gradient, master copy or
 optimizer state. :func:`lora` freezes each chosen matmul and adds the adapter
 ``y = W x + B (A x)`` of rank ``r`` as two more matmuls and an add, so its
@@ -12,12 +12,12 @@ The LoRA scale ``alpha / r`` and adapter dropout are not modelled.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import networkx as nx
 
 from .errors import CostModelError
-from .ops import Op, op_cost
+from .ops import Op, has_weight, op_cost
 from .pattern import check_size, parse
 
 
@@ -27,12 +27,17 @@ def _copy(G: nx.DiGraph, name: str) -> nx.DiGraph:
     return H
 
 
-def _matching(G: nx.DiGraph, patterns: Iterable[str], kinds: tuple[str, ...]) -> list[str]:
+def _holds_weights(op: Op) -> bool:
+    """A weight operand (matmul, routed matmul, table; tied ones too: no weight gradient) or parameters (norms)."""
+    return has_weight(op) or op_cost(op).params != 0
+
+
+def _matching(G: nx.DiGraph, patterns: Iterable[str], what: str, keep: Callable[[Op], bool]) -> list[str]:
     patterns = list(patterns)
-    found = [n for n, d in G.nodes(data=True) if "op" in d and d["op"].kind in kinds
+    found = [n for n, d in G.nodes(data=True) if "op" in d and keep(d["op"])
              and any(fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(n, "*." + p) for p in patterns)]
     if not found:
-        raise CostModelError(f"no {'/'.join(kinds)} op matches {patterns} in graph {G.graph.get('name')!r}; "
+        raise CostModelError(f"no {what} op matches {patterns} in graph {G.graph.get('name')!r}; "
                              f"expected node names such as 'layers.attn.q' or patterns such as '*.q'")
     return found
 
@@ -45,7 +50,7 @@ def _with_attr(op: Op, **attrs: object) -> Op:
 def freeze(G: nx.DiGraph, patterns: Iterable[str] = ("*",)) -> nx.DiGraph:
     """A copy of ``G`` whose ops matching ``patterns`` (fnmatch on node names) hold frozen weights."""
     H = _copy(G, "freeze")
-    for name in _matching(G, patterns, ("matmul", "gather", "norm")):
+    for name in _matching(G, patterns, "weighted", _holds_weights):
         H.nodes[name]["op"] = _with_attr(G.nodes[name]["op"], trainable=False)
     return H
 
@@ -68,7 +73,7 @@ def lora(G: nx.DiGraph, targets: Iterable[str], rank: object, *, freeze_rest: bo
     """
     r = check_size(rank, "lora: rank")
     H = freeze(G) if freeze_rest else _copy(G, "lora")
-    for name in _matching(G, targets, ("matmul",)):
+    for name in _matching(G, targets, "matmul", lambda op: op.kind == "matmul"):  # adapters for dense weights
         data = H.nodes[name]
         op = data["op"]
         x, w = op.parsed.inputs

@@ -27,7 +27,7 @@ import sympy
 from .analysis import evaluate, op_nodes
 from .cost import Saved, Zero, dtype_bytes
 from .errors import CostModelError
-from .ops import Conventions, op_cost
+from .ops import Conventions, data_operands, op_cost
 from .pattern import Axes, elements
 from .symbols import C, T
 
@@ -60,7 +60,7 @@ def _axes_of(op, s: Saved) -> Axes:
     if s.source == "output":
         return p.output
     if s.source.startswith("input"):
-        return p.inputs[int(s.source.removeprefix("input"))]
+        return data_operands(op)[int(s.source.removeprefix("input"))]  # "inputN": the node's N-th input
     if s.elements.is_number:
         return ()  # a scalar (nll_loss's total_weight): no axis to split
     first = p.inputs[0]
@@ -193,7 +193,7 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
             if src in out:
                 out[src] = Kept(**{**out[src].__dict__, "savers": (*out[src].savers, name)})
                 continue
-            axes = op.parsed.inputs[i]
+            axes = data_operands(op)[i]
             n = elements(axes, op.size)
             dtype = "int64" if "op" not in G.nodes[src] else op.dtype
             out[src] = Kept(src, Saved("block_input", "input%d" % i, n, dtype), tuple((a, op.size[a]) for a in axes),
@@ -358,9 +358,10 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16") -> dict[str, sympy.Expr]
     quantised = scales = other = Zero
     for w in weights(G):
         op = G.nodes[w.node]["op"]
-        if op.kind in ("matmul", "routed_matmul") and w.name == "weight":
+        if w.name == "weight" and w.kind != "gather":  # a matmul's weight operand; a lookup table stays as is
             quantised += w.elements * w.count * sympy.Rational(f.bits, 8)
-            groups = w.rows if f.group is None else w.rows * sympy.ceiling(w.cols / f.group)
+            per_matrix = w.rows if f.group is None else w.rows * sympy.ceiling(w.cols / f.group)
+            groups = w.stack * per_matrix  # each of a stack of matrices (MoE experts) has its own scales
             scales += groups * w.count * f.scale_bytes
         else:
             other += w.elements * w.count * dtype_bytes(op.dtype)
@@ -374,8 +375,7 @@ def working_set(G: nx.DiGraph, values: Mapping) -> tuple[int, str]:
     for name, data in op_nodes(G):
         op = data["op"]
         p = op.parsed
-        axes = p.inputs[:1] if op.kind in ("matmul", "gather") else p.inputs
-        n = sum((elements(a, op.size) for a in axes), Zero) + elements(p.output, op.size)
+        n = sum((elements(a, op.size) for a in data_operands(op)), Zero) + elements(p.output, op.size)  # no weights
         b = int(evaluate(n * dtype_bytes(op.dtype), values, f"working set of {name}"))
         if b > best:
             best, where = b, name

@@ -93,24 +93,47 @@ class Op:
 
     def subs(self, values: Mapping) -> Op:
         """The same op with numbers (or other expressions) substituted into its sizes."""
-        return Op(self.kind, self.pattern, tuple((a, s.subs(values)) for a, s in self.sizes),
-                  self.dtype, self.attrs)
+        return Op(self.kind, self.pattern, tuple((a, s.subs(values)) for a, s in self.sizes), self.dtype, self.attrs)
 
 
 Rule = Callable[[Op, Conventions], OpCost]
+WeightOperand = int | None | Callable[[Op], "int | None"]  # an index, none, or a function of the op (composites)
 RULES: dict[str, Rule] = {}
+WEIGHT_OPERAND: dict[str, WeightOperand] = {}  # filled only by rule(), beside RULES: they cannot drift
 
 
-def rule(kind: str) -> Callable[[Rule], Rule]:
-    """Register the rule for ``kind``. Registering a kind twice raises."""
+def rule(kind: str, weight_operand: WeightOperand = None) -> Callable[[Rule], Rule]:
+    """Register the rule for ``kind``; registering a kind twice raises. ``weight_operand``: which pattern
+    operand is a weight (a parameter: no producer node, not an activation), ``None`` when there is none."""
 
     def register(fn: Rule) -> Rule:
         if kind in RULES:
             raise CostModelError(f"op rule {kind!r} is already registered (by {RULES[kind].__name__})")
-        RULES[kind] = fn
+        RULES[kind], WEIGHT_OPERAND[kind] = fn, weight_operand
         return fn
 
     return register
+
+
+def weight_operand(op: Op) -> int | None:
+    """The index of ``op``'s weight among its pattern operands (``None``: it has none), from its kind's rule.
+    >>> weight_operand(Op("matmul", "b d, d f -> b f", ())), weight_operand(Op("softmax", "b s -> b s", ()))
+    (1, None)
+    """
+    if op.kind not in WEIGHT_OPERAND:
+        raise CostModelError(f"no op rule for kind {op.kind!r}{closest(op.kind, RULES)}; registered: {sorted(RULES)}")
+    found = WEIGHT_OPERAND[op.kind]
+    return found(op) if callable(found) else found
+
+
+def has_weight(op: Op) -> bool:
+    """Whether ``op`` reads a weight operand (a matmul, a routed matmul, a lookup table...)."""
+    return weight_operand(op) is not None
+
+
+def data_operands(op: Op) -> tuple[Axes, ...]:
+    """The pattern operands of ``op`` that are graph tensors, in the order of the node's ``inputs``."""
+    return tuple(axes for j, axes in enumerate(op.parsed.inputs) if j != weight_operand(op))
 
 
 @functools.lru_cache(maxsize=65536)
@@ -123,12 +146,9 @@ def op_cost(op: Op, conventions: Conventions = Conventions()) -> OpCost:
     if keep:
         return cost
     # drop non-matmul FLOPs (attention keeps its softmax FLOPs: its rule counts no epilogue then)
-    return OpCost(_matmul_only(cost.forward), _matmul_only(cost.backward), cost.params, cost.saved, cost.active)
-
-
-def _matmul_only(c: Cost) -> Cost:
-    return Cost(flops=c.matmul_flops, matmul_flops=c.matmul_flops, bytes_read=c.bytes_read,
-                bytes_written=c.bytes_written, recompute_flops=c.recompute_flops)
+    return OpCost(*(Cost(flops=c.matmul_flops, matmul_flops=c.matmul_flops, bytes_read=c.bytes_read,
+                         bytes_written=c.bytes_written, recompute_flops=c.recompute_flops)
+                    for c in (cost.forward, cost.backward)), cost.params, cost.saved, cost.active)
 
 
 # ---------------------------------------------------------------------------
@@ -164,11 +184,9 @@ def _check_contraction(op: Op) -> None:
         raise CostModelError(f"{op.kind} pattern {p.text!r}: output axes {stray} appear in no input")
 
 
-def _elementwise_cost(op: Op, per_element: sympy.Expr, matmul: bool = False) -> Cost:
-    p = op.parsed
-    out = elements_of(op, p.output)
-    size = dtype_bytes(op.dtype)
-    read = sum((elements_of(op, axes) for axes in p.inputs), Zero) * size
+def _elementwise_cost(op: Op, per_element: sympy.Expr) -> Cost:
+    out, size = elements_of(op, op.parsed.output), dtype_bytes(op.dtype)
+    read = sum((elements_of(op, axes) for axes in op.parsed.inputs), Zero) * size
     return Cost(flops=per_element * out, bytes_read=read, bytes_written=out * size)
 
 
@@ -176,7 +194,7 @@ def _elementwise_cost(op: Op, per_element: sympy.Expr, matmul: bool = False) -> 
 # Rules
 
 
-@rule("matmul")
+@rule("matmul", weight_operand=1)
 def _matmul(op: Op, conventions: Conventions) -> OpCost:
     """Activation × weight, like einops' ``EinMix``: ``"b t d, d f -> b t f"``.
 
@@ -188,8 +206,7 @@ def _matmul(op: Op, conventions: Conventions) -> OpCost:
     p = op.parsed
     if len(p.inputs) != 2:
         raise CostModelError(f"matmul pattern {p.text!r}: expected 'input, weight -> output'")
-    x, w = p.inputs
-    y = p.output
+    (x, w), y = p.inputs, p.output
     weight_dtype = str(op.attr("weight_dtype", op.dtype))
     forward = contraction(op, (x, w), y, (op.dtype, weight_dtype))
     backward = contraction(op, (y, w), x, (op.dtype, weight_dtype))  # input gradient
@@ -322,7 +339,7 @@ def _norm(op: Op, conventions: Conventions) -> OpCost:
     return OpCost(forward, backward, params, saved)
 
 
-@rule("gather")
+@rule("gather", weight_operand=1)
 def _gather(op: Op, conventions: Conventions) -> OpCost:
     """Embedding lookup ``"b t, v d -> b t d"``: rows of a table picked by integer ids.
 

@@ -33,6 +33,7 @@ import sympy
 from .cost import Zero, dtype_bytes
 from .errors import CostModelError
 from .memory import Kept, block_inputs, in_block, order, repeated_blocks
+from .ops import Op, data_operands, weight_operand
 from .pattern import elements
 from .symbols import T
 from .training import Weight
@@ -75,6 +76,15 @@ def residual_axes(G: nx.DiGraph) -> set[str]:
     return out
 
 
+def _dense_weight(op: Op | None) -> tuple[str, ...] | None:
+    """The weight axes of a dense matmul, which Megatron TP splits (column- or row-parallel); ``None`` otherwise.
+
+    The weight operand is the registry's (:func:`~costmodel.ops.weight_operand`); the kind is this
+    layout's choice: a routed matmul's experts are split by EP, a lookup table only vocab-parallel.
+    """
+    return op.parsed.inputs[weight_operand(op)] if op is not None and op.kind == "matmul" else None
+
+
 def split_axes(G: nx.DiGraph) -> set[str]:
     """Axes TP splits: those of matmul weights outside the residual axes (heads, MLP width, vocabulary).
 
@@ -86,9 +96,9 @@ def split_axes(G: nx.DiGraph) -> set[str]:
         return set()
     out: set[str] = set()
     for _, data in G.nodes(data=True):
-        op = data.get("op")
-        if op is not None and op.kind == "matmul":
-            out |= {a for a in op.parsed.inputs[1] if a not in residual}
+        w = _dense_weight(data.get("op"))
+        if w is not None:
+            out |= {a for a in w if a not in residual}
     return out
 
 
@@ -113,8 +123,8 @@ def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
         op = data.get("op")
         if op is None:
             continue
-        if layout.tp > 1 and op.kind == "matmul" and stage_of(G, name) == "block":
-            axes = [a for a in op.parsed.inputs[1] if a in split]  # e.g. GQA's g m k: divide the product,
+        if layout.tp > 1 and _dense_weight(op) is not None and stage_of(G, name) == "block":
+            axes = [a for a in _dense_weight(op) if a in split]  # e.g. GQA's g m k: divide the product,
             if axes:  # not each axis (m = h/n_kv may be 1 while g·m·k splits evenly)
                 bad(elements(tuple(axes), op.size), layout.tp, f"--tp {layout.tp}: split axes {' '.join(axes)!r}",
                     f"op {name!r}")
@@ -257,8 +267,8 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
         if layout.pp > 1 and stage_of(G, name) == "block":
             count = count / layout.pp  # a device runs its stage's share of the repeated layers
         size = dtype_bytes(op.dtype)
-        if op.kind in ("matmul", "gather") and layout.tp > 1 and split:
-            x, w = op.parsed.inputs
+        if op.kind in ("matmul", "gather") and layout.tp > 1 and split:  # TP: dense matmuls, vocab-parallel tables
+            x, w = data_operands(op)[0], op.parsed.inputs[weight_operand(op)]
             w_split = any(a in split for a in w)
             x_split = any(a in split for a in x)
             y_split = any(a in split for a in op.parsed.output)

@@ -19,7 +19,7 @@ import networkx as nx
 import sympy
 
 from .cost import Cost, OpCost, Saved, Zero, dtype_bytes
-from .ops import Conventions, Op, op_cost, rule
+from .ops import Conventions, Op, data_operands, op_cost, rule, weight_operand
 from .pattern import elements, parse
 
 
@@ -193,7 +193,13 @@ def fuse_elementwise(G: nx.DiGraph, *, training: bool = True) -> nx.DiGraph:
     return H
 
 
-@rule("fused")
+def _fused_weight(op: Op) -> int | None:
+    """A fused op's operands start with its first part's (weight included): that part's weight operand."""
+    parts = op.attr("parts")
+    return weight_operand(parts[0]) if parts else None
+
+
+@rule("fused", weight_operand=_fused_weight)
 def _fused(op: Op, conventions: Conventions) -> OpCost:
     """An op and the element-wise ops folded into it (see :func:`fuse_elementwise`).
 
@@ -204,7 +210,7 @@ def _fused(op: Op, conventions: Conventions) -> OpCost:
     """
     parts, chains, names = op.attr("parts"), op.attr("chain"), op.attr("names")
     costs = [op_cost(p, conventions) for p in parts]
-    n_first = len(parts[0].parsed.inputs) - (1 if parts[0].kind in ("matmul", "gather") else 0)
+    n_first = len(data_operands(parts[0]))  # later parts' other operands follow the first part's graph tensors
     fwd = Cost(flops=sum((c.forward.flops for c in costs), Zero),
                matmul_flops=sum((c.forward.matmul_flops for c in costs), Zero),
                bytes_read=costs[0].forward.bytes_read, bytes_written=costs[-1].forward.bytes_written,
@@ -237,4 +243,5 @@ def _fused(op: Op, conventions: Conventions) -> OpCost:
         fwd += Cost(bytes_written=sum((s.bytes for s in saved.values() if s.name.endswith(".out")), Zero))
     bwd = sum((c.backward for c in costs), Cost())
     params = sum((c.params for c in costs), Zero)
-    return OpCost(fwd, bwd, params, tuple(saved.values()))
+    active = None if all(c.active is None for c in costs) else sum((c.active_params for c in costs), Zero)
+    return OpCost(fwd, bwd, params, tuple(saved.values()), active)

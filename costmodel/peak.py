@@ -28,7 +28,7 @@ import networkx as nx
 from .analysis import evaluate
 from .cost import Zero, dtype_bytes
 from .memory import Kept, activations, in_block, order, repeated_blocks
-from .ops import Conventions
+from .ops import Conventions, data_operands
 from .pattern import elements
 
 
@@ -73,7 +73,7 @@ def _operand_bytes(G: nx.DiGraph, name: str, values, skip: set[str]) -> tuple[in
     """(forward transient bytes, backward gradient bytes) of one run of op ``name``."""
     op = G.nodes[name]["op"]
     p = op.parsed
-    data = p.inputs[:1] if op.kind in ("matmul", "gather") else p.inputs
+    data = data_operands(op)  # a weight operand is a parameter, not a transient activation
     size = dtype_bytes(op.dtype)
     fwd = Zero
     for axes, src in zip(data, G.nodes[name]["inputs"]):

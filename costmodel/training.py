@@ -178,6 +178,7 @@ class Weight:
     cols: sympy.Expr | None = None
     axes: tuple[tuple[str, sympy.Expr], ...] = ()  # (axis, size) of each axis
     stack: sympy.Expr = sympy.Integer(1)  # matrices stacked along a selected axis (MoE experts)
+    kind: str = ""  # the kind of op that holds it (a fused op's part)
 
 
 def weights(G: nx.DiGraph) -> list[Weight]:
@@ -189,35 +190,36 @@ def weights(G: nx.DiGraph) -> list[Weight]:
     ``params``.
     """
     from .analysis import op_nodes
-    from .ops import op_cost
+    from .ops import has_weight, op_cost, weight_operand
     from .pattern import elements, parse
 
     out: list[Weight] = []
     for name, data in op_nodes(G):
-        op, count = data["op"], data["count"]
-        trainable = op.attr("trainable", True) is not False
-        size = op.size
-        if op.kind in ("matmul", "gather", "routed_matmul"):
-            if not op.attr("tied"):
-                x, w = op.parsed.inputs
-                stacked = [a for a in w if a == op.attr("experts")]  # routed: one matrix per expert
-                out_axes = [a for a in w if a in op.parsed.output and a not in stacked]
-                in_axes = [a for a in w if a not in out_axes and a not in stacked]
-                out.append(Weight(name, "weight", elements(w, size), count, trainable,
-                                  elements(tuple(out_axes), size), elements(tuple(in_axes), size),
-                                  tuple((a, size[a]) for a in w), elements(tuple(stacked), size)))
-            if op.kind in ("matmul", "routed_matmul") and op.attr("bias"):
-                b_axes = parse(str(op.attr("bias"))).output
-                out.append(Weight(name, "bias", elements(b_axes, size), count, trainable,
-                                  axes=tuple((a, size[a]) for a in b_axes)))
-        elif op.kind == "norm":
-            axis = str(op.attr("axis", op.parsed.inputs[0][-1]))
-            for part in ("gain", "bias") if op.attr("bias", not op.attr("rms", False)) else ("gain",):
-                out.append(Weight(name, part, size[axis], count, trainable, axes=((axis, size[axis]),)))
-        else:
-            params = op_cost(op).params
-            if params != 0:
-                out.append(Weight(name, "params", params, count, trainable))
+        count = data["count"]
+        for op in data["op"].attr("parts") or (data["op"],):  # a fused op: the weights of its parts
+            trainable = op.attr("trainable", True) is not False
+            size = op.size
+            if has_weight(op):
+                if not op.attr("tied"):
+                    w = op.parsed.inputs[weight_operand(op)]
+                    stacked = [a for a in w if a == op.attr("experts")]  # routed: one matrix per expert
+                    out_axes = [a for a in w if a in op.parsed.output and a not in stacked]
+                    in_axes = [a for a in w if a not in out_axes and a not in stacked]
+                    out.append(Weight(name, "weight", elements(w, size), count, trainable,
+                                      elements(tuple(out_axes), size), elements(tuple(in_axes), size),
+                                      tuple((a, size[a]) for a in w), elements(tuple(stacked), size), op.kind))
+                if op.attr("bias"):  # a bias over output axes (matmuls; a lookup table has none)
+                    b_axes = parse(str(op.attr("bias"))).output
+                    out.append(Weight(name, "bias", elements(b_axes, size), count, trainable,
+                                      axes=tuple((a, size[a]) for a in b_axes)))
+            elif op.kind == "norm":
+                axis = str(op.attr("axis", op.parsed.inputs[0][-1]))
+                for part in ("gain", "bias") if op.attr("bias", not op.attr("rms", False)) else ("gain",):
+                    out.append(Weight(name, part, size[axis], count, trainable, axes=((axis, size[axis]),)))
+            else:
+                params = op_cost(op).params
+                if params != 0:
+                    out.append(Weight(name, "params", params, count, trainable))
     return out
 
 

@@ -259,7 +259,7 @@ def test_expert_parallel_all_to_all():
     b = GraphBuilder("moe", b=B, t=T, d=d, e=s.n_experts, r=s.top_k, f=s.d_ff)
     x = b.input("x", "b t d", dtype="bf16")
     with b.repeat("layers", L):
-        # the stand-in's patterns leave out the expert weight (the builder knows weights of matmuls only)
+        # the stand-in registers no weight operand, so its patterns leave out the expert weight
         b.op("gate", "test_routed", [x], "b t d -> b t r f", attrs={"experts": "e", "route": "r"})
         y = b.op("up", "test_routed", [x], "b t d -> b t r f", attrs={"experts": "e", "route": "r"})  # same dispatch
         b.op("down", "test_routed", [y], "b t r f -> b t d", attrs={"experts": "e", "route": "r"})
