@@ -86,9 +86,14 @@ def test_expression_parser_raises_only_costmodel_errors(text):
         pass
 
 
-ARGS = ["estimate", "derive", "models", "gpt2-small", "gpt", "gpt3-xl", "--batch", "--seq", "--tokens", "--set",
-        "--json", "--format", "latex", "json", "--causal", "half", "--precision", "fp32", "--optimizer", "sgd",
-        "0", "1", "-1", "2", "3e11", "1e99", "x", "d=64", "L=2", "h=3", "d_ff=4*d", "tied=false", "=", "--"]
+ARGS = ["estimate", "derive", "models", "roofline", "fit", "compare", "sweep", "hardware",
+        "gpt2-small", "gpt", "gpt3-xl", "mixtral-8x7b", "deepseek-v3", "mistral-7b-swa", "llama3-8b",
+        "--batch", "--seq", "--tokens", "--set", "--json", "--format", "latex", "json", "--causal", "half",
+        "--precision", "fp32", "--optimizer", "sgd", "--hardware", "h100-sxm", "--fuse", "--decode", "--context",
+        "--flash", "--recompute", "full", "--inference", "--tp", "--pp", "--dp", "--zero", "--memory", "80GB",
+        "--grid", "L=1,2", "--metric", "flops.training", "--mfu", "0.5", "--achieved-tflops",
+        "0", "1", "-1", "2", "8", "3e11", "1e99", "x", "d=64", "L=2", "h=3", "d_ff=4*d", "tied=false", "dtype=true",
+        "top_k=9", "=", "--"]
 
 
 @settings(max_examples=max(FUZZ_EXAMPLES // 5, 50), deadline=None, suppress_health_check=list(HealthCheck))
