@@ -1,11 +1,11 @@
 """Inference: prefill (compute-bound) and per-token decode (memory-bound) on a device.
 
 *Prefill* runs the forward pass over a prompt of T tokens for B sequences (no
-loss). *Decode* produces one token per sequence: every op runs on one query
-position (axis ``t`` → 1) while attention reads the whole KV cache of C tokens
-(key axis ``s`` → C). Nothing architecture-specific is assumed beyond these
-two axis names (the convention of every block in ``graphs/``); the KV cache
-tensors are the nodes tagged ``"kv_cache"``.
+loss). *Decode* produces one token per sequence: every op runs on the one new
+position (T → 1) except those that read the KV cache of C tokens (T → C). Which
+ops those are is found by data flow from the tensors tagged ``"kv_cache"``, not
+by axis names (:func:`decode_graph`): attention's keys, a sliding window of
+``min(C, W)`` keys, MLA's per-head expansion of its cached latent.
 
 A decode step reads every weight once and every sequence's KV cache once:
 ``bytes ≈ weights + B·kv(C)``, ``FLOPs ≈ B·(2·params + attention(C))``. Both are
@@ -42,31 +42,85 @@ def prefill_graph(G: nx.DiGraph) -> nx.DiGraph:
     return _without_loss(G)
 
 
-def decode_graph(G: nx.DiGraph, *, query_axis: str = "t", key_axis: str = "s") -> nx.DiGraph:
-    """One decode step: ``query_axis`` sized 1, ``key_axis`` sized C (the KV cache length).
+def _key_axes(G: nx.DiGraph) -> dict[str, set[str]]:
+    """For each op node, the axis names that index KV-cache positions in one decode step.
 
-    Every other occurrence of T becomes 1 (only the new token is computed);
-    causal masking no longer applies (one query sees all C keys).
+    Found by data flow from the ``"kv_cache"``-tagged tensors, not by axis name: a
+    tagged tensor, as its consumers read it, is the cache, so its T-sized axes are
+    key positions. An operand axis inherits the mark of the producer's output axis
+    in the same place (by position; by name where the shapes differ). In an op, an
+    axis is a key position if some operand marks it and no operand has it as a
+    T-sized unmarked (query) axis; a new T-sized output axis of an op that reads key
+    positions is one too (a window unfold ``s -> t w``: the query wins at the
+    scores, where ``t`` meets the query). Once a contraction sums the key axes away
+    (the context), what follows runs on the new token only.
+    """
+    marks: dict[str, set[str]] = {}  # node → its key axes
+    out_marks: dict[str, tuple[bool, ...]] = {}  # node → which output positions are key, for consumers
+    for name in nx.topological_sort(G):
+        data = G.nodes[name]
+        op = data.get("op")
+        if op is None:
+            continue
+        p = op.parsed
+        keyed: set[str] = set()
+        query: set[str] = set()
+        for axes, src in zip(p.inputs, data["inputs"]):
+            flags = out_marks.get(src)
+            src_op = G.nodes[src].get("op")
+            if flags is None or src_op is None:
+                flags = (False,) * len(axes)
+            elif len(flags) != len(axes):  # a different shape: match axis names
+                by_name = dict(zip(src_op.parsed.output, flags))
+                flags = tuple(by_name.get(a, False) for a in axes)
+            for a, is_key in zip(axes, flags):
+                (keyed if is_key else query).add(a)
+        keys = {a for a in keyed if a not in query or not op.size[a].has(T)}
+        if keys:
+            inputs = set().union(*p.inputs)
+            keys |= {a for a in p.output if a not in inputs and op.size[a].has(T)}
+        marks[name] = keys
+        if "kv_cache" in data.get("tags", ()):
+            out_marks[name] = tuple(op.size[a].has(T) for a in p.output)
+        else:
+            out_marks[name] = tuple(a in keys for a in p.output)
+    return marks
+
+
+def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
+    """One decode step: each sequence computes one new token and reads C cached positions.
+
+    Which sizes are "the new token" (T → 1) and which are "the cached positions"
+    (T → C) is decided per op by data flow from the ``"kv_cache"``-tagged tensors
+    (see :func:`_key_axes`), not by axis names: an op downstream of a cached
+    tensor, before the contraction that sums the positions away, runs over C
+    positions; every other op over the one new token. A sliding window's key axis
+    ``w = min(T, W)`` becomes ``min(C, W)``. Causal masking no longer applies (the
+    one query sees every cached key).
+
+    Convention for a cache that is expanded before attention (MLA keeps a latent
+    and expands it per head with ``kv_b_k``/``kv_b_v``): the expansion is counted
+    as the graph says, over all C cached positions each step (FLOPs
+    2·B·C·r_kv·h·(d_nope + d_v) per layer; its per-head keys and values are
+    written and read back). The cache itself is read once: the bytes read from the
+    tagged tensors are :func:`kv_cache_bytes`. The up-projections are not absorbed
+    into the query and output projections.
     """
     H = _without_loss(G)
-    found = []
+    marks = _key_axes(H)
 
-    def decoded(op: Op) -> Op:
-        sizes = []
-        for axis, size in op.sizes:
-            if axis == key_axis and size.has(T):
-                found.append(axis)
-                sizes.append((axis, size.subs(T, C)))
-            else:
-                sizes.append((axis, size.subs(T, 1)))
-        attrs = tuple((k, tuple(decoded(p) for p in v) if k == "parts" else v) for k, v in op.attrs if k != "causal")
-        return Op(op.kind, op.pattern, tuple(sizes), op.dtype, attrs)
+    def decoded(op: Op, keys: set[str]) -> Op:
+        sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)
+        attrs = tuple((k, tuple(decoded(p, keys) for p in v) if k == "parts" else v)
+                      for k, v in op.attrs if k != "causal")
+        return Op(op.kind, op.pattern, sizes, op.dtype, attrs)
 
     for name, data in op_nodes(H):
-        data["op"] = decoded(data["op"])
-    if not found:
-        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no key-position axis {key_axis!r} sized "
-                             f"by T; expected attention with keys on axis {key_axis!r} (e.g. 'b h t k, b h s k')")
+        data["op"] = decoded(data["op"], marks[name])
+    if not any(marks.values()):
+        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache; expected "
+                             "tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that attention reads "
+                             "over a position axis sized by T (e.g. keys 'b h s k')")
     H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
     return H
 
