@@ -192,6 +192,13 @@ def prefill(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
     return rows, total(rows)
 
 
+def _roots(expr: sympy.Expr, x: sympy.Symbol) -> list[sympy.Expr]:
+    """Real roots of ``expr`` in ``x``; a sliding window's ``Min(x, W)`` is solved on its rising branch
+    (``x``) and a root kept only where that branch holds."""
+    branch = expr.replace(lambda e: isinstance(e, sympy.Min) and e.has(x), lambda e: x)
+    return [r for r in sympy.solve(branch, x) if sympy.simplify(expr.subs(x, r)) == 0]
+
+
 def _ratio(expr: sympy.Expr) -> str:
     """``a/(b - c*C)`` printed with a positive numerator."""
     num, den = sympy.fraction(sympy.cancel(expr))
@@ -213,7 +220,7 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
         {k: v for k, v in values.items() if k not in (B, C)}))  # B*(C)
     b_star = evaluate(b_star_c, {C: values[C]}, "critical batch")
     x = sympy.Symbol("x", real=True)  # C is declared an integer; the boundary need not be one
-    c_max = sympy.solve(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
+    c_max = _roots(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
     curve = []
     for n in batches:
         _, s = decode_step(G, {**values, B: n}, dev, dtype=dtype, conventions=conventions)

@@ -7,8 +7,8 @@ from costmodel import CostModelError, GraphBuilder, limit, load
 from costmodel import symbols as s
 from costmodel.analysis import evaluate
 from costmodel.hardware import device
-from costmodel.inference import (critical_batch, decode_graph, decode_step, kv_cache_bytes, prefill, summary,
-                                 weight_bytes)
+from costmodel.inference import (critical_batch, decode_cost, decode_graph, decode_step, kv_cache_bytes, prefill,
+                                 summary, weight_bytes)
 from costmodel.symbols import B, C, L, T, V, d
 
 H100 = device("h100-sxm")
@@ -104,3 +104,72 @@ def test_decode_intensity_is_the_batch():
     i = decode_intensity(load("gpt").graph)
     # the lecture: small-batch decoding reads every weight for B tokens, so I ∝ B (no KV cache, wide model)
     assert limit(limit(i, C, 0), d, sympy.oo) == B
+
+
+# -- which ops read the cache: data flow from the kv_cache tags, not axis names ------------------
+
+
+def _decoded(model: str, **settings):
+    m = load(model, settings or None)
+    return m, decode_graph(m.graph)
+
+
+def test_sliding_window_decode_reads_min_c_w_keys():
+    from costmodel.ops import op_cost
+
+    m, H = _decoded("mistral-7b-swa")
+    v = {k: val for k, val in m.values.items() if k not in (B, C, T)}
+    attn = sum((op_cost(H.nodes[f"layers.attn.{n}"]["op"]).forward.matmul_flops for n in ("scores", "context")),
+               sympy.Integer(0))
+    # one new query per sequence meets min(C, W) keys: scores and context, 2 FLOPs per multiply-add,
+    # 32 heads of 128: 2·2·B·h·min(C, W)·d_head
+    for c in (1000, 4096, 16384):
+        assert evaluate(attn, {**v, B: 8, C: c}) == 2 * 2 * 8 * 32 * min(c, 4096) * 128
+    # at C ≥ W the step equals dense attention over W keys; below W it grows with C
+    flops = lambda c: evaluate(decode_cost(m.graph, v).flops, {B: 8, C: c})  # noqa: E731
+    dense = load("mistral-7b")
+    dense_flops = evaluate(decode_cost(dense.graph).flops, {**dense.values, B: 8, C: 4096})
+    assert flops(16384) == flops(4096) == dense_flops
+    assert flops(2048) < flops(4096)
+
+
+def test_sliding_window_decode_step_reads_the_window():
+    m, _ = _decoded("mistral-7b-swa")
+    v = {k: val for k, val in m.values.items() if k not in (B, C, T)}
+    moved = lambda c: evaluate(decode_cost(m.graph, v).bytes, {B: 1, C: c})  # noqa: E731
+    # doubling the context from W/2 to W adds each layer's K and V for W/2 more keys at least:
+    # 32 layers · 2 (k, v) · 8 kv heads · 2048 keys · 128 · 2 bytes
+    assert moved(4096) - moved(2048) >= 32 * 2 * 8 * 2048 * 128 * 2
+    assert moved(32768) == moved(4096)  # past the window nothing more is read
+    assert moved(4096) - evaluate(weight_bytes(m.graph), v) >= 32 * 2 * 8 * 4096 * 128 * 2
+
+
+def test_roofline_cli_decode_sliding_window(capsys):
+    import json
+
+    from costmodel.cli import main
+
+    main(["roofline", "mistral-7b-swa", "--hardware", "h100-sxm", "--decode", "--context", "16384",
+          "--batch", "8", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    ops = {o["name"]: o for o in out["ops"]}
+    # 32 layers × 2·B·h·min(C, W)·d_head = 32 · 2·8·32·4096·128 for each of scores and context
+    assert ops["layers.attn.scores"]["flops"] == ops["layers.attn.context"]["flops"] == 32 * 2 * 8 * 32 * 4096 * 128
+    assert "Min(4096, C)" in out["decode"]["flops_expr"]
+
+
+def test_inference_pipeline_stages_hold_their_share_of_the_weights():
+    from costmodel.budget import inference_memory
+    from costmodel.parallel import Layout
+
+    m = load("llama2-7b")
+    one = inference_memory(m.graph, {**m.values, B: 1}, {"context": 4096})
+    two = inference_memory(m.graph, {**m.values, B: 1}, {"context": 4096, "layout": Layout(pp=2)})
+    # LLaMA-2 7B: layer = 4d² + 3·d·d_ff + 2d = 4·4096² + 3·4096·11008 + 2·4096 = 202,383,360 params;
+    # the embedding and the untied head 32000·4096 = 131,072,000 each; the final norm 4096
+    layer, table = 202_383_360, 131_072_000
+    assert one["memory_bytes.params"] == 2 * (32 * layer + 2 * table + 4096) == 13_476_831_232
+    # pp = 2: 16 layers per stage; the last stage (head + final norm) outweighs the first (embedding)
+    assert two["memory_bytes.params"] == 2 * (16 * layer + table + 4096) == 6_738_419_712
+    assert two["memory_bytes.kv_cache"] * 2 == one["memory_bytes.kv_cache"]
+    assert "last stage" in two["memory.conventions.params"]
