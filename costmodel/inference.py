@@ -25,7 +25,7 @@ from .cost import dtype_bytes
 from .errors import CostModelError
 from .hardware import Device
 from .ops import Conventions, Op
-from .pattern import elements
+from .pattern import elements, parse
 from .roofline import Bound, roofline, total
 from .symbols import B, C, T
 
@@ -87,6 +87,95 @@ def _key_axes(G: nx.DiGraph) -> dict[str, set[str]]:
     return marks
 
 
+def _fresh(name: str, taken: set[str]) -> str:
+    n, i = name, 2
+    while n in taken:
+        n, i = f"{name}{i}", i + 1
+    return n
+
+
+def _rewire(H: nx.DiGraph, node: str) -> None:
+    """Make ``node``'s in-edges those of its ``inputs``."""
+    H.remove_edges_from(list(H.in_edges(node)))
+    H.add_edges_from((src, node) for src in H.nodes[node]["inputs"])
+
+
+def _absorb(H: nx.DiGraph, marks: dict[str, set[str]]) -> None:
+    """Fold each per-head expansion of a cached latent into the other side of attention (in place).
+
+    A weight matmul ``M: X, W -> Y`` that runs over the cached positions (MLA's
+    ``kv_b_k``, ``kv_b_v``) and whose only consumer is an attention contraction
+    ``S`` is moved off the cache: where ``S`` contracts an axis ``W`` made
+    (``q·(c W_k)ᵀ = (q W_kᵀ)·cᵀ``), ``M`` becomes a matmul of the query before
+    ``S``; where ``S`` keeps it (``p·(c W_v) = (p·c) W_v``), a matmul of the
+    output after ``S``. Either way ``M`` runs on the new token and ``S`` reads the
+    latent ``X`` itself. ``M`` keeps its name, weight and parameters.
+    """
+    for m in [n for n, d in H.nodes(data=True) if "op" in d]:
+        d = H.nodes[m]
+        M = d["op"]
+        consumers = list(H.successors(m))
+        if M.kind != "matmul" or not marks[m] or M.attr("tied") or M.attr("bias") or len(consumers) != 1:
+            continue
+        s = consumers[0]
+        S = H.nodes[s]["op"]
+        ins = list(H.nodes[s]["inputs"])
+        if S.kind not in ("contraction", "attention") or ins.count(m) != 1:
+            continue
+        j = ins.index(m)
+        (X, W), Y = M.parsed.inputs, M.parsed.output
+        M_input = d["inputs"][0]
+        operands, Z = list(S.parsed.inputs), S.parsed.output
+        if len(operands[j]) != len(Y) or (S.kind == "attention" and j % 2 == 0 and j < len(operands) - 1):
+            continue  # not read as a key or value operand
+        to_s = dict(zip(Y, operands[j]))
+        taken = set(S.parsed.axes)
+        for a in (*X, *W):
+            if a not in to_s:
+                to_s[a] = _fresh(a, taken)
+                taken.add(to_s[a])
+        x, w = [to_s[a] for a in X], [to_s[a] for a in W]
+        made = [to_s[a] for a in W if a in Y and a not in X]  # the axes the weight expands to (h k)
+        partner = j - 1 if S.kind == "attention" and j < len(operands) - 1 else 1 - j if S.kind == "contraction" \
+            else None  # the query operand contracted with it
+        latent = [to_s[a] for a in W if a in X and a not in Y]
+        pre = [a for a in made if a not in Z]
+        post = [a for a in made if a in Z and not any(a in o for i, o in enumerate(operands) if i != j)]
+        sizes = {**S.size, **{to_s[a]: v for a, v in M.size.items()}}
+        if pre and not post and partner is not None and all(a in operands[partner] for a in pre):
+            q = operands[partner]
+            q_new = [a for a in q if a not in pre[1:]]
+            q_new = [latent[0] if a == pre[0] else a for a in q_new] + latent[1:]
+            new_m = f"{' '.join(q)}, {' '.join(w)} -> {' '.join(q_new)}"
+            operands[partner], operands[j] = q_new, x
+            new_s = f"{', '.join(' '.join(o) for o in operands)} -> {' '.join(Z)}"
+            d["inputs"] = (ins[partner],)
+            ins[partner], ins[j] = m, M_input
+        elif post and not pre:
+            z_new = [a for a in Z if a not in post[1:]]
+            z_new = [latent[0] if a == post[0] else a for a in z_new] + latent[1:]
+            new_m = f"{' '.join(z_new)}, {' '.join(w)} -> {' '.join(Z)}"
+            operands[j] = x
+            new_s = f"{', '.join(' '.join(o) for o in operands)} -> {' '.join(z_new)}"
+            ins[j] = M_input
+            for n in list(H.successors(s)):
+                H.nodes[n]["inputs"] = tuple(m if i == s else i for i in H.nodes[n]["inputs"])
+                _rewire(H, n)
+            d["inputs"] = (s,)
+        else:
+            continue
+        H.nodes[s]["inputs"] = tuple(ins)
+        _rewire(H, s)
+        _rewire(H, m)
+        d["op"] = Op("matmul", new_m, tuple((a, sizes[a]) for a in parse(new_m).axes), M.dtype, M.attrs)
+        attrs = dict(S.attrs)
+        if S.kind == "attention":  # a fused kernel reads a tensor it is given twice (k and v) once
+            attrs["repeats"] = tuple(i for i, src in enumerate(ins) if src in ins[:i])
+        H.nodes[s]["op"] = Op(S.kind, new_s, tuple((a, sizes[a]) for a in parse(new_s).axes), S.dtype,
+                              tuple(sorted((k, v) for k, v in attrs.items() if v)))
+        marks[m] = set()  # S keeps its key axes: the latent's positions are the expansion's
+
+
 def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     """One decode step: each sequence computes one new token and reads C cached positions.
 
@@ -108,6 +197,7 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     """
     H = _without_loss(G)
     marks = _key_axes(H)
+    _absorb(H, marks)
 
     def decoded(op: Op, keys: set[str]) -> Op:
         sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)

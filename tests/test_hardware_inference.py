@@ -173,3 +173,43 @@ def test_inference_pipeline_stages_hold_their_share_of_the_weights():
     assert two["memory_bytes.params"] == 2 * (16 * layer + table + 4096) == 6_738_419_712
     assert two["memory_bytes.kv_cache"] * 2 == one["memory_bytes.kv_cache"]
     assert "last stage" in two["memory.conventions.params"]
+
+
+def test_mla_decode_absorbs_the_up_projections():
+    from costmodel.ops import op_cost
+    from costmodel.symbols import d_nope, d_rope, d_v, h, r_kv
+
+    _, H = _decoded("deepseek-v3")
+    flops = {n.removeprefix("layers.attn."): sympy.expand(op_cost(d["op"]).forward.matmul_flops)
+             for n, d in H.nodes(data=True) if n.startswith("layers.attn.") and "op" in d}
+    # absorbed MLA decode (DeepSeek-V2 §2.1.2): q·(c W_uk)ᵀ = (q W_ukᵀ)·cᵀ, p·(c W_uv) = (p·c) W_uv; per layer:
+    assert flops["kv_b_k"] == 2 * B * h * d_nope * r_kv  # W_uk folded into the one new query
+    assert flops["kv_b_v"] == 2 * B * h * r_kv * d_v  # W_uv applied to the one output
+    assert flops["scores_nope"] == 2 * B * h * C * r_kv  # scores against the cached latent itself
+    assert flops["scores_rope"] == 2 * B * h * C * d_rope  # and the cached shared RoPE key
+    assert flops["context"] == 2 * B * h * C * r_kv  # the latent is the value too
+    # the weights are the same matrices, read once a step
+    m = load("deepseek-v3")
+    assert sympy.expand(totals_params(H) - totals_params(m.graph)) == 0
+
+
+def totals_params(G):
+    from costmodel.analysis import totals
+
+    return totals(G).params
+
+
+def test_mla_decode_reads_the_latent_cache_once():
+    from costmodel.inference import prefill_graph
+    from costmodel.passes import flash_attention
+    from costmodel.symbols import d_rope, r_kv
+
+    m = load("deepseek-v3")
+    step = decode_cost(flash_attention(prefill_graph(m.graph)))
+    # a fused kernel (FlashMLA) reads per sequence and cached position only the latent and the RoPE key,
+    # bf16, in each of the L layers: B·C·L·(r_kv + d_rope)·2 bytes, which is the KV cache
+    per_bc = sympy.Poly(step.bytes, B, C).coeff_monomial(B * C)
+    assert per_bc == sympy.expand(2 * L * (r_kv + d_rope))
+    assert sympy.expand(per_bc * B * C - kv_cache_bytes(m.graph)) == 0
+    v = {**m.values, B: 1, C: 32768}  # DeepSeek-V3: 61 · 32768 · (512 + 64) · 2 = 2,302,672,896 bytes
+    assert evaluate(per_bc * B * C, v) == 61 * 32768 * 576 * 2 == 2_302_672_896
