@@ -188,12 +188,14 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     one query sees every cached key).
 
     Convention for a cache that is expanded before attention (MLA keeps a latent
-    and expands it per head with ``kv_b_k``/``kv_b_v``): the expansion is counted
-    as the graph says, over all C cached positions each step (FLOPs
-    2·B·C·r_kv·h·(d_nope + d_v) per layer; its per-head keys and values are
-    written and read back). The cache itself is read once: the bytes read from the
-    tagged tensors are :func:`kv_cache_bytes`. The up-projections are not absorbed
-    into the query and output projections.
+    and expands it per head with ``kv_b_k``/``kv_b_v``): the expansion is
+    *absorbed* (:func:`_absorb`), as DeepSeek's inference does, so attention reads
+    the cached latent itself and the up-projections run on the one new token
+    (scores 2·B·h·C·(r_kv + d_rope), context 2·B·h·C·r_kv FLOPs per layer). Under
+    FlashAttention (:func:`costmodel.passes.flash_attention`) the bytes of a step
+    that grow with B·C are then exactly :func:`kv_cache_bytes`. A weight matmul
+    over cached positions that cannot be absorbed (a bias, several consumers) is
+    counted as the graph says, over all C positions each step.
     """
     H = _without_loss(G)
     marks = _key_axes(H)
