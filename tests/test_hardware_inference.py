@@ -213,3 +213,24 @@ def test_mla_decode_reads_the_latent_cache_once():
     assert sympy.expand(per_bc * B * C - kv_cache_bytes(m.graph)) == 0
     v = {**m.values, B: 1, C: 32768}  # DeepSeek-V3: 61 · 32768 · (512 + 64) · 2 = 2,302,672,896 bytes
     assert evaluate(per_bc * B * C, v) == 61 * 32768 * 576 * 2 == 2_302_672_896
+
+
+def test_sliding_window_decode_matches_transformers_flop_counter():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    cfg = transformers.MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, sliding_window=8,
+                                     max_position_embeddings=64, attn_implementation="eager")
+    torch.manual_seed(0)
+    model = transformers.MistralForCausalLM(cfg).eval()
+    m = load("mistral", {"L": 2, "d": 32, "h": 4, "n_kv": 2, "d_ff": 48, "V": 64, "T": 64, "window": s.W, "W": 8})
+    ours = decode_cost(m.graph, m.values).matmul_flops
+    for prompt in (5, 7, 20):  # below, at and past the window
+        with torch.no_grad():
+            cache = model(torch.randint(0, 64, (3, prompt)), use_cache=True).past_key_values
+            with FlopCounterMode(display=False) as fc:  # eager attention: counted on CPU (SDPA would count 0)
+                model(torch.randint(0, 64, (3, 1)), past_key_values=cache, use_cache=True)
+        # the new token meets its own key too: C = prompt + 1 cached positions, of which min(C, W) are in the window
+        assert fc.get_total_flops() == evaluate(ours, {B: 3, C: prompt + 1})
