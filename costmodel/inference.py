@@ -52,7 +52,8 @@ def _key_axes(G: nx.DiGraph) -> dict[str, set[str]]:
     axis is a key position if some operand marks it and no operand has it as a
     T-sized unmarked (query) axis; a new T-sized output axis of an op that reads key
     positions is one too (a window unfold ``s -> t w``: the query wins at the
-    scores, where ``t`` meets the query). Once a contraction sums the key axes away
+    scores, where ``t`` meets the query; the unfold, a view that moves no bytes,
+    keeps ``t`` sized C). Once a contraction sums the key axes away
     (the context), what follows runs on the new token only.
     """
     marks: dict[str, set[str]] = {}  # node → its key axes
