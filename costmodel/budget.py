@@ -21,7 +21,8 @@ from .cost import Zero
 from .errors import CostModelError
 from .memory import activations, inference_weights, kv_cache, working_set
 from .ops import Conventions
-from .parallel import Layout, activation_share, check_layout, communication, device_states, in_flight
+from .parallel import (Layout, activation_share, check_layout, communication, device_states, in_flight,
+                       weight_share)
 from .passes import flash_attention
 from .peak import peak
 from .symbols import B, C, T
@@ -134,7 +135,12 @@ def inference_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[s
     if options.get("flash"):
         G = flash_attention(G)
     dev = {**values, T: context, C: context}
-    w = inference_weights(G, fmt)
+    # a pipeline stage holds 1/pp of the repeated layers, the first stage the embeddings, the last the final
+    # norm and head (as training counts them): the fuller of the two stages is the device to fit
+    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    by_stage = {s: inference_weights(G, fmt, weight_share(G, Layout(pp=layout.pp), s)) for s in stages}
+    stage = max(stages, key=lambda s: _int(by_stage[s]["total"], dev, "weights"))
+    w = by_stage[stage]
     kv = kv_cache(G, C, options.get("kv_dtype"))
     tp = sympy.Integer(layout.tp)
     work, where = working_set(G, dev)
@@ -147,7 +153,10 @@ def inference_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[s
         "memory_bytes.parts.scales": _int(w["scales"] / tp, dev, "scales"),
         "memory.working_set_at": where,
         "memory.conventions.params": f"inference weights: matmuls in {fmt} (with its scales), tables and norms in the "
-                                     f"graph dtype; divided by tp = {layout.tp}",
+                                     f"graph dtype; divided by tp = {layout.tp}"
+                                     + (f"; pipeline {stage} stage of pp = {layout.pp} (1/pp of the repeated "
+                                        "layers, plus the embeddings on the first stage, the final norm and "
+                                        "head on the last)" if layout.pp > 1 else ""),
         "memory.conventions.kv_cache": f"every tensor tagged kv_cache for {context} tokens × batch, in "
                                        f"{options.get('kv_dtype') or 'the op dtype'}; divided by tp and pp",
         "memory.conventions.activations": "forward working set of a prefill of the whole context: the largest op's "

@@ -21,7 +21,8 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     ``"q1, k1, q2, k2, v -> out"``; the scores are the sum of the pairs' contractions.
 
     Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
-    ``causal``, ``epilogue`` (element-wise fns applied to the scores before the
+    ``causal``, ``repeats`` (indices of operands that are an earlier operand's
+    tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (element-wise fns applied to the scores before the
     softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
     the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
     recomputes the scores (``recompute_flops``), as FlashAttention does.
@@ -47,7 +48,8 @@ def _attention(op: Op, conventions: Conventions) -> OpCost:
     per_score_bwd = conventions.softmax_flops[1] + sum(ELEMENTWISE[fn].backward for fn in epilogue)
     size = dtype_bytes(op.dtype)
     rows = elements_of(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
-    io_read = sum((elements_of(op, axes) for axes in p.inputs), Zero) * size
+    again = op.attr("repeats", ())  # operands that are an earlier operand's tensor (MLA's absorbed latent): read once
+    io_read = sum((elements_of(op, axes) for i, axes in enumerate(p.inputs) if i not in again), Zero) * size
     forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
                    bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
     grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context

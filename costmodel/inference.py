@@ -1,11 +1,11 @@
 """Inference: prefill (compute-bound) and per-token decode (memory-bound) on a device.
 
 *Prefill* runs the forward pass over a prompt of T tokens for B sequences (no
-loss). *Decode* produces one token per sequence: every op runs on one query
-position (axis ``t`` → 1) while attention reads the whole KV cache of C tokens
-(key axis ``s`` → C). Nothing architecture-specific is assumed beyond these
-two axis names (the convention of every block in ``graphs/``); the KV cache
-tensors are the nodes tagged ``"kv_cache"``.
+loss). *Decode* produces one token per sequence: every op runs on the one new
+position (T → 1) except those that read the KV cache of C tokens (T → C). Which
+ops those are is found by data flow from the tensors tagged ``"kv_cache"``, not
+by axis names (:func:`decode_graph`): attention's keys, a sliding window of
+``min(C, W)`` keys, MLA's per-head expansion of its cached latent.
 
 A decode step reads every weight once and every sequence's KV cache once:
 ``bytes ≈ weights + B·kv(C)``, ``FLOPs ≈ B·(2·params + attention(C))``. Both are
@@ -25,7 +25,7 @@ from .cost import dtype_bytes
 from .errors import CostModelError
 from .hardware import Device
 from .ops import Conventions, Op
-from .pattern import elements
+from .pattern import elements, parse
 from .roofline import Bound, roofline, total
 from .symbols import B, C, T
 
@@ -42,31 +42,178 @@ def prefill_graph(G: nx.DiGraph) -> nx.DiGraph:
     return _without_loss(G)
 
 
-def decode_graph(G: nx.DiGraph, *, query_axis: str = "t", key_axis: str = "s") -> nx.DiGraph:
-    """One decode step: ``query_axis`` sized 1, ``key_axis`` sized C (the KV cache length).
+def _key_axes(G: nx.DiGraph) -> dict[str, set[str]]:
+    """For each op node, the axis names that index KV-cache positions in one decode step.
 
-    Every other occurrence of T becomes 1 (only the new token is computed);
-    causal masking no longer applies (one query sees all C keys).
+    Found by data flow from the ``"kv_cache"``-tagged tensors, not by axis name: a
+    tagged tensor, as its consumers read it, is the cache, so its T-sized axes are
+    key positions. An operand axis inherits the mark of the producer's output axis
+    in the same place (by position; by name where the shapes differ). In an op, an
+    axis is a key position if some operand marks it and no operand has it as a
+    T-sized unmarked (query) axis; a new T-sized output axis of an op that reads key
+    positions is one too (a window unfold ``s -> t w``: the query wins at the
+    scores, where ``t`` meets the query; the unfold, a view that moves no bytes,
+    keeps ``t`` sized C). Once a contraction sums the key axes away
+    (the context), what follows runs on the new token only.
+    """
+    marks: dict[str, set[str]] = {}  # node → its key axes
+    out_marks: dict[str, tuple[bool, ...]] = {}  # node → which output positions are key, for consumers
+    for name in nx.topological_sort(G):
+        data = G.nodes[name]
+        op = data.get("op")
+        if op is None:
+            continue
+        p = op.parsed
+        keyed: set[str] = set()
+        query: set[str] = set()
+        for axes, src in zip(p.inputs, data["inputs"]):
+            flags = out_marks.get(src)
+            src_op = G.nodes[src].get("op")
+            if flags is None or src_op is None:
+                flags = (False,) * len(axes)
+            elif len(flags) != len(axes):  # a different shape: match axis names
+                by_name = dict(zip(src_op.parsed.output, flags))
+                flags = tuple(by_name.get(a, False) for a in axes)
+            for a, is_key in zip(axes, flags):
+                (keyed if is_key else query).add(a)
+        keys = {a for a in keyed if a not in query or not op.size[a].has(T)}
+        if keys:
+            inputs = set().union(*p.inputs)
+            keys |= {a for a in p.output if a not in inputs and op.size[a].has(T)}
+        marks[name] = keys
+        if "kv_cache" in data.get("tags", ()):
+            out_marks[name] = tuple(op.size[a].has(T) for a in p.output)
+        else:
+            out_marks[name] = tuple(a in keys for a in p.output)
+    return marks
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    n, i = name, 2
+    while n in taken:
+        n, i = f"{name}{i}", i + 1
+    return n
+
+
+def _rewire(H: nx.DiGraph, node: str) -> None:
+    """Make ``node``'s in-edges those of its ``inputs``."""
+    H.remove_edges_from(list(H.in_edges(node)))
+    H.add_edges_from((src, node) for src in H.nodes[node]["inputs"])
+
+
+def _absorb(H: nx.DiGraph, marks: dict[str, set[str]]) -> None:
+    """Fold each per-head expansion of a cached latent into the other side of attention (in place).
+
+    A weight matmul ``M: X, W -> Y`` that runs over the cached positions (MLA's
+    ``kv_b_k``, ``kv_b_v``) and whose only consumer is an attention contraction
+    ``S`` is moved off the cache: where ``S`` contracts an axis ``W`` made
+    (``q·(c W_k)ᵀ = (q W_kᵀ)·cᵀ``), ``M`` becomes a matmul of the query before
+    ``S``; where ``S`` keeps it (``p·(c W_v) = (p·c) W_v``), a matmul of the
+    output after ``S``. Either way ``M`` runs on the new token and ``S`` reads the
+    latent ``X`` itself. ``M`` keeps its name, weight and parameters.
+    """
+    for m in [n for n, d in H.nodes(data=True) if "op" in d]:
+        d = H.nodes[m]
+        M = d["op"]
+        consumers = list(H.successors(m))
+        if M.kind != "matmul" or not marks[m] or M.attr("tied") or M.attr("bias") or len(consumers) != 1:
+            continue
+        s = consumers[0]
+        S = H.nodes[s]["op"]
+        ins = list(H.nodes[s]["inputs"])
+        if S.kind not in ("contraction", "attention") or ins.count(m) != 1:
+            continue
+        j = ins.index(m)
+        (X, W), Y = M.parsed.inputs, M.parsed.output
+        M_input = d["inputs"][0]
+        operands, Z = list(S.parsed.inputs), S.parsed.output
+        if len(operands[j]) != len(Y) or (S.kind == "attention" and j % 2 == 0 and j < len(operands) - 1):
+            continue  # not read as a key or value operand
+        to_s = dict(zip(Y, operands[j]))
+        taken = set(S.parsed.axes)
+        for a in (*X, *W):
+            if a not in to_s:
+                to_s[a] = _fresh(a, taken)
+                taken.add(to_s[a])
+        x, w = [to_s[a] for a in X], [to_s[a] for a in W]
+        made = [to_s[a] for a in W if a in Y and a not in X]  # the axes the weight expands to (h k)
+        partner = j - 1 if S.kind == "attention" and j < len(operands) - 1 else 1 - j if S.kind == "contraction" \
+            else None  # the query operand contracted with it
+        latent = [to_s[a] for a in W if a in X and a not in Y]
+        pre = [a for a in made if a not in Z]
+        post = [a for a in made if a in Z and not any(a in o for i, o in enumerate(operands) if i != j)]
+        sizes = {**S.size, **{to_s[a]: v for a, v in M.size.items()}}
+        if pre and not post and partner is not None and all(a in operands[partner] for a in pre):
+            q = operands[partner]
+            q_new = [a for a in q if a not in pre[1:]]
+            q_new = [latent[0] if a == pre[0] else a for a in q_new] + latent[1:]
+            new_m = f"{' '.join(q)}, {' '.join(w)} -> {' '.join(q_new)}"
+            operands[partner], operands[j] = q_new, x
+            new_s = f"{', '.join(' '.join(o) for o in operands)} -> {' '.join(Z)}"
+            d["inputs"] = (ins[partner],)
+            ins[partner], ins[j] = m, M_input
+        elif post and not pre:
+            z_new = [a for a in Z if a not in post[1:]]
+            z_new = [latent[0] if a == post[0] else a for a in z_new] + latent[1:]
+            new_m = f"{' '.join(z_new)}, {' '.join(w)} -> {' '.join(Z)}"
+            operands[j] = x
+            new_s = f"{', '.join(' '.join(o) for o in operands)} -> {' '.join(z_new)}"
+            ins[j] = M_input
+            for n in list(H.successors(s)):
+                H.nodes[n]["inputs"] = tuple(m if i == s else i for i in H.nodes[n]["inputs"])
+                _rewire(H, n)
+            d["inputs"] = (s,)
+        else:
+            continue
+        H.nodes[s]["inputs"] = tuple(ins)
+        _rewire(H, s)
+        _rewire(H, m)
+        d["op"] = Op("matmul", new_m, tuple((a, sizes[a]) for a in parse(new_m).axes), M.dtype, M.attrs)
+        attrs = dict(S.attrs)
+        if S.kind == "attention":  # a fused kernel reads a tensor it is given twice (k and v) once
+            attrs["repeats"] = tuple(i for i, src in enumerate(ins) if src in ins[:i])
+        H.nodes[s]["op"] = Op(S.kind, new_s, tuple((a, sizes[a]) for a in parse(new_s).axes), S.dtype,
+                              tuple(sorted((k, v) for k, v in attrs.items() if v)))
+        marks[m] = set()  # S keeps its key axes: the latent's positions are the expansion's
+
+
+def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
+    """One decode step: each sequence computes one new token and reads C cached positions.
+
+    Which sizes are "the new token" (T → 1) and which are "the cached positions"
+    (T → C) is decided per op by data flow from the ``"kv_cache"``-tagged tensors
+    (see :func:`_key_axes`), not by axis names: an op downstream of a cached
+    tensor, before the contraction that sums the positions away, runs over C
+    positions; every other op over the one new token. A sliding window's key axis
+    ``w = min(T, W)`` becomes ``min(C, W)``. Causal masking no longer applies (the
+    one query sees every cached key).
+
+    Convention for a cache that is expanded before attention (MLA keeps a latent
+    and expands it per head with ``kv_b_k``/``kv_b_v``): the expansion is
+    *absorbed* (:func:`_absorb`), as DeepSeek's inference does, so attention reads
+    the cached latent itself and the up-projections run on the one new token
+    (scores 2·B·h·C·(r_kv + d_rope), context 2·B·h·C·r_kv FLOPs per layer). Under
+    FlashAttention (:func:`costmodel.passes.flash_attention`) the bytes of a step
+    that grow with B·C are then exactly :func:`kv_cache_bytes`. A weight matmul
+    over cached positions that cannot be absorbed (a bias, several consumers) is
+    counted as the graph says, over all C positions each step.
     """
     H = _without_loss(G)
-    found = []
+    marks = _key_axes(H)
+    _absorb(H, marks)
 
-    def decoded(op: Op) -> Op:
-        sizes = []
-        for axis, size in op.sizes:
-            if axis == key_axis and size.has(T):
-                found.append(axis)
-                sizes.append((axis, size.subs(T, C)))
-            else:
-                sizes.append((axis, size.subs(T, 1)))
-        attrs = tuple((k, tuple(decoded(p) for p in v) if k == "parts" else v) for k, v in op.attrs if k != "causal")
-        return Op(op.kind, op.pattern, tuple(sizes), op.dtype, attrs)
+    def decoded(op: Op, keys: set[str]) -> Op:
+        sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)
+        attrs = tuple((k, tuple(decoded(p, keys) for p in v) if k == "parts" else v)
+                      for k, v in op.attrs if k != "causal")
+        return Op(op.kind, op.pattern, sizes, op.dtype, attrs)
 
     for name, data in op_nodes(H):
-        data["op"] = decoded(data["op"])
-    if not found:
-        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no key-position axis {key_axis!r} sized "
-                             f"by T; expected attention with keys on axis {key_axis!r} (e.g. 'b h t k, b h s k')")
+        data["op"] = decoded(data["op"], marks[name])
+    if not any(marks.values()):
+        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache; expected "
+                             "tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that attention reads "
+                             "over a position axis sized by T (e.g. keys 'b h s k')")
     H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
     return H
 
@@ -138,6 +285,13 @@ def prefill(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
     return rows, total(rows)
 
 
+def _roots(expr: sympy.Expr, x: sympy.Symbol) -> list[sympy.Expr]:
+    """Real roots of ``expr`` in ``x``; a sliding window's ``Min(x, W)`` is solved on its rising branch
+    (``x``) and a root kept only where that branch holds."""
+    branch = expr.replace(lambda e: isinstance(e, sympy.Min) and e.has(x), lambda e: x)
+    return [r for r in sympy.solve(branch, x) if sympy.simplify(expr.subs(x, r)) == 0]
+
+
 def _ratio(expr: sympy.Expr) -> str:
     """``a/(b - c*C)`` printed with a positive numerator."""
     num, den = sympy.fraction(sympy.cancel(expr))
@@ -159,7 +313,7 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
         {k: v for k, v in values.items() if k not in (B, C)}))  # B*(C)
     b_star = evaluate(b_star_c, {C: values[C]}, "critical batch")
     x = sympy.Symbol("x", real=True)  # C is declared an integer; the boundary need not be one
-    c_max = sympy.solve(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
+    c_max = _roots(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
     curve = []
     for n in batches:
         _, s = decode_step(G, {**values, B: n}, dev, dtype=dtype, conventions=conventions)

@@ -348,8 +348,12 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in (
 )}
 
 
-def inference_weights(G: nx.DiGraph, fmt: str = "bf16") -> dict[str, sympy.Expr]:
-    """Weight bytes for inference: matmul weights in ``fmt``; tables, norms, biases in the graph dtype."""
+def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str, sympy.Expr]:
+    """Weight bytes for inference: matmul weights in ``fmt``; tables, norms, biases in the graph dtype.
+
+    ``share(w)``: the fraction of each weight one device holds (default: all of it), as
+    :func:`costmodel.parallel.weight_share` gives for a pipeline stage.
+    """
     from .training import weights
 
     if fmt not in WEIGHT_FORMATS:
@@ -358,13 +362,14 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16") -> dict[str, sympy.Expr]
     quantised = scales = other = Zero
     for w in weights(G):
         op = G.nodes[w.node]["op"]
+        part = sympy.Integer(1) if share is None else share(w)
         if w.name == "weight" and w.kind != "gather":  # a matmul's weight operand; a lookup table stays as is
-            quantised += w.elements * w.count * sympy.Rational(f.bits, 8)
+            quantised += w.elements * w.count * sympy.Rational(f.bits, 8) * part
             per_matrix = w.rows if f.group is None else w.rows * sympy.ceiling(w.cols / f.group)
             groups = w.stack * per_matrix  # each of a stack of matrices (MoE experts) has its own scales
-            scales += groups * w.count * f.scale_bytes
+            scales += groups * w.count * f.scale_bytes * part
         else:
-            other += w.elements * w.count * dtype_bytes(op.dtype)
+            other += w.elements * w.count * dtype_bytes(op.dtype) * part
     return {"matmul_weights": quantised, "scales": scales, "other": other,
             "total": sympy.expand(quantised + scales + other)}
 

@@ -64,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
     check_values(m.graph, values)  # heads divide d, and the like
     base = m.graph if args.phase == "training" else prefill_graph(m.graph)
     prepared = flash_attention(base) if args.flash else base  # FlashAttention looks for the unfused score chain
+    G = decode_graph(prepared) if args.decode else prepared  # decode first: it absorbs MLA's up-projections
     if args.fuse:
-        prepared = fuse_elementwise(prepared, training=args.phase == "training")
-    G = decode_graph(prepared) if args.decode else prepared
+        G = fuse_elementwise(G, training=args.phase == "training")
     dtype = args.dtype or m.graph.graph.get("dtype", "bf16")
     rows = roofline(G, values, dev, phase=args.phase, dtype=args.dtype, conventions=conv)
     tot = total(rows)
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         "ops": [_row(r) for r in rows], "total": _row(tot),
     }
     if args.decode:
-        out["decode"] = summary(prepared, values, dev, dtype=dtype, conventions=conv)
+        out["decode"] = summary(prepared, values, dev, dtype=dtype, conventions=conv)  # of the unfused step
     else:
         v = variants(base, values, dev, phase=args.phase, conventions=conv)
         out["variants"] = {k: {"time_s": float(b.time_s), "bytes": int(b.bytes)} for k, b in v.items()}
