@@ -21,11 +21,10 @@ import networkx as nx
 import sympy
 
 from .analysis import as_int, evaluate, op_nodes, totals
-from .cost import dtype_bytes
 from .errors import CostModelError
 from .hardware import Device
 from .ops import Conventions, Op
-from .pattern import elements, parse
+from .pattern import parse
 from .roofline import Bound, roofline, total
 from .symbols import B, C, T
 
@@ -219,14 +218,10 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
 
 
 def kv_cache_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> sympy.Expr:
-    """Bytes of KV cache for B sequences of C tokens: the ``"kv_cache"``-tagged tensors at T = C."""
-    out = sympy.Integer(0)
-    for name, data in op_nodes(G):
-        if "kv_cache" in data.get("tags", ()):
-            op = data["op"]
-            n = elements(op.parsed.output, op.size).subs(T, C)
-            out += n * dtype_bytes(op.dtype) * data["count"]
-    return sympy.expand(out)
+    """Bytes of KV cache for B sequences of C tokens: :func:`costmodel.memory.kv_cache` at context C."""
+    from .memory import kv_cache
+
+    return kv_cache(G, C)
 
 
 def weight_bytes(G: nx.DiGraph, conventions: Conventions = Conventions()) -> sympy.Expr:

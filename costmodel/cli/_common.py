@@ -54,7 +54,9 @@ def dump_json(obj: object) -> str:
 
 
 def sci(x: int | float) -> str:
-    """``3.1e+23``-style, 3 significant digits."""
+    """``3.131e+23``-style; whole numbers under a million in full (``1,001``)."""
+    if float(x).is_integer() and abs(x) < 1e6:
+        return f"{int(x):,}"
     return f"{float(x):.3g}" if abs(x) < 1e5 else f"{float(x):.3e}"
 
 
