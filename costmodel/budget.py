@@ -19,7 +19,7 @@ import sympy
 from .analysis import as_int, evaluate
 from .cost import Zero
 from .errors import CostModelError
-from .memory import activations, inference_weights, kv_cache, working_set
+from .memory import WEIGHT_FORMATS, activations, inference_weights, kv_cache, working_set
 from .ops import Conventions
 from .parallel import (Layout, activation_share, check_layout, communication, device_states, in_flight,
                        weight_share)
@@ -152,8 +152,8 @@ def inference_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[s
         "memory_bytes.activations": work,
         "memory_bytes.parts.scales": _int(w["scales"] / tp, dev, "scales"),
         "memory.working_set_at": where,
-        "memory.conventions.params": f"inference weights: matmuls in {fmt} (with its scales), tables and norms in the "
-                                     f"graph dtype; divided by tp = {layout.tp}"
+        "memory.conventions.params": f"inference weights: matmuls in {WEIGHT_FORMATS[fmt].about}, tables and "
+                                     f"norms in the graph dtype; divided by tp = {layout.tp}"
                                      + (f"; pipeline {stage} stage of pp = {layout.pp} (1/pp of the repeated "
                                         "layers, plus the embeddings on the first stage, the final norm and "
                                         "head on the last)" if layout.pp > 1 else ""),

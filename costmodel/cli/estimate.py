@@ -62,13 +62,23 @@ def text(r: dict) -> str:
     p, f = r["params"], r["flops"]
     cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
     conv = r["conventions"]
+    inference = "kv_cache" in r.get("memory_bytes", {})
     lines = [
         f"{r['model']} ({r['family']})  {cfg}",
-        f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}; "
-        f"{conv['precision']} + {conv['optimizer']}",
+        f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}"
+        + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}"),
         f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
         + (f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
            if p["active"] != p["total"] else ""),
+    ]
+    if inference:  # a forward pass over the prompt (prefill); decode costs come with --hardware
+        lines.append(f"FLOPs of a prefill of {r['tokens']['per_step']:,} tokens  {sci(f['forward'])}"
+                     f"  (matmul only {sci(f['matmul']['forward'])})")
+        lines.extend(memory_lines(r))
+        if "time" in r:
+            lines.extend(time_text(r))
+        return "\n".join(lines)
+    lines += [
         f"FLOPs per step  forward {sci(f['forward'])}  backward {sci(f['backward'])}  training {sci(f['training'])}",
         f"  matmul only   forward {sci(f['matmul']['forward'])}  backward {sci(f['matmul']['backward'])}"
         f"  training {sci(f['matmul']['training'])}",
