@@ -152,6 +152,8 @@ class GraphBuilder:
     def gather(self, name: str, ids: Tensor, pattern: str, *, tied: str | None = None,
                embedding: bool = True, **sizes: object) -> Tensor:
         """Embedding lookup ``"b t, v d -> b t d"``: the second operand is the table."""
+        if tied is not None:
+            tied = self._tied(tied, pattern)
         return self._add(name, "gather", pattern, [ids], {"tied": tied}, sizes, embedding=embedding)
 
     def loss(self, name: str, logits: Tensor, pattern: str, *, axis: str | None = None, **sizes: object) -> Tensor:
@@ -210,12 +212,19 @@ class GraphBuilder:
                     f"{where}: input {i} from {t.node!r} is sized inconsistently: pattern operand "
                     f"{' '.join(data[i])!r} has {n} elements, expected {t.elements} "
                     f"(axes {' '.join(t.axes)!r})")
-        op = Op(kind, pattern, tuple(resolved.items()), dtype or self.dtype,
-                tuple(sorted((k, v) for k, v in attrs.items() if v is not None)))
+        dtype = dtype or self.dtype
+        if not isinstance(dtype, str):
+            raise CostModelError(f"{where}: dtype must be a name such as 'bf16', received {dtype!r}")
+        # attributes are part of the op's identity (ops are cached): lists become tuples
+        attrs = {k: tuple(v) if isinstance(v, list) else v for k, v in attrs.items() if v is not None}
+        op = Op(kind, pattern, tuple(resolved.items()), dtype, tuple(sorted(attrs.items())))
         try:
             op_cost(op)  # derive now: a bad op fails where it is built
         except CostModelError as exc:
             raise CostModelError(f"{where}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:  # a rule met an attribute it cannot read
+            raise CostModelError(f"{where}: invalid attributes {dict(op.attrs)} for a {kind!r} op "
+                                 f"(pattern {pattern!r}): {exc!r}") from None
         if kind == "matmul" and op.attr("tied"):
             owner = self.graph.nodes[op.attr("tied")]["op"]
             owner_w = elements(owner.parsed.inputs[weight_operand(owner)], owner.size)

@@ -104,3 +104,18 @@ def test_restricted_parser_reads_arithmetic_exactly():
         parse_expr("4*dd")
     with pytest.raises(CostModelError, match="division by zero"):
         parse_expr("d/0")
+
+
+@pytest.mark.parametrize("build,fragment", [
+    (lambda b, x: b.op("a", "attention", [x, x, x], "b d, b d, b d -> b d", attrs={"scores": "b", "epilogue": ["?"]}),
+     "invalid attributes"),
+    (lambda b, x: b.matmul("m", x, "b d, d e -> b e", bias="zz"), "invalid attributes {'bias': 'zz'}"),
+    (lambda b, x: b.op("m", "matmul", [x], "b d, d e -> b e", dtype=5), "dtype must be a name"),
+    (lambda b, x: b.gather("g", x, "b d, e d -> b d", tied="nonexistent"), "no op named 'nonexistent'"),
+    (lambda b, x: b.op("f", "elementwise", [x], "b d", attrs={"fn": ["gelu"]}), "unknown fn"),
+])
+def test_bad_attributes_at_the_builder_are_costmodel_errors(build, fragment):
+    b = GraphBuilder("g", b=B, d=d, e=d)
+    x = b.input("x", "b d", dtype="bf16")
+    with pytest.raises(CostModelError, match=fragment.replace("{", r"\{").replace("}", r"\}")):
+        build(b, x)
