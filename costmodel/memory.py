@@ -204,39 +204,13 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
 def attention_cores(G: nx.DiGraph) -> list[tuple[list[str], str]]:
     """Each materialised attention core: ([score, epilogue, softmax, dropout nodes], context node).
 
-    Walks back from each softmax through element-wise epilogues (scale, mask, and the add of
-    MLA's two score parts) to the score contractions, and forward through dropout to the context
-    contraction: the chains :func:`costmodel.passes.flash_attention` fuses, and split scores too.
+    The chains :func:`costmodel.passes.flash_attention` fuses (split MLA scores too),
+    found by the same walk: selective recompute drops exactly what FlashAttention fuses.
     """
-    cores = []
-    for name, data in G.nodes(data=True):
-        op = data.get("op")
-        if op is None or op.kind != "softmax":
-            continue
-        core, todo = [], list(data["inputs"])
-        while todo:
-            node = todo.pop()
-            kind = G.nodes[node].get("op") and G.nodes[node]["op"]
-            if kind and kind.kind == "contraction":
-                core.append(node)
-            elif kind and kind.kind == "elementwise" and kind.attr("fn") in ("scale", "mask", "add"):
-                core.append(node)
-                todo.extend(G.nodes[node]["inputs"])
-            else:
-                core = []
-                break
-        node, after = name, []
-        while True:
-            succ = list(G.successors(node))
-            nxt = G.nodes[succ[0]]["op"] if len(succ) == 1 else None
-            if nxt is None or not (nxt.kind == "elementwise" and nxt.attr("fn") == "dropout"):
-                break
-            node = succ[0]
-            after.append(node)
-        succ = list(G.successors(node))
-        if core and len(succ) == 1 and G.nodes[succ[0]]["op"].kind == "contraction":
-            cores.append(([*core, name, *after], succ[0]))
-    return cores
+    from .passes import attention_chains
+
+    return [([*scores, *epilogue, softmax, *dropouts], context)
+            for scores, epilogue, softmax, dropouts, context in attention_chains(G)]
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ def _score_parts(G: nx.DiGraph, node: str) -> tuple[list[str], list[str]] | None
     return None
 
 
-def _attention_chains(G: nx.DiGraph):
+def attention_chains(G: nx.DiGraph):
     """Yield (score contractions, [adds and epilogue nodes], softmax node, [dropout nodes], context node).
 
     Walks back from each softmax through a single-consumer epilogue (scale, mask) to
@@ -83,7 +83,7 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
     """
     H = G.copy()
     H.graph = {**G.graph, "blocks": dict(G.graph.get("blocks", {})), "passes": (*G.graph.get("passes", ()), "flash_attention")}
-    for scores, epilogue, softmax, dropouts, context in list(_attention_chains(G)):
+    for scores, epilogue, softmax, dropouts, context in list(attention_chains(G)):
         s_ops, c_op = [G.nodes[n]["op"] for n in scores], G.nodes[context]["op"]
         operands = [axes for s_op in s_ops for axes in s_op.parsed.inputs] + [c_op.parsed.inputs[1]]
         pattern = ", ".join(" ".join(a) for a in operands) + " -> " + " ".join(c_op.parsed.output)
