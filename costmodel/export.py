@@ -230,10 +230,17 @@ def numbers_section(ctx: Context) -> Section:
 
 def memory_section(ctx: Context) -> Section:
     mem = flatten(ctx.estimate.get("memory_bytes", {}), "memory_bytes.")
-    rows = tuple((Cell(k), Cell(tex.number(v), True), Cell(f"{v / 1e9:,.2f}"), Cell(f"{v / 2**30:,.2f}"))
+    info = ctx.estimate.get("memory", {})
+    conventions = info.get("conventions", {})
+    rows = tuple((Cell(k), Cell(tex.number(v), True), Cell(f"{v / 1e9:,.2f}"), Cell(f"{v / 2**30:,.2f}"),
+                  Cell(str(conventions.get(k.removeprefix("memory_bytes."), ""))))
                  for k, v in mem.items() if isinstance(v, int))
-    return Section("Memory breakdown", (Text("Bytes of one training step; GB = 1e9 bytes, GiB = 2^30 bytes."),
-                                        Table(("component", "bytes", "GB", "GiB"), rows, "lrrr")))
+    layout = info.get("layout", {})
+    where = ", ".join(f"{k} {v}" for k, v in layout.items() if k in ("dp", "tp", "pp", "sp", "ep", "zero"))
+    return Section("Memory breakdown", (
+        Text("Bytes per device of one step; GB = 1e9 bytes, GiB = 2^30 bytes."
+             + (f" Layout: {where}." if where else "")),
+        Table(("component", "bytes", "GB", "GiB", "convention"), rows, "lrrrp{6.5cm}")))
 
 
 def roofline_section(ctx: Context) -> Section | None:
@@ -258,7 +265,8 @@ def roofline_section(ctx: Context) -> Section | None:
                                       "llrrrlr")))
 
 
-KNOWN = {"params", "flops", "bytes", "tokens", "memory_bytes", "model", "family", "config", "conventions", "source"}
+KNOWN = {"params", "flops", "bytes", "tokens", "memory_bytes", "memory", "model", "family", "config", "conventions",
+         "source"}
 
 
 def other_sections(ctx: Context) -> list[Section]:
