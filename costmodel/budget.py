@@ -157,7 +157,8 @@ def inference_memory(G: nx.DiGraph, values: Mapping, options: Mapping) -> dict[s
                                      + (f"; pipeline {stage} stage of pp = {layout.pp} (1/pp of the repeated "
                                         "layers, plus the embeddings on the first stage, the final norm and "
                                         "head on the last)" if layout.pp > 1 else ""),
-        "memory.conventions.kv_cache": f"every tensor tagged kv_cache for {context} tokens × batch, in "
+        "memory.conventions.kv_cache": f"every tensor tagged kv_cache for {context} tokens × batch (a sliding "
+                                       f"window keeps its last W − 1), in "
                                        f"{options.get('kv_dtype') or 'the op dtype'}; divided by tp and pp",
         "memory.conventions.activations": "forward working set of a prefill of the whole context: the largest op's "
                                           "inputs + output",

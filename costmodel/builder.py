@@ -105,14 +105,19 @@ class GraphBuilder:
             raise CostModelError(f"require: expected a sympy relation such as T <= T_max, received {condition!r}")
         self.graph.graph.setdefault("constraints", []).append((condition, why))
 
-    def tag(self, tensor: Tensor, *tags: str) -> Tensor:
+    def tag(self, tensor: Tensor, *tags: str, positions: sympy.Expr | None = None) -> Tensor:
         """Mark the node that makes ``tensor`` (node attribute ``tags``, a set).
 
         Tags are how analyses find roles the engine cannot infer from patterns:
         ``"kv_cache"`` marks a tensor an inference KV cache keeps for every token
-        of context (the k and v projections, or MLA's latent).
+        of context (the k and v projections, or MLA's latent). ``positions``: how
+        many of T tokens it keeps, as an expression of T (a sliding window's
+        ``Min(T, W - 1)``; node attribute ``kv_positions``; default all T).
         """
-        self.graph.nodes[tensor.node].setdefault("tags", set()).update(tags)
+        data = self.graph.nodes[tensor.node]
+        data.setdefault("tags", set()).update(tags)
+        if positions is not None:
+            data["kv_positions"] = positions
         return tensor
 
     # -- ops (thin entry points over one engine) ----------------------------------------------

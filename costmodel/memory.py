@@ -293,7 +293,8 @@ def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -
     for name, data in op_nodes(G):
         if "kv_cache" in data.get("tags", ()):
             op = data["op"]
-            n = elements(op.parsed.output, op.size).subs(T, context)
+            kept = data.get("kv_positions", T).subs(T, context)  # a sliding window keeps only its last tokens
+            n = elements(op.parsed.output, op.size).subs(T, kept)
             total += n * data["count"] * dtype_bytes(dtype or op.dtype)
     if total == 0:
         raise CostModelError(f"graph {G.graph.get('name')!r} tags no tensor 'kv_cache'; expected the k and v "

@@ -29,8 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import networkx as nx
+import sympy
 
 from costmodel import GraphBuilder, Tensor
+from costmodel.symbols import T
 
 Block = Callable[[GraphBuilder, Tensor], Tensor]
 
@@ -72,7 +74,7 @@ def _softmax(b: GraphBuilder, scores: Tensor, axes: str, dropout_p: bool = False
 
 
 def grouped_query_attention(b: GraphBuilder, x: Tensor, *, qkv_bias: bool = False, out_bias: bool = False,
-                            rope: bool = True, window: bool = False) -> Tensor:
+                            rope: bool = True, window: bool = False, cache_window: object = None) -> Tensor:
     """Grouped-query attention: ``g`` key/value heads, each shared by ``m`` query heads.
 
     ``g = h`` (``m = 1``) is multi-head attention, ``g = 1`` multi-query attention;
@@ -83,14 +85,20 @@ def grouped_query_attention(b: GraphBuilder, x: Tensor, *, qkv_bias: bool = Fals
     ``window=True`` counts a sliding window as a windowed kernel computes it: each
     query meets ``w`` keys (``T×W`` scores); ``False`` counts the full ``T×T``
     square a dense kernel computes with a mask (what PyTorch counts).
+
+    ``cache_window=W``: the model attends to a sliding window of W tokens, so an
+    inference KV cache keeps only the last W − 1 (the new token's own key makes W),
+    as transformers' sliding-window cache does, whichever FLOP count is chosen.
     """
     q = b.matmul("q", x, "b t d, d g m k -> b g m t k", bias="g m k" if qkv_bias else None)
     k = b.matmul("k", x, "b t d, d g k -> b g t k", bias="g k" if qkv_bias else None)
-    v = b.tag(b.matmul("v", x, "b t d, d g k -> b g t k", bias="g k" if qkv_bias else None), "kv_cache")
+    kept = None if cache_window is None else sympy.Min(T, cache_window - 1)
+    v = b.tag(b.matmul("v", x, "b t d, d g k -> b g t k", bias="g k" if qkv_bias else None), "kv_cache",
+              positions=kept)
     if rope:
         q = b.elementwise("q_rope", "rope", q, "b g m t k")
         k = b.elementwise("k_rope", "rope", k, "b g t k")
-    b.tag(k, "kv_cache")  # the cache keeps keys after RoPE
+    b.tag(k, "kv_cache", positions=kept)  # the cache keeps keys after RoPE
     keys = "s"
     if window:  # the w keys of each query's window: a strided view (unfold), no copy
         k = b.reshape("k_windows", k, "b g s k -> b g t w k")

@@ -5,7 +5,8 @@ Sliding-window attention has two honest FLOP counts, a builder option:
 computes under a window mask — what PyTorch's eager and SDPA paths do and what
 ``FlopCounterMode`` counts; ``window=W`` (a size) counts T×min(T, W) scores,
 what a windowed kernel (FlashAttention's ``window_size``) computes. A config's
-``sliding_window`` is reported but not applied: ``--set window=4096`` applies it.
+``sliding_window`` bounds the KV cache (``cache_window``: the last W − 1 tokens, as
+transformers keeps them) but not the FLOP count: ``--set window=4096`` applies it there.
 
 Source of the preset: Jiang et al. 2023, "Mistral 7B", Table 1, and
 ``mistralai/Mistral-7B-v0.1/config.json`` (vocab 32000, sliding window 4096,
@@ -27,18 +28,28 @@ from .blocks import Block, decoder, gated_mlp, grouped_query_attention, pre_norm
 from .llama import hf_settings, sizes
 
 
-def sliding_attention(window: object) -> tuple[dict[str, object], Block]:
-    """The extra axis sizes and the attention block for ``window`` (None: the dense T×T count)."""
+def sliding_attention(window: object, cache_window: object = None) -> tuple[dict[str, object], Block]:
+    """The extra axis sizes and the attention block for ``window`` (None: the dense T×T count).
+
+    ``cache_window`` (default: ``window``): the model's sliding window, which bounds
+    its inference KV cache whichever FLOP count is chosen.
+    """
+    cache = window if cache_window is None else cache_window
+
     def attention(b: GraphBuilder, x: Tensor) -> Tensor:
-        return grouped_query_attention(b, x, window=window is not None)
+        return grouped_query_attention(b, x, window=window is not None, cache_window=cache)
 
     return ({} if window is None else {"w": sympy.Min(T, window)}), attention
 
 
-def mistral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None, tied: bool = False,
-            dtype: str = "bf16") -> nx.DiGraph:
-    """The Mistral decoder: ``window=None`` counts T×T scores (as PyTorch does), ``window=W`` T×min(T, W)."""
-    extra, attention = sliding_attention(window)
+def mistral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None,
+            cache_window: object = None, tied: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+    """The Mistral decoder: ``window=None`` counts T×T scores (as PyTorch does), ``window=W`` T×min(T, W).
+
+    ``cache_window``: the sliding window of the model (a config's ``sliding_window``),
+    which keeps the KV cache at W − 1 tokens; defaults to ``window``.
+    """
+    extra, attention = sliding_attention(window, cache_window)
     b = GraphBuilder("mistral", dtype=dtype, **sizes(d_head, d_ff, **extra))
 
     def layer(b: GraphBuilder, x: Tensor) -> Tensor:
@@ -50,15 +61,16 @@ def mistral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: obje
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``mistral`` config.json (the dense count: see the module docstring)."""
     where = "config.json (mistral)"
-    field(cfg, "sliding_window", int, None, where=where)  # checked, not applied
-    return hf_settings(cfg, where)
+    window = field(cfg, "sliding_window", int, None, where=where)  # bounds the KV cache; FLOPs stay dense
+    return {**hf_settings(cfg, where), **({"cache_window": window} if window else {})}
 
 
 _SOURCE = "Jiang et al. 2023 (Mistral 7B), Table 1; mistralai/Mistral-7B-v0.1 config.json"
 _CONFIG = {"L": 32, "d": 4096, "h": 32, "n_kv": 8, "d_ff": 14336, "V": 32000, "T": 8192}
 
 PRESETS = (
-    Preset("mistral-7b", "mistral", _CONFIG, _SOURCE, "Mistral 7B v0.1, dense T×T attention count"),
+    Preset("mistral-7b", "mistral", {**_CONFIG, "cache_window": 4096}, _SOURCE,
+           "Mistral 7B v0.1, dense T×T attention count"),
     Preset("mistral-7b-swa", "mistral", {**_CONFIG, "window": W, "W": 4096}, _SOURCE,
            "Mistral 7B v0.1, sliding-window count T×W (W = 4096)"),
 )

@@ -25,10 +25,10 @@ from .llama import hf_experts, hf_settings, sizes
 from .mistral import sliding_attention
 
 
-def mixtral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None, tied: bool = False,
-            dtype: str = "bf16") -> nx.DiGraph:
-    """The Mixtral decoder; ``window`` as in :func:`mistral.mistral` (None: dense T×T count)."""
-    extra, attention = sliding_attention(window)
+def mixtral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None,
+            cache_window: object = None, tied: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+    """The Mixtral decoder; ``window`` and ``cache_window`` as in :func:`mistral.mistral`."""
+    extra, attention = sliding_attention(window, cache_window)
     b = GraphBuilder("mixtral", dtype=dtype, **sizes(d_head, d_ff, e=n_experts, r=top_k, i=d_ff, **extra))
 
     def layer(b: GraphBuilder, x):
@@ -40,8 +40,9 @@ def mixtral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: obje
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``mixtral`` config.json."""
     where = "config.json (mixtral)"
-    field(cfg, "sliding_window", int, None, where=where)  # checked, not applied (dense count)
-    return {**hf_settings(cfg, where), **hf_experts(cfg, where, "num_local_experts")}
+    window = field(cfg, "sliding_window", int, None, where=where)  # bounds the KV cache; FLOPs stay dense
+    return {**hf_settings(cfg, where), **hf_experts(cfg, where, "num_local_experts"),
+            **({"cache_window": window} if window else {})}
 
 
 PRESETS = (

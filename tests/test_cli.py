@@ -110,3 +110,15 @@ def test_huge_model_stays_exact_in_json(capsys):
     assert r["flops"]["six_nd"] == 6 * n * 10**13
     assert isinstance(r["flops"]["training_total"], int)
     assert r["flops"]["training_total"] % 10**13 == 0  # per-token FLOPs (an integer) × D
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "llama2-7b", "--inference", "--context", "128"],
+    ["estimate", "llama2-7b", "--inference", "--context", "128", "--hardware", "h100-sxm", "--devices", "2"],
+    ["estimate", "gpt2-small", "--hardware", "h100-sxm", "--devices", "8", "--mfu", "0.4"],
+    ["estimate", "mixtral-8x7b", "--seq", "256", "--batch", "8", "--dp", "2", "--ep", "2", "--zero", "1"],
+])
+def test_text_reports_of_every_mode(capsys, argv):
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "memory" in out and "total" in out

@@ -29,6 +29,7 @@ from costmodel.finetune import lora  # noqa: E402
 from costmodel.memory import activations, kv_cache  # noqa: E402
 from costmodel.passes import flash_attention  # noqa: E402
 from costmodel.peak import peak  # noqa: E402
+from costmodel.report import estimate  # noqa: E402
 from costmodel.training import model_state  # noqa: E402
 
 SIZES = dict(B=2, T=8, d=16, h=4, L=2, V=40, T_max=12)
@@ -291,3 +292,19 @@ def test_peak_brackets_the_measured_cpu_peak(recompute):
     values = {getattr(s, k): v for k, v in sizes.items()}
     engine = peak(load("gpt", {"dropout_p": True, "dtype": "fp32"}).graph, values, recompute).activations
     assert 0.99 * engine <= measured["peak"] <= 1.01 * (engine + measured["grads"])
+
+
+def test_kv_cache_equals_transformers_sliding_window(tmp_path):
+    # transformers keeps the last sliding_window − 1 tokens per layer (the new token's key makes the window)
+    cfg = transformers.MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                                     sliding_window=16)
+    model = transformers.MistralForCausalLM(cfg).eval()
+    batch, context = 2, 40
+    with torch.no_grad():
+        out = model(torch.randint(0, 64, (batch, context)), use_cache=True)
+    path = tmp_path / "config.json"
+    cfg.to_json_file(path)
+    r = estimate(str(path), batch=batch, seq=context, inference=True, context=context, kv_dtype="fp32")
+    # 2 (k, v) · L · B · (W − 1) · n_kv · d_head · 4 bytes
+    assert r["memory_bytes"]["kv_cache"] == _cache_bytes(out) == 2 * 2 * batch * 15 * 2 * 8 * 4

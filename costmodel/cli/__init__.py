@@ -48,3 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug in costmodel, not bad input: still one line, and a distinct exit code
+        print(f"costmodel: internal error: {type(exc).__name__}: {exc} (please report this with the command line)",
+              file=sys.stderr)
+        return 3

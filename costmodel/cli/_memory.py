@@ -68,7 +68,7 @@ def memory_lines(r: dict) -> list[str]:
     if parts:
         lines.append("  parts: " + ", ".join(f"{k} {v / 1e9:,.3g} GB" for k, v in parts.items()))
     devices = r.get("time", {}).get("devices", 1)
-    if devices > r["memory"]["layout"]["devices"] == 1:
+    if devices > r["memory"].get("layout", {}).get("devices", 1) == 1:
         lines.append(f"  note: this is one device holding the whole model; --devices {devices} spreads only the "
                      "time. Give --dp/--tp/--pp (and --zero) to shard memory across them")
     comm = r.get("communication_bytes")
