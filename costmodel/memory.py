@@ -106,7 +106,7 @@ def _grad_share(G: nx.DiGraph, conventions: Conventions) -> dict[str, sympy.Expr
 
 
 def kept_tensors(G: nx.DiGraph, conventions: Conventions = Conventions()) -> dict[tuple, Kept]:
-    """Each distinct tensor saved for backward (no recompute), keyed like ``analysis.saved_tensors``.
+    """Each distinct tensor saved for backward (no recompute), keyed by the node that holds its storage.
 
     Ops whose output needs no gradient (:func:`requires_grad`) save nothing.
     """
