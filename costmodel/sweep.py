@@ -202,12 +202,14 @@ def sweep(model, grid: Mapping[str, Sequence[int]], metrics: Sequence[str], *,
     valid = np.ones(shape, dtype=bool)
     env = dict(zip(compiled.symbols, args))
     fractions, relations = _axis_checks(m.graph)
-    for num, den in fractions:
-        f = sympy.lambdify(list(env), [num, den], modules="numpy")
-        a, b = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape) for x in f(*env.values()))
-        valid &= a % b == 0
-    for relation in relations:
-        valid &= np.broadcast_to(sympy.lambdify(list(env), relation, modules="numpy")(*env.values()), shape)
+    if fractions or relations:  # one compiled function for every check
+        flat = [e for pair in fractions for e in pair] + list(relations)
+        results = sympy.lambdify(list(env), flat, modules="numpy")(*env.values())
+        for i in range(len(fractions)):
+            a, b = (np.broadcast_to(np.asarray(x, dtype=np.int64), shape) for x in results[2 * i:2 * i + 2])
+            valid &= a % b == 0
+        for held in results[2 * len(fractions):]:
+            valid &= np.broadcast_to(held, shape)
     out["valid"] = valid
     return out
 
