@@ -126,7 +126,16 @@ def breakdown(G: nx.DiGraph, conventions: Conventions = Conventions(), by: str =
 
 
 def subgraph_cost(G: nx.DiGraph, prefix: str, conventions: Conventions = Conventions()) -> Cost:
-    """Forward cost of every op whose dotted name starts with ``prefix`` (× counts)."""
+    """Forward cost of every op whose dotted name starts with ``prefix`` (× counts).
+
+    The intensity of a subgraph is ``subgraph_cost(G, "layers.mlp").intensity``:
+
+    >>> from costmodel import load
+    >>> from costmodel.symbols import B
+    >>> mlp = subgraph_cost(load("gpt").graph, "layers.mlp")
+    >>> leading_term(mlp.intensity, B)  # O(d) FLOPs per byte once the batch amortises the weights
+    2*d/5 + 11/10
+    """
     nodes = [(n, d) for n, d in op_nodes(G) if n == prefix or n.startswith(prefix + ".")]
     if not nodes:
         raise CostModelError(f"no op or block named {prefix!r} in graph {G.graph.get('name')!r}")
