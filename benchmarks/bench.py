@@ -36,7 +36,7 @@ def sweep_rate(n: int = 1_000_000) -> tuple[float, float]:
     """Configs per second evaluating flops.training of GPT-3 over n random configs (float64, one core)."""
     import numpy as np
 
-    from costmodel.sweep import compile_metrics
+    from costmodel.reports.sweep import compile_metrics
 
     compiled, base = compile_metrics("gpt3-175b", ["flops.training"])
     rng = np.random.default_rng(0)
@@ -69,8 +69,8 @@ def flopcounter_trace(L: int = 12, d: int = 768, h: int = 12, V: int = 50257, T:
 
 def estimate_call() -> float:
     """Seconds for one uncompiled, exact estimate() (derivation included), GPT-2 small."""
-    from costmodel.ops import op_cost
-    from costmodel.report import estimate
+    from costmodel.graph.registry import op_cost
+    from costmodel.reports.estimate import estimate
 
     def run():
         op_cost.cache_clear()
@@ -89,9 +89,9 @@ def process_time() -> tuple[float, float, float]:
 
 def derive_time(layers: int) -> float:
     """Seconds to build and derive (totals) GPT-3 with `layers` layers, caches cleared."""
-    from costmodel import totals
-    from costmodel.models import load
-    from costmodel.ops import op_cost
+    from costmodel.kit import totalsNone
+    from costmodel.families import load
+    from costmodel.graph.registry import op_cost
 
     def run():
         op_cost.cache_clear()

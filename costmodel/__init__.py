@@ -1,54 +1,60 @@
-"""costmodel: derive FLOPs, bytes, parameters and memory of neural networks from op graphs.
+"""costmodel: derive FLOPs, bytes, parameters, memory and time of neural networks from op graphs.
 
-A model is a ``networkx.DiGraph`` of ops, each declared by its einops pattern;
-costs are derived symbolically (sympy) and stay exact until numbers are
-substituted.
+A model is a ``networkx.DiGraph`` of ops, each declared by its einops pattern; costs are derived
+symbolically (sympy) and stay exact until numbers are substituted. The verbs:
 
->>> from costmodel import GraphBuilder, totals, symbols as s
->>> b = GraphBuilder("linear", b=s.B, t=s.T, d=s.d, f=s.d_ff)
->>> y = b.matmul("fc", b.input("x", "b t d", dtype="bf16"), "b t d, d f -> b t f")
->>> totals(b.graph).training.matmul_flops
-6*B*T*d*d_ff
+>>> import costmodel
+>>> r = costmodel.estimate("gpt2-small", batch=8, seq=1024)
+>>> r["params"]["total"], r["flops"]["matmul"]["training"] == 3 * r["flops"]["matmul"]["forward"]
+(124439808, True)
+>>> costmodel.derive("gpt")["expressions"]["flops.six_nd"]
+72*B*L*T*d**2 + 78*B*L*T*d + 12*B*T*d
+
+``estimate``, ``derive``, ``compare``, ``sweep``, ``roofline``, ``fit`` and ``report`` take a model (a
+preset or family name, a Hugging Face ``config.json``, ``file.py:builder``, or a :class:`Model` from
+``load``) and :class:`Options` as keywords (``recompute="full"``, ``tp=2``, ``hardware="h100-sxm"``...);
+a misspelt option is an error naming the closest. ``hardware`` lists devices. Writing architectures and
+op rules: :mod:`costmodel.kit`.
 """
 
-from . import symbols
-from .analysis import (
-    Totals,
-    breakdown,
-    evaluate,
-    intensity,
-    leading_term,
-    limit,
-    totals,
-)
-from .builder import GraphBuilder, Tensor
-from .cost import Cost, OpCost, Saved
+from __future__ import annotations
+
+import importlib
+
 from .errors import CostModelError
-from .models import Family, Model, Preset, load
-from .ops import Conventions, Op, rule
+from .options import Counting, Layout, Options
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-__all__ = [
-    "Conventions",
-    "Cost",
-    "CostModelError",
-    "Family",
-    "GraphBuilder",
-    "Model",
-    "Op",
-    "OpCost",
-    "Preset",
-    "Saved",
-    "Tensor",
-    "Totals",
-    "breakdown",
-    "evaluate",
-    "intensity",
-    "leading_term",
-    "limit",
-    "load",
-    "rule",
-    "symbols",
-    "totals",
-]
+#: The verbs, imported on first use (deferred: sympy and networkx are most of a start-up, and a verb
+#: that needs neither should not pay for them).
+_VERBS = {
+    "estimate": "costmodel.reports.estimate",
+    "derive": "costmodel.reports.derive",
+    "compare": ("costmodel.reports.compare", "compare_conventions"),
+    "sweep": "costmodel.reports.sweep",
+    "roofline": "costmodel.reports.roofline",
+    "fit": "costmodel.reports.fit",
+    "report": "costmodel.reports.document",
+    "load": "costmodel.families",
+    "models": ("costmodel.families", "catalogue"),
+    "Model": "costmodel.families",
+    "hardware": "costmodel.devices.table",
+}
+
+__all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
+           "Options", "Model", "CostModelError", "Counting", "Layout"]
+
+
+def __getattr__(name: str) -> object:
+    target = _VERBS.get(name)
+    if target is None:
+        raise AttributeError(f"module 'costmodel' has no attribute {name!r}")
+    module, attr = target if isinstance(target, tuple) else (target, name)
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -17,17 +17,20 @@ from pathlib import Path
 
 import sympy
 
-from costmodel import GraphBuilder, totals
-from costmodel.analysis import leading_term, op_nodes
-from costmodel.conventions import CONVENTIONS, training_flops
-from costmodel.cost import DTYPE_BYTES
-from costmodel.hardware import device
-from costmodel.latex import latex
-from costmodel.models import load
-from costmodel.ops import ELEMENTWISE, Conventions, op_cost
-from costmodel.report import estimate
+from costmodel.kit import GraphBuilder, totals
+from costmodel.graph.analysis import leading_term, op_nodes
+from costmodel.reports.compare import CONVENTIONS, training_flops
+from costmodel.dtypes import DTYPE_BYTES
+from costmodel.devices.table import device
+from costmodel.reports.latex import latex
+from costmodel.families import load
+from costmodel.graph.registry import op_cost
+from costmodel.graph.rules import ELEMENTWISE
+from costmodel.options import Counting
+from costmodel.reports.estimate import estimate
 from costmodel.symbols import SYMBOLS, B, L, T, V, d, describe
-from costmodel.training import PRECISIONS, bytes_per_param
+from costmodel.memory.states import PRECISIONS, bytes_per_param
+from costmodel.memory.activations import activations as kept_activations
 
 DOCS = Path(__file__).resolve().parent
 MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)",
@@ -64,7 +67,7 @@ def symbols_table() -> str:
 
 def elementwise_table() -> str:
     rows = [[f"`{n}`", e.forward, e.backward, ", ".join(e.saves) or "nothing"] for n, e in ELEMENTWISE.items()]
-    sf = Conventions().softmax_flops
+    sf = Counting().softmax_flops
     rows.append(["`softmax` (rule)", sf[0], sf[1], "output"])
     return table(["function", "FLOPs/element forward", "backward", "saved for backward"], rows)
 
@@ -98,10 +101,10 @@ def conventions_table() -> str:
 
 def six_nd() -> str:
     G = load("gpt").graph
-    t = totals(G, Conventions(elementwise="none"))
+    t = totals(G, Counting(elementwise="none"))
     rows = []
     for name, data in op_nodes(G):
-        c = op_cost(data["op"], Conventions(elementwise="none"))
+        c = op_cost(data["op"], Counting(elementwise="none"))
         if c.forward.matmul_flops == 0:
             continue
         rows.append([f"`{name}`", f"`{data['op'].pattern}`", m(data["count"]), m(c.params),
@@ -217,7 +220,7 @@ def lecture() -> str:
 
 def activations() -> str:
     G = load("gpt").graph
-    per = sympy.expand(totals(G).activations / (B * T))
+    per = sympy.expand(kept_activations(G).bytes / (B * T))
     per_layer = sympy.expand(sympy.Poly(per, L).coeff_monomial(L))
     return (f"- activation bytes saved per token per layer (GPT family, bf16): {m(per_layer)}: O(d) "
             f"plus the materialised attention scores, O(T) per token, O(T²) per sequence\n"
@@ -228,16 +231,17 @@ def activations() -> str:
 
 
 def memory_policies() -> str:
-    from costmodel.training import policy_table
+    from costmodel.memory.states import policy_table
 
     return policy_table()
 
 
 def korthikanti() -> str:
     """One GPT-3 layer's saved bytes (bf16, dropout on) under each choice, as the engine derives them."""
-    from costmodel.memory import activations as kept, per_iteration
-    from costmodel.parallel import Layout, activation_share
-    from costmodel.passes import flash_attention
+    from costmodel.memory.activations import activations as kept, per_iteration
+    from costmodel.memory.parallel import activation_share
+    from costmodel.options import Layout
+    from costmodel.graph.passes import flash_attention
 
     G = load("gpt", {"dropout_p": True}).graph
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 import networkx as nx
 import sympy
 
-from costmodel import GraphBuilder, Tensor
+from costmodel.kit import GraphBuilder, Tensor
 from costmodel.symbols import T
 
 Block = Callable[[GraphBuilder, Tensor], Tensor]

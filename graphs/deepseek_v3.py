@@ -20,8 +20,7 @@ from collections.abc import Mapping
 
 import networkx as nx
 
-from costmodel import CostModelError, Family, GraphBuilder, Preset
-from costmodel.hf import field
+from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, field
 from costmodel.symbols import (B, L, L_dense, T, V, d, d_expert, d_ff, d_nope, d_rope, d_v, h, n_experts, n_shared,
                                r_kv, r_q, top_k)
 

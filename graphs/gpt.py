@@ -16,8 +16,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset
-from costmodel.hf import field
+from costmodel.kit import Family, GraphBuilder, Preset, field
 from costmodel.symbols import B, L, T, T_max, V, d, h
 
 from .blocks import causal_self_attention, dropout, gelu_mlp, residual

@@ -21,8 +21,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import CostModelError, Family, GraphBuilder, Preset
-from costmodel.hf import field
+from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, field
 from costmodel.symbols import B, L, T, V, d, d_ff, h, n_kv
 
 from .blocks import decoder, gated_mlp, grouped_query_attention, pre_norm_layer

@@ -20,8 +20,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset, Tensor
-from costmodel.hf import field
+from costmodel.kit import Family, GraphBuilder, Preset, Tensor, field
 from costmodel.symbols import L, T, W, d, d_ff, h
 
 from .blocks import Block, decoder, gated_mlp, grouped_query_attention, pre_norm_layer

@@ -16,8 +16,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset
-from costmodel.hf import field
+from costmodel.kit import Family, GraphBuilder, Preset, field
 from costmodel.symbols import L, d, d_ff, h, n_experts, top_k
 
 from .blocks import decoder, mixture_of_experts, pre_norm_layer

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
-from costmodel import Family, GraphBuilder, Preset
+from costmodel.kit import Family, GraphBuilder, Preset
 from costmodel.symbols import L, d, d_ff, h
 
 from .blocks import decoder, gated_mlp, grouped_query_attention, pre_norm_layer

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from costmodel import CostModelError, GraphBuilder, load, totals
-from costmodel.analysis import op_nodes
-from costmodel.passes import flash_attention
+from costmodel import CostModelError, load
+from costmodel.kit import GraphBuilder, totals
+from costmodel.graph.analysis import op_nodes
+from costmodel.graph.passes import flash_attention
 from costmodel.symbols import d_rope, h, n_kv, r_kv
 
 
@@ -70,7 +71,7 @@ def test_windowed_attention_counts_what_a_windowed_kernel_computes():
     import torch.nn.functional as F
     from torch.utils.flop_counter import FlopCounterMode
 
-    from costmodel import breakdown, evaluate
+    from costmodel.kit import breakdown, evaluate
 
     B, T, W, heads, kv, k = 2, 16, 5, 4, 2, 8
     # an independent windowed attention: each query meets exactly its W most recent keys

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from costmodel.report import estimate
+from costmodel.reports.estimate import estimate
 
 MOE_TYPES = ("mixtral", "deepseek_v3")
 
@@ -107,7 +107,7 @@ def test_hand_picked_config_matches_transformers(tmp_path, name):
 
 
 def test_every_supported_model_type_is_checked():
-    from costmodel.models import families
+    from costmodel.families import families
 
     supported = {t for fam in families().values() for t in fam.hf_model_types}
     assert supported == {fields["model_type"] for fields in HAND_PICKED.values()}

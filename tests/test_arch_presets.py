@@ -14,9 +14,9 @@ import pytest
 import torch
 import transformers
 
-from costmodel.analysis import as_int, evaluate, totals
-from costmodel.models import load
-from costmodel.report import estimate
+from costmodel.graph.analysis import as_int, evaluate, totals
+from costmodel.families import load
+from costmodel.reports.estimate import estimate
 
 LLAMA = {"model_type": "llama", "max_position_embeddings": 4096, "tie_word_embeddings": False}
 #: name -> the fields of its config.json that size the model
@@ -65,7 +65,7 @@ def preset_params(name: str) -> int:
 
 
 def test_every_preset_is_checked():
-    from costmodel.models import presets
+    from costmodel.families import presets
 
     arch = {n for n, p in presets().items() if p.family != "gpt"}
     assert arch == set(HF_CONFIGS) | {"mistral-7b-swa"}

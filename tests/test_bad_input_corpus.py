@@ -12,7 +12,8 @@ import pathlib
 
 import pytest
 
-from costmodel import CostModelError, GraphBuilder
+from costmodel import CostModelError
+from costmodel.kit import GraphBuilder
 from costmodel.cli import main
 
 CASES = json.loads((pathlib.Path(__file__).parent / "corpus" / "bad_inputs.json").read_text())

@@ -3,10 +3,10 @@
 import pytest
 import sympy
 
-from costmodel import CostModelError, Conventions
+from costmodel import CostModelError, Counting
 from costmodel.cli import main
-from costmodel.conventions import CONVENTIONS, compare, convention, difference, training_flops
-from costmodel.models import load
+from costmodel.reports.compare import CONVENTIONS, compare, convention, difference, training_flops
+from costmodel.families import load
 from costmodel.symbols import B, L, T, T_max, V, d, h
 
 G = load("gpt").graph  # GPT-2/3: learned positions, biases, tied unembedding; head dim k = d/h
@@ -18,7 +18,7 @@ def flops(name):
 
 
 def test_non_embedding_params_are_what_the_formulas_call_n():
-    from costmodel import totals
+    from costmodel.kit import totals
     assert totals(G).params_non_embedding == N
 
 
@@ -65,7 +65,7 @@ def test_chinchilla_appendix_f():
 
 
 def test_engine_is_the_default_count_and_differences_are_exact():
-    from costmodel import totals
+    from costmodel.kit import totals
     assert flops("engine") == totals(G).training.flops
     assert difference(G, "palm", "6nd") == 12 * B * L * T**2 * d  # the attention term, full square
     assert difference(G, "palm", "kaplan") == 6 * B * L * T**2 * d  # half of it: Kaplan counts causal
@@ -82,9 +82,9 @@ def test_recompute_keeps_only_block_inputs():
 
 def test_conventions_validate():
     with pytest.raises(CostModelError, match="elementwise must be one of"):
-        Conventions(elementwise="some")
+        Counting(elementwise="some")
     with pytest.raises(CostModelError, match="softmax_flops"):
-        Conventions(softmax_flops=(5,))
+        Counting(softmax_flops=(5,))
     with pytest.raises(CostModelError, match="did you mean 'kaplan'"):
         convention("kaplen")
 
@@ -107,5 +107,5 @@ def test_cli_compare_json_numbers(capsys):
 @pytest.mark.parametrize("name", list(CONVENTIONS))
 def test_fusing_attention_changes_no_convention(name):
     # FlashAttention computes the same FLOPs (its score recompute is kept out of flops)
-    from costmodel.passes import flash_attention
+    from costmodel.graph.passes import flash_attention
     assert training_flops(flash_attention(G), CONVENTIONS[name]) == flops(name)

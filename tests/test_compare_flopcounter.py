@@ -7,9 +7,9 @@ import transformers
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from costmodel.analysis import evaluate  # noqa: E402
-from costmodel.conventions import CONVENTIONS, training_flops  # noqa: E402
-from costmodel.models import load  # noqa: E402
+from costmodel.graph.analysis import evaluate  # noqa: E402
+from costmodel.reports.compare import CONVENTIONS, training_flops  # noqa: E402
+from costmodel.families import load  # noqa: E402
 
 
 @pytest.mark.parametrize("L, d, h, V, T, B", [(2, 64, 4, 100, 32, 2), (3, 96, 6, 257, 48, 1)])

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 import sympy
 
-from costmodel import CostModelError, GraphBuilder
+from costmodel import CostModelError
+from costmodel.kit import GraphBuilder
 from costmodel.expr import parse_expr, parse_setting
-from costmodel.models import load
-from costmodel.ops import RULES, rule
-from costmodel.pattern import parse
-from costmodel.report import estimate
+from costmodel.families import load
+from costmodel.graph.registry import KINDS, rule
+from costmodel.graph.pattern import parse
+from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, T, d
 
 
@@ -72,7 +73,7 @@ def test_missing_symbol_values_are_an_error_not_a_symbolic_number():
 def test_duplicate_rule_registration_raises():
     with pytest.raises(CostModelError, match="already registered"):
         rule("matmul")(lambda op, conventions: None)
-    assert RULES["matmul"].__name__ == "_matmul"
+    assert KINDS["matmul"].cost.__name__ == "_matmul"
 
 
 def test_duplicate_node_name_raises():
@@ -108,9 +109,9 @@ def test_restricted_parser_reads_arithmetic_exactly():
 
 @pytest.mark.parametrize("build,fragment", [
     (lambda b, x: b.op("a", "attention", [x, x, x], "b d, b d, b d -> b d", attrs={"scores": "b", "epilogue": ["?"]}),
-     "invalid attributes"),
+     "unknown fn '?'"),
     (lambda b, x: b.matmul("m", x, "b d, d e -> b e", bias="zz"), "invalid attributes {'bias': 'zz'}"),
-    (lambda b, x: b.op("m", "matmul", [x], "b d, d e -> b e", dtype=5), "dtype must be a name"),
+    (lambda b, x: b.op("m", "matmul", [x], "b d, d e -> b e", dtype=5), "dtype: expected a name such as 'bf16'"),
     (lambda b, x: b.gather("g", x, "b d, e d -> b d", tied="nonexistent"), "no op named 'nonexistent'"),
     (lambda b, x: b.op("f", "elementwise", [x], "b d", attrs={"fn": ["gelu"]}), "unknown fn"),
 ])

@@ -8,12 +8,12 @@ import subprocess
 import pytest
 import sympy
 
-from costmodel import totals
+from costmodel.kit import totals
 from costmodel.cli import main
-from costmodel.export import report
+from costmodel.reports.document import report
 from costmodel.expr import parse_expr
-from costmodel.latex import derivation, escape, terms
-from costmodel.models import load, presets
+from costmodel.reports.latex import derivation, escape, terms
+from costmodel.families import load, presets
 from costmodel.symbols import B, L, T, d
 
 PDFLATEX = shutil.which("pdflatex")
@@ -43,8 +43,8 @@ def test_document_has_the_sections_and_exact_numbers():
     assert "174\\,604\\,259\\,328" in text  # params.total, exact
     data = json.loads(doc.to_json())
     assert data["estimate"]["params"]["total"] == 174_604_259_328
-    six_nd = parse_expr(data["expressions"]["flops.six_nd"])
-    assert sympy.expand(six_nd - 6 * B * T * (12 * L * d**2 + 13 * L * d + 2 * d)) == 0
+    six_nd = parse_expr(data["expressions"]["flops.six_nd"])  # with --tokens D: 6·N·D for the whole run
+    assert sympy.expand(six_nd - 6 * 3 * 10**11 * (12 * L * d**2 + 13 * L * d + 2 * d)) == 0
 
 
 def test_markdown_uses_github_math():
@@ -56,7 +56,7 @@ def test_markdown_uses_github_math():
 def test_derivation_sums_to_the_total():
     # each op's line is count × one run; the lines add up to the total the engine reports
     G = load("gpt").graph
-    from costmodel import breakdown
+    from costmodel.kit import breakdown
     rows = [(n, G.nodes[n]["count"], sympy.expand(c.training.flops / G.nodes[n]["count"]))
             for n, c in breakdown(G).items()]
     total = totals(G).training.flops
@@ -77,7 +77,7 @@ def test_reprs_and_escaping():
 
 def test_cli_report_errors_are_one_line(tmp_path, capsys):
     assert main(["report", "gpt2-small", "--latex", str(tmp_path / "no" / "r.tex")]) == 2
-    assert capsys.readouterr().err.startswith("costmodel: error: report: cannot write latex")
+    assert capsys.readouterr().err.startswith("costmodel: error: cannot write the latex report")
 
 
 def test_roofline_section_when_the_hardware_work_is_present():
@@ -88,7 +88,7 @@ def test_roofline_section_when_the_hardware_work_is_present():
 
 def test_any_quantity_as_an_equation_compiles(tmp_path):
     from costmodel import CostModelError
-    from costmodel.export import PREAMBLE, equation
+    from costmodel.reports.document import PREAMBLE, equation
     eqs = "\n".join(equation("gpt", k) for k in ("flops.training", "memory_bytes.total", "params.non_embedding"))
     with pytest.raises(CostModelError, match="did you mean 'flops.training'"):
         equation("gpt", "flops.trainig")

@@ -15,11 +15,12 @@ import sympy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from costmodel import CostModelError, GraphBuilder
+from costmodel import CostModelError
+from costmodel.kit import GraphBuilder
 from costmodel.cli import main
 from costmodel.expr import parse_expr
-from costmodel.pattern import parse
-from costmodel.report import estimate
+from costmodel.graph.pattern import parse
+from costmodel.reports.estimate import estimate
 
 FUZZ_EXAMPLES = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES",
                                    5000 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 1000))

@@ -3,11 +3,12 @@
 import pytest
 import sympy
 
-from costmodel import CostModelError, GraphBuilder, limit, load
-from costmodel import symbols as s
-from costmodel.analysis import evaluate
-from costmodel.hardware import device
-from costmodel.inference import (critical_batch, decode_cost, decode_graph, decode_step, kv_cache_bytes, prefill,
+from costmodel import CostModelError, load
+from costmodel.kit import GraphBuilder, limit
+from costmodel.kit import symbols as s
+from costmodel.graph.analysis import evaluate
+from costmodel.devices.table import device
+from costmodel.devices.decode import (critical_batch, decode_cost, decode_graph, decode_step, kv_cache_bytes, prefill,
                                  summary, weight_bytes)
 from costmodel.symbols import B, C, L, T, V, d
 
@@ -88,8 +89,8 @@ def test_batching_turns_short_context_decode_compute_bound(gpt67):
 
 
 def test_fused_flash_decode_reads_exactly_the_kv_cache():
-    from costmodel.inference import decode_cost, prefill_graph
-    from costmodel.passes import flash_attention, fuse_elementwise
+    from costmodel.devices.decode import decode_cost, prefill_graph
+    from costmodel.graph.passes import flash_attention, fuse_elementwise
 
     G = fuse_elementwise(flash_attention(prefill_graph(load("gpt").graph)), training=False)
     per_step = decode_cost(G)
@@ -99,7 +100,7 @@ def test_fused_flash_decode_reads_exactly_the_kv_cache():
 
 
 def test_decode_intensity_is_the_batch():
-    from costmodel.inference import decode_intensity
+    from costmodel.devices.decode import decode_intensity
 
     i = decode_intensity(load("gpt").graph)
     # the lecture: small-batch decoding reads every weight for B tokens, so I ∝ B (no KV cache, wide model)
@@ -115,7 +116,7 @@ def _decoded(model: str, **settings):
 
 
 def test_sliding_window_decode_reads_min_c_w_keys():
-    from costmodel.ops import op_cost
+    from costmodel.graph.registry import op_cost
 
     m, H = _decoded("mistral-7b-swa")
     v = {k: val for k, val in m.values.items() if k not in (B, C, T)}
@@ -159,12 +160,11 @@ def test_roofline_cli_decode_sliding_window(capsys):
 
 
 def test_inference_pipeline_stages_hold_their_share_of_the_weights():
-    from costmodel.budget import inference_memory
-    from costmodel.parallel import Layout
+    from costmodel import estimate
+    from costmodel.reports.results import flatten
 
-    m = load("llama2-7b")
-    one = inference_memory(m.graph, {**m.values, B: 1}, {"context": 4096})
-    two = inference_memory(m.graph, {**m.values, B: 1}, {"context": 4096, "layout": Layout(pp=2)})
+    one = flatten(estimate("llama2-7b", inference=True, context=4096))
+    two = flatten(estimate("llama2-7b", inference=True, context=4096, pp=2))
     # LLaMA-2 7B: layer = 4d² + 3·d·d_ff + 2d = 4·4096² + 3·4096·11008 + 2·4096 = 202,383,360 params;
     # the embedding and the untied head 32000·4096 = 131,072,000 each; the final norm 4096
     layer, table = 202_383_360, 131_072_000
@@ -176,7 +176,7 @@ def test_inference_pipeline_stages_hold_their_share_of_the_weights():
 
 
 def test_mla_decode_absorbs_the_up_projections():
-    from costmodel.ops import op_cost
+    from costmodel.graph.registry import op_cost
     from costmodel.symbols import d_nope, d_rope, d_v, h, r_kv
 
     _, H = _decoded("deepseek-v3")
@@ -194,14 +194,14 @@ def test_mla_decode_absorbs_the_up_projections():
 
 
 def totals_params(G):
-    from costmodel.analysis import totals
+    from costmodel.graph.analysis import totals
 
     return totals(G).params
 
 
 def test_mla_decode_reads_the_latent_cache_once():
-    from costmodel.inference import prefill_graph
-    from costmodel.passes import flash_attention
+    from costmodel.devices.decode import prefill_graph
+    from costmodel.graph.passes import flash_attention
     from costmodel.symbols import d_rope, r_kv
 
     m = load("deepseek-v3")

@@ -7,7 +7,7 @@ import sympy
 
 from costmodel import CostModelError
 from costmodel.cli import main
-from costmodel.hardware import PEAK_DTYPES, builtin, device, devices, read_file
+from costmodel.devices.table import PEAK_DTYPES, builtin, device, devices, read_file
 
 REQUIRED = ("h100-sxm", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "b200", "mi300x", "tpu-v4", "tpu-v5e",
             "tpu-v5p", "l4", "rtx-4090", "v100")

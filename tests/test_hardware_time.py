@@ -4,9 +4,9 @@ import pytest
 import sympy
 
 from costmodel import CostModelError
-from costmodel.hardware import device
-from costmodel.report import estimate
-from costmodel.timing import (DAY, YEAR, comm_time, gpu_hours, mfu_from_throughput, pipeline_bubble,
+from costmodel.devices.table import device
+from costmodel.reports.estimate import estimate
+from costmodel.devices.timing import (DAY, YEAR, comm_time, gpu_hours, mfu_from_throughput, pipeline_bubble,
                               pipeline_time, step_time, training_time, utilization)
 
 
@@ -70,7 +70,7 @@ def test_roofline_basis_without_a_rate():
 def test_time_options_errors():
     with pytest.raises(CostModelError, match="needs a device"):
         estimate("gpt2-small", mfu=sympy.Rational(1, 2))
-    with pytest.raises(CostModelError, match="not both"):
+    with pytest.raises(CostModelError, match="give one of achieved_flops, mfu and tokens_per_s"):
         estimate("gpt2-small", hardware="h100-sxm", mfu=sympy.Rational(1, 2), achieved_flops=10**14)
     with pytest.raises(CostModelError, match="0 < MFU <= 1"):
         estimate("gpt2-small", hardware="h100-sxm", mfu=2)
@@ -106,25 +106,29 @@ def test_utilization_and_hours():
 
 
 def _step_with(keys, **options):
-    """A time section fed the keys the memory section writes (layout, communication, recompute)."""
-    from costmodel.models import load
-    from costmodel.report import Step, counts_section
+    """A time section fed the keys the memory section writes (communication, recompute, micro-batches)."""
+    from costmodel.devices.timing import time_quantities
+    from costmodel.families import load
+    from costmodel.graph.quantities import Quantities
+    from costmodel.options import Options
+    from costmodel.reports.quantities import count_quantities
     from costmodel.symbols import B
-    from costmodel.timing import time_section
 
     m = load("gpt2-small")
-    step = Step(m, {**m.values, B: 8}, {"hardware": "h100-sxm", **options})
-    report = {**counts_section(step, {}), **keys}
-    return report, time_section(step, report)
+    opts = Options.make(hardware="h100-sxm", **options)
+    q = count_quantities(m, opts, Quantities())
+    for k, v in keys.items():
+        q.add(k, v)
+    values = {**m.values, B: 8}
+    return q.evaluate(values), time_quantities(m, opts, q).evaluate(values)
 
 
 def test_time_uses_the_memory_sections_layout_and_volumes():
-    layout = {"memory.layout.dp": 4, "memory.layout.tp": 2, "memory.layout.pp": 2, "memory.layout.sp": 1,
-              "memory.layout.micro_batches": 8}
+    layout = {"dp": 4, "tp": 2, "pp": 2}
     # dp gradients over the network (50 GB/s per direction): 25 GB → 0.5 s; tp over NVLink (450 GB/s): 450 GB → 1 s
     volumes = {"communication_bytes.dp": 25 * 10**9, "communication_bytes.tp": 450 * 10**9,
                "communication_bytes.total": 475 * 10**9}
-    report, t = _step_with({**layout, **volumes, "flops.recompute": 10**12})
+    report, t = _step_with({"memory.layout.micro_batches": 8, **volumes, "flops.recompute": 10**12}, **layout)
     assert t["time.devices"] == 16
     assert t["time.comm_by_kind.dp"] == 0.5 and t["time.comm_by_kind.tp"] == 1.0 and t["time.comm_s"] == 1.5
     assert t["time.pipeline_bubble"] == pytest.approx(1 / 9)  # (p − 1)/(m + p − 1) with p = 2, m = 8
@@ -132,15 +136,14 @@ def test_time_uses_the_memory_sections_layout_and_volumes():
     assert t["time.step_s"] == pytest.approx((t["time.compute_s"] + 1.5) * 9 / 8)
     assert t["hfu"] > t["mfu"]  # the recompute FLOPs count as hardware work
     # at a given MFU the step is the model FLOPs at that rate, bubbles and communication included
-    _, e2e = _step_with({**layout, **volumes}, mfu=sympy.Rational(1, 2))
+    _, e2e = _step_with({"memory.layout.micro_batches": 8, **volumes}, mfu=sympy.Rational(1, 2), **layout)
     assert e2e["mfu"] == pytest.approx(0.5)
     assert e2e["time.step_s"] == pytest.approx(report["flops.training"] / (16 * 0.5 * 989.4e12))
 
 
 def test_devices_must_agree_with_the_layout():
     with pytest.raises(CostModelError, match="disagrees with the layout"):
-        _step_with({"memory.layout.dp": 4, "memory.layout.tp": 1, "memory.layout.pp": 1, "memory.layout.sp": 1},
-                   devices=8)
+        _step_with({}, dp=4, devices=8)
 
 
 def test_overlap_hides_communication():

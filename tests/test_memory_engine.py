@@ -8,15 +8,19 @@ import json
 
 import sympy
 
-from costmodel import evaluate, load, symbols as s
-from costmodel.budget import device_memory
+from costmodel import load
+from costmodel.kit import evaluate, symbols as s
 from costmodel.cli import main
-from costmodel.fit import fit, parse_size
-from costmodel.memory import activations, inference_weights, per_iteration
-from costmodel.parallel import Layout, activation_share, communication, weight_share, zero_shard
-from costmodel.passes import flash_attention
-from costmodel.peak import peak
-from costmodel.training import bytes_per_param, model_state, model_state_bytes, weights
+from costmodel.reports.fit import fit
+from costmodel.sizes import parse_memory as parse_size
+from costmodel.memory.activations import activations, per_iteration
+from costmodel.memory.inference import inference_weights
+from costmodel.memory.parallel import activation_share, communication, weight_share, zero_shard
+from costmodel.options import Layout
+from costmodel.graph.passes import flash_attention
+from costmodel.memory.peak import peak
+from costmodel import estimate
+from costmodel.memory.states import bytes_per_param, model_state, model_state_bytes, weights
 
 B, T, d, h, L, V = s.B, s.T, s.d, s.h, s.L, s.V
 GPT3 = load("gpt", {"dropout_p": True}).graph  # the GPT-3 recipe: bf16 activations, dropout on
@@ -87,7 +91,7 @@ def test_adafactor_state_from_the_axes():
 
 def test_model_state_from_graph_matches_parameter_count():
     G = load("gpt").graph
-    from costmodel import totals
+    from costmodel.kit import totals
 
     N = totals(G).params
     assert sympy.expand(sum(w.elements * w.count for w in weights(G)) - N) == 0
@@ -113,8 +117,8 @@ def test_peak_is_at_least_the_sum():
     m = load("gpt2-small", {"dropout_p": True})
     values = {**m.values, B: 2}
     for r in ("none", "selective", "full"):
-        p = peak(m.graph, values, r)
-        assert p.activations >= evaluate(activations(m.graph, r).bytes, values)
+        live, _ = peak(m.graph, r).at(values)
+        assert live >= evaluate(activations(m.graph, r).bytes, values)
 
 
 # --- communication, inference ------------------------------------------------------------------------------
@@ -191,8 +195,7 @@ def test_cli_errors_are_one_line(capsys):
 
 def test_fit_largest_batch_and_overflow():
     r = fit("gpt2-small", parse_size("80GB"), by="total")
-    values = {**load("gpt2-small").values}
-    at = lambda n: device_memory(load("gpt2-small").graph, {**values, B: n}, {})["memory_bytes.total"]  # noqa: E731
+    at = lambda n: estimate("gpt2-small", batch=n)["memory_bytes"]["total"]  # noqa: E731
     assert at(r["largest"]) <= 80 * 10**9 < at(r["largest"] + 1)
     big = fit("gpt3-175b", parse_size("80GB"))
     assert not big["fits"] and big["overflow"] == "params"  # 175e9 × 2 B of bf16 weights alone exceed 80 GB
@@ -200,7 +203,7 @@ def test_fit_largest_batch_and_overflow():
 
 def test_pipeline_first_stage_holds_all_layers_of_one_micro_batch():
     """1F1B (Korthikanti sec. 4.2.3): stage 1 keeps pp micro-batches of L/pp layers = L layers' worth."""
-    from costmodel.parallel import stage_of
+    from costmodel.memory.parallel import stage_of
 
     tensors = activations(GPT3).tensors.values()
     where = {id(k): ("block" if all(stage_of(GPT3, x) == "block" for x in k.savers) else stage_of(GPT3, k.savers[0]))
@@ -223,11 +226,12 @@ def test_context_parallel_divides_every_per_token_tensor():
 
 def test_expert_parallel_and_zero_over_dp_over_ep(monkeypatch):
     """Experts (a routed matmul's stacked weights) are divided by ep and ZeRO-sharded over dp / ep."""
-    import costmodel.parallel as par
-    from costmodel.training import Weight
+    import costmodel.memory.parallel as par
+    from costmodel.kit import Param
+    from costmodel.memory.states import Weight
 
     G = load("gpt").graph
-    expert = Weight("layers.mlp.fc", "weight", 8 * d * 4 * d, L, True, 4 * d, d, (("e", 8), ("d", d), ("f", 4 * d)), 8)
+    expert = Weight("layers.mlp.fc", Param("weight", (("e", 8), ("d", d), ("f", 4 * d)), 4 * d, d, 8), L, True)
     assert weight_share(G, Layout(dp=8, ep=4))(expert) == sympy.Rational(1, 4)
     monkeypatch.setattr(par, "is_expert", lambda w: w.node.startswith("layers.mlp.fc"))  # pretend fc is routed
     layout = Layout(dp=8, ep=4, zero=3)
@@ -239,7 +243,7 @@ def test_expert_parallel_and_zero_over_dp_over_ep(monkeypatch):
 
 
 def test_derive_gives_memory_formulas():
-    from costmodel.report import derive
+    from costmodel import derive
 
     q = derive("gpt")["expressions"]
     C = s.C
@@ -250,11 +254,11 @@ def test_derive_gives_memory_formulas():
 
 def test_expert_parallel_all_to_all():
     """Dispatch and combine of top-k routed tokens: 2 all-to-alls forward + 2 backward per MoE layer."""
-    from costmodel import GraphBuilder
-    from costmodel.cost import Cost, OpCost
-    from costmodel.ops import RULES, rule
+    from costmodel.kit import GraphBuilder
+    from costmodel.graph.cost import Cost, OpCost
+    from costmodel.graph.registry import KINDS, rule
 
-    if "test_routed" not in RULES:  # a stand-in with the routed matmul's attributes; no costs needed here
+    if "test_routed" not in KINDS:  # a stand-in with the routed matmul's attributes; no costs needed here
         rule("test_routed")(lambda op, conventions: OpCost(Cost(), Cost()))
     b = GraphBuilder("moe", b=B, t=T, d=d, e=s.n_experts, r=s.top_k, f=s.d_ff)
     x = b.input("x", "b t d", dtype="bf16")
@@ -271,7 +275,7 @@ def test_expert_parallel_all_to_all():
 
 def test_selective_recompute_finds_split_scores():
     """MLA-style scores, the sum of two contractions, are an attention core too: no T² tensor is kept."""
-    from costmodel import GraphBuilder
+    from costmodel.kit import GraphBuilder
 
     b = GraphBuilder("split", b=B, t=T, s=T, h=h, k=s.d_head, p=s.d_rope, d=d)
     x = b.input("x", "b t d", dtype="bf16")

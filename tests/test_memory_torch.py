@@ -24,13 +24,15 @@ from einops import rearrange  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
-from costmodel import GraphBuilder, evaluate, load, symbols as s  # noqa: E402
-from costmodel.finetune import lora  # noqa: E402
-from costmodel.memory import activations, kv_cache  # noqa: E402
-from costmodel.passes import flash_attention  # noqa: E402
-from costmodel.peak import peak  # noqa: E402
-from costmodel.report import estimate  # noqa: E402
-from costmodel.training import model_state  # noqa: E402
+from costmodel import load  # noqa: E402
+from costmodel.kit import GraphBuilder, evaluate, symbols as s
+from costmodel.graph.finetune import lora  # noqa: E402
+from costmodel.memory.activations import activations
+from costmodel.memory.inference import kv_cache  # noqa: E402
+from costmodel.graph.passes import flash_attention  # noqa: E402
+from costmodel.memory.peak import peak  # noqa: E402
+from costmodel.reports.estimate import estimate  # noqa: E402
+from costmodel.memory.states import model_state  # noqa: E402
 
 SIZES = dict(B=2, T=8, d=16, h=4, L=2, V=40, T_max=12)
 
@@ -290,7 +292,7 @@ def test_peak_brackets_the_measured_cpu_peak(recompute):
                          capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
     measured = json.loads(out)
     values = {getattr(s, k): v for k, v in sizes.items()}
-    engine = peak(load("gpt", {"dropout_p": True, "dtype": "fp32"}).graph, values, recompute).activations
+    engine, _ = peak(load("gpt", {"dropout_p": True, "dtype": "fp32"}).graph, recompute).at(values)
     assert 0.99 * engine <= measured["peak"] <= 1.01 * (engine + measured["grads"])
 
 

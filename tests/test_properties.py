@@ -6,11 +6,12 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costmodel import evaluate, memory, parallel, totals, training
-from costmodel.analysis import op_nodes
-from costmodel.models import load
-from costmodel.ops import op_cost
-from costmodel.report import estimate
+from costmodel.memory import activations as memory, parallel, states as training
+from costmodel.kit import evaluate, totals
+from costmodel.graph.analysis import op_nodes
+from costmodel.families import load
+from costmodel.graph.registry import op_cost
+from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, L, T, T_max, V, d, h
 
 
@@ -88,7 +89,7 @@ def test_training_is_forward_plus_backward_and_params_split(cfg):
 # -- architecture invariants: exact symbolic identities (hold for every size at once) --------------
 
 def _attention_graph(block, **sizes):
-    from costmodel import GraphBuilder
+    from costmodel.kit import GraphBuilder
 
     b = GraphBuilder("attention", b=B, t=T, s=T, d=d, **sizes)
     block(b, b.input("x", "b t d", dtype="bf16"))
@@ -110,7 +111,7 @@ def test_gqa_with_as_many_kv_heads_as_heads_equals_mha():
 
 def test_moe_with_one_expert_routed_to_equals_the_dense_mlp_plus_its_router():
     from costmodel_graphs.blocks import gated_mlp, mixture_of_experts
-    from costmodel.analysis import node_cost
+    from costmodel.graph.analysis import node_cost
 
     f = sympy.Symbol("f", positive=True, integer=True)
     moe_g = _attention_graph(lambda b, x: mixture_of_experts(b, x), e=1, r=1, i=f)

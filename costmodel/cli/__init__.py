@@ -10,7 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ..errors import CostModelError
+from costmodel import CostModelError, __version__
+
 from . import compare, derive, estimate, fit, hardware, models, report, roofline, sweep
 
 COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report)
@@ -25,6 +26,7 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     top = _Parser(prog="costmodel", description="Derive FLOPs, memory and time of neural networks from op graphs.")
+    top.add_argument("--version", action="version", version=f"costmodel {__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for command in COMMANDS:
         command.add(sub)

@@ -1,14 +1,16 @@
-"""Helpers shared by the subcommands: settings, number formatting, JSON."""
+"""What the subcommands share: the model and its settings, the option flags, number formatting.
+
+Every flag maps to one field of :class:`costmodel.Options` (the table :data:`FLAGS`), typed text is
+read by :meth:`costmodel.Options.parse`, and the CLI imports nothing but the public API.
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
+import re
+from collections.abc import Iterable
 
-import sympy
-
-from ..errors import CostModelError
-from ..expr import parse_int, parse_number, parse_setting
+from costmodel import CostModelError, Options
 
 
 def add_model_args(p: argparse.ArgumentParser) -> None:
@@ -21,36 +23,104 @@ def add_model_args(p: argparse.ArgumentParser) -> None:
                         "values are numbers or expressions of symbols with + - * / ^ ( )")
 
 
-def settings(args: argparse.Namespace) -> dict[str, object]:
-    out: dict[str, object] = {}
+def settings(args: argparse.Namespace) -> dict[str, str]:
+    """``--set NAME=VALUE`` as a mapping of texts (read by the restricted parser when the model loads)."""
+    out: dict[str, str] = {}
     for text in args.settings:
-        name, value = parse_setting(text)
-        if isinstance(value, sympy.Expr) and value.is_Integer:
-            value = int(value)
+        name, eq, value = text.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name, re.ASCII) or not value:
+            raise CostModelError(f"--set: expected NAME=VALUE such as d_ff=8*d/3, received {text!r}")
         out[name] = value
     return out
 
 
-def positive_int(what: str):
-    """An argparse ``type`` that accepts whole numbers written as 4096 or 3e11."""
-    def convert(text: str) -> int:
+def typed(name: str, flag: str):
+    """An argparse ``type`` reading ``flag``'s text as :meth:`Options.parse` reads option ``name``."""
+    def convert(text: str) -> object:
         try:
-            return parse_int(text, "value")
+            return Options.parse(name, text, what="value")
         except CostModelError as exc:  # argparse would replace a ValueError's message (it names the flag itself)
             raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
-    convert.__name__ = what
+    convert.__name__ = flag
     return convert
 
 
-def dump_json(obj: object) -> str:
-    """JSON with sympy numbers as exact ints and expressions as strings."""
-    def default(o: object) -> object:
-        if isinstance(o, sympy.Integer):
-            return int(o)
-        if isinstance(o, sympy.Basic):
-            return str(o)
-        raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-    return json.dumps(obj, indent=2, default=default)
+#: argparse destination → Options field (a shortcut such as ``tp`` sets a field of the layout).
+FLAGS = {"batch": "batch", "seq": "seq", "tokens": "tokens", "precision": "precision", "optimizer": "optimizer",
+         "causal": "causal", "recompute": "recompute", "flash": "flash", "zero": "zero", "dp": "dp", "tp": "tp",
+         "pp": "pp", "sp": "sp", "ep": "ep", "megatron_sp": "megatron_sp", "micro_batch": "micro_batch",
+         "inference": "inference", "context": "context", "weights_dtype": "weights_dtype", "kv_dtype": "kv_dtype",
+         "hardware": "hardware", "devices": "devices", "mfu": "mfu", "tokens_per_s": "tokens_per_s"}
+
+
+def options(args: argparse.Namespace, skip: Iterable[str] = ()) -> Options:
+    """The :class:`Options` the parsed flags describe (flags a command lacks keep their defaults)."""
+    given = {field: getattr(args, dest) for dest, field in FLAGS.items()
+             if dest not in skip and getattr(args, dest, None) is not None}
+    if getattr(args, "achieved_tflops", None) is not None:
+        given["achieved_flops"] = args.achieved_tflops * 10**12
+    return Options.make(**given)
+
+
+def add_step_args(p: argparse.ArgumentParser, *, batch_default: str = "1") -> None:
+    p.add_argument("--batch", type=typed("batch", "--batch"),
+                   help=f"sequences per step, B (default {batch_default}); 1k = 1000")
+    p.add_argument("--seq", type=typed("seq", "--seq"),
+                   help="tokens per sequence, T (default: the model's context); 8k = 8192")
+
+
+def add_counting_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--causal", choices=Options.choices("causal"),
+                   help="count causal attention over the full T×T square (default) or half of it")
+
+
+def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
+    """--precision/--optimizer (unless the caller has them), recompute, flash, layout, inference."""
+    if precision:
+        add_precision_args(p)
+    g = p.add_argument_group("memory and parallel layout (every memory_bytes.* number is per device)")
+    g.add_argument("--recompute", choices=Options.choices("recompute"),
+                   help="activation recompute: none (default), selective (attention core) or full (layer inputs only)")
+    g.add_argument("--flash", action=argparse.BooleanOptionalAction, default=None,
+                   help="FlashAttention: no T×T scores kept (default: scores materialised, as eager PyTorch)")
+    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage over dp (3 = FSDP full shard)")
+    for name, what in (("dp", "data"), ("tp", "tensor (Megatron)"), ("pp", "pipeline (1F1B)"),
+                       ("sp", "sequence/context"), ("ep", "expert")):
+        g.add_argument(f"--{name}", type=typed(name, f"--{name}"), help=f"{what} parallel degree")
+    g.add_argument("--megatron-sp", action="store_true", default=None,
+                   help="Megatron sequence parallelism in the TP group (replicated activations divided by tp)")
+    g.add_argument("--micro-batch", type=typed("micro_batch", "--micro-batch"),
+                   help="sequences per micro-batch on one device (default: batch / dp)")
+    g.add_argument("--inference", action="store_true", default=None,
+                   help="inference memory: weights, KV cache, working set")
+    g.add_argument("--context", type=typed("context", "--context"),
+                   help="KV-cache context in tokens (inference); 128k = 131072")
+    g.add_argument("--weights-dtype", choices=Options.choices("weights_dtype"),
+                   help="inference weight format (int4/int8/fp8 carry their group scales)")
+    g.add_argument("--kv-dtype", choices=Options.choices("kv_dtype"),
+                   help="KV-cache element dtype for inference (default: the graph's activation dtype)")
+
+
+def add_precision_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", choices=Options.choices("precision"), help="precision policy (default bf16-mixed)")
+    p.add_argument("--optimizer", choices=Options.choices("optimizer"), help="optimizer (default adamw)")
+
+
+def add_hardware_args(p: argparse.ArgumentParser) -> None:
+    """``--hardware --devices --achieved-tflops --mfu --tokens-per-s`` (time and utilisation)."""
+    g = p.add_argument_group("time (with --hardware)")
+    g.add_argument("--hardware", metavar="NAME", help="a device of 'costmodel hardware', or a .toml/.json file")
+    g.add_argument("--devices", type=typed("devices", "--devices"), help="devices N (default 1)")
+    rate = g.add_mutually_exclusive_group()
+    rate.add_argument("--achieved-tflops", type=typed("achieved_flops", "--achieved-tflops"), metavar="X",
+                      help="TFLOP/s each device executes (default: the roofline bound)")
+    rate.add_argument("--mfu", type=typed("mfu", "--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
+    rate.add_argument("--tokens-per-s", type=typed("tokens_per_s", "--tokens-per-s"), metavar="R",
+                      help="a measured throughput of all devices together: gives the MFU")
+
+
+# -- formatting ----------------------------------------------------------------------------------------
 
 
 def sci(x: int | float) -> str:
@@ -73,37 +143,3 @@ def duration(seconds: float) -> str:
     if days < 2 * 365.25:
         return f"{days:,.1f} days ({seconds:.3g} s)"
     return f"{days / 365.25:,.1f} years ({seconds:.3g} s)"
-
-
-def positive_number(what: str):
-    """An argparse ``type`` for an exact positive number (``400``, ``0.45``)."""
-    def convert(text: str) -> sympy.Rational:
-        try:
-            value = parse_number(text, what)
-        except CostModelError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{what}: expected a positive number, received {text!r}")
-        return value
-    convert.__name__ = what
-    return convert
-
-
-def add_hardware_args(p: argparse.ArgumentParser) -> None:
-    """``--hardware --devices --achieved-tflops --mfu`` (time and utilisation)."""
-    g = p.add_argument_group("time (with --hardware)")
-    g.add_argument("--hardware", metavar="NAME", help="a device of 'costmodel hardware', or a .toml/.json file")
-    g.add_argument("--devices", type=positive_int("--devices"), default=1, help="devices N (default 1)")
-    rate = g.add_mutually_exclusive_group()
-    rate.add_argument("--achieved-tflops", type=positive_number("--achieved-tflops"), metavar="X",
-                      help="TFLOP/s each device executes (default: the roofline bound)")
-    rate.add_argument("--mfu", type=positive_number("--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
-    rate.add_argument("--tokens-per-s", type=positive_number("--tokens-per-s"), metavar="R",
-                      help="a measured throughput of all devices together: gives the MFU")
-
-
-def hardware_options(args: argparse.Namespace) -> dict[str, object]:
-    """The options :func:`costmodel.report.estimate` reads for its ``time.*`` keys."""
-    achieved = None if args.achieved_tflops is None else args.achieved_tflops * 10**12
-    return {"hardware": args.hardware, "devices": args.devices, "achieved_flops": achieved, "mfu": args.mfu,
-            "tokens_per_s": args.tokens_per_s}

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..ops import Conventions
-from ..report import estimate
-from ..training import OPTIMIZERS, PRECISIONS
-from ._common import add_hardware_args, add_model_args, dump_json, hardware_options, positive_int, sci, settings
-from ._memory import add_memory_args, memory_lines, memory_options
+import costmodel
+
+from ._common import (add_counting_args, add_hardware_args, add_memory_args, add_model_args, add_precision_args,
+                      add_step_args, nbytes, options, sci, settings, typed)
 from .hardware import time_text
 
 
@@ -24,41 +23,24 @@ def add(sub: argparse._SubParsersAction) -> None:
 def add_options(p: argparse.ArgumentParser) -> None:
     """The model and step options, shared with the commands built on an estimate (``report``)."""
     add_model_args(p)
-    p.add_argument("--batch", type=positive_int("--batch"), help="sequences per step, B (default 1)")
-    p.add_argument("--seq", type=positive_int("--seq"), help="tokens per sequence, T (default: the model's context)")
-    p.add_argument("--tokens", type=positive_int("--tokens"), help="training tokens D, e.g. 3e11")
-    p.add_argument("--precision", default="bf16-mixed", choices=sorted(PRECISIONS), help="precision policy")
-    p.add_argument("--optimizer", default="adamw", choices=sorted(OPTIMIZERS))
-    p.add_argument("--causal", default="full", choices=["full", "half"],
-                   help="count causal attention over the full T×T square (default) or half of it")
+    add_step_args(p)
+    p.add_argument("--tokens", type=typed("tokens", "--tokens"), help="training tokens D, e.g. 3e11 or 300B")
+    add_precision_args(p)
+    add_counting_args(p)
     add_memory_args(p, precision=False)
     add_hardware_args(p)
 
 
-def options(args: argparse.Namespace) -> dict:
-    """Keyword arguments of :func:`costmodel.report.estimate` from parsed options."""
-    return dict(batch=args.batch, seq=args.seq, settings=settings(args), tokens=args.tokens,
-                policy=args.precision, optimizer=args.optimizer, conventions=Conventions(causal=args.causal),
-                **memory_options(args), **hardware_options(args))
-
-
 def run(args: argparse.Namespace) -> int:
-    r = estimate(args.model, **options(args))
+    r = costmodel.estimate(args.model, settings=settings(args), options=options(args))
     if args.plot_memory:
-        from ..hardware import device
-        from ..plot import memory_chart
-
-        parts = {k: v for k, v in r["memory_bytes"].items() if k not in ("total", "peak") and isinstance(v, int)}
-        memory_chart(parts, args.plot_memory, title=f"{r['model']} training memory",
-                     capacity=int(device(args.hardware).memory_bytes) if args.hardware else None)
-    if args.json:
-        print(dump_json(r))
-        return 0
-    print(text(r))
+        capacity = int(costmodel.hardware(args.hardware).memory_bytes) if args.hardware else None
+        r.plot_memory(args.plot_memory, capacity=capacity)
+    print(r.to_json() if args.json else text(r))
     return 0
 
 
-def text(r: dict) -> str:
+def text(r) -> str:
     p, f = r["params"], r["flops"]
     cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
     conv = r["conventions"]
@@ -94,3 +76,29 @@ def text(r: dict) -> str:
     if "time" in r:
         lines.extend(time_text(r))
     return "\n".join(lines)
+
+
+def memory_lines(r) -> list[str]:
+    """The memory part of the text report: one line per component, each naming its convention."""
+    m, conv = r["memory_bytes"], r["memory"]["conventions"]
+    inference = "kv_cache" in m
+    title = "inference memory" if inference else "training memory"
+    lines = [f"{title}, per device (decimal GB and binary GiB)"]
+    keys = ("params", "kv_cache", "activations", "total") if inference else \
+        ("params", "grads", "optimizer", "activations", "total")
+    for key in keys:
+        lines.append(f"  {key:<12} {nbytes(m[key]):<30} {conv.get(key, '')}")
+    if m.get("peak") is not None:
+        lines.append(f"  {'peak':<12} {nbytes(m['peak']):<30} {conv['peak']}; at {r['memory']['peak_at']}")
+    parts = m.get("parts", {})
+    if parts:
+        lines.append("  parts: " + ", ".join(f"{k} {v / 1e9:,.3g} GB" for k, v in parts.items()))
+    devices = r.get("time", {}).get("devices", 1)
+    if devices > r["memory"].get("layout", {}).get("devices", 1) == 1:
+        lines.append(f"  note: this is one device holding the whole model; --devices {devices} spreads only the "
+                     "time. Give --dp/--tp/--pp (and --zero) to shard memory across them")
+    comm = r.get("communication_bytes")
+    if comm and comm["total"]:
+        lines.append("communication per step per device (ring collectives): "
+                     + ", ".join(f"{k} {v / 1e9:,.3g} GB" for k, v in comm.items()))
+    return lines

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import CostModelError
-from ..fit import fit, parse_size
-from ._common import add_model_args, dump_json, nbytes, positive_int, settings
-from ._memory import add_memory_args, memory_options
+import costmodel
+
+from ._common import add_memory_args, add_model_args, add_step_args, nbytes, options, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -22,32 +21,17 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="what to maximise: the micro-batch per device, or the sequence (context with --inference)")
     p.add_argument("--by", default="peak", choices=["peak", "total"],
                    help="compare the liveness peak (default, where modelled) or the sum of components")
-    p.add_argument("--batch", type=positive_int("--batch"), help="global batch when solving for --seq")
-    p.add_argument("--seq", type=positive_int("--seq"), help="tokens per sequence when solving for --batch")
+    add_step_args(p, batch_default="dp")
     add_memory_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=run)
 
 
-def memory_size(args: argparse.Namespace) -> int:
-    """Bytes from --memory, or the memory of the --hardware device (when the hardware table is installed)."""
-    if args.memory is not None:
-        return parse_size(args.memory)
-    try:
-        from .. import hardware
-    except ImportError:
-        raise CostModelError(f"--hardware {args.hardware}: no hardware table in this build; "
-                             "expected --memory SIZE (e.g. --memory 80GB)") from None
-    return int(hardware.device(args.hardware).memory_bytes)
-
-
 def run(args: argparse.Namespace) -> int:
-    options = memory_options(args)
-    options.pop("micro_batch")
-    r = fit(args.model, memory_size(args), solve=args.solve, batch=args.batch, seq=args.seq,
-            settings=settings(args), by=args.by, policy=args.precision, optimizer=args.optimizer, **options)
+    r = costmodel.fit(args.model, args.memory, hardware=args.hardware, solve=args.solve, by=args.by,
+                      settings=settings(args), options=options(args, skip=("hardware", "micro_batch")))
     if args.json:
-        print(dump_json(r))
+        print(r.to_json())
         return 0
     what = "micro-batch per device" if args.solve == "batch" else ("context" if args.inference else "sequence")
     print(f"{r['model']} in {nbytes(r['memory'])} per device, compared by {r['by']}")

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from ..errors import CostModelError, closest
-from ..hardware import PEAK_DTYPES, Device, devices
-from ._common import duration, dump_json, sci
+import costmodel
+
+from ._common import duration, sci
+
+#: Columns of the table, in this order.
+PEAK_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -20,13 +24,12 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = devices(args.file)
+    table = costmodel.hardware(file=args.file)
     if args.name is not None:
-        if args.name not in table:
-            raise CostModelError(f"unknown hardware {args.name!r}{closest(args.name, table)}; see 'costmodel hardware'")
-        table = {args.name: table[args.name]}
+        one = costmodel.hardware(args.name, file=args.file)
+        table = {one.name: one}
         if not args.json:
-            print(detail(table[args.name]))
+            print(detail(one))
             return 0
     if args.json:
         out = {}
@@ -36,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
                          "scale_up_bandwidth": None if d.scale_up_bandwidth is None else int(d.scale_up_bandwidth),
                          "scale_out_bandwidth": None if d.scale_out_bandwidth is None else int(d.scale_out_bandwidth),
                          "ridge": {k: float(d.ridge(k)) for k in d.peak_flops}, "sources": dict(d.sources)}
-        print(dump_json({"conventions": "dense peaks; decimal bytes; interconnect per device per direction",
-                         "devices": out}))
+        print(json.dumps({"conventions": "dense peaks; decimal bytes; interconnect per device per direction",
+                          "devices": out}, indent=2, allow_nan=False))
         return 0
     print("dense peak TFLOP/s per dtype; memory GB and TB/s (decimal); links GB/s per direction; "
           "ridge = peak/bandwidth (FLOPs/byte)")
@@ -55,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def detail(d: Device) -> str:
+def detail(d) -> str:
     """One device, every number with its source."""
     src = d.sources
     lines = [f"{d.name}: {d.about}"]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from ..analysis import as_int, evaluate, totals
-from ..models import families, load
-from ._common import dump_json
+import costmodel
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -16,20 +15,13 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    rows = []
-    for fam in families().values():
-        for preset in fam.presets:
-            m = load(preset.name)
-            t = totals(m.graph)
-            n = as_int(evaluate(t.params, m.values), "params")
-            active = n if t.params_active is None else as_int(evaluate(t.params_active, m.values), "active params")
-            rows.append({"name": preset.name, "family": fam.name, "params": n, "active_params": active,
-                         "about": preset.about, "source": preset.source})
+    cat = costmodel.models()
     if args.json:
-        print(dump_json({"families": {f.name: f.about for f in families().values()}, "presets": rows}))
+        print(json.dumps({"families": cat["families"], "presets": cat["presets"], "model_types": cat["model_types"]},
+                         indent=2))
         return 0
-    print("families: " + ", ".join(f"{f.name} ({f.about})" for f in families().values()))
-    for r in rows:
+    print("families: " + ", ".join(f"{name} ({about})" for name, about in cat["families"].items()))
+    for r in cat["presets"]:
         active = f"  ({r['active_params']:,} active)" if r["active_params"] != r["params"] else ""
         print(f"  {r['name']:<18} {r['family']:<12} {r['params']:>18,}  {r['about']}{active}")
     return 0

@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import CostModelError
+import costmodel
+
 from . import estimate
+from ._common import options, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -22,9 +24,7 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export import report
-
-    doc = report(args.model, **estimate.options(args))
+    doc = costmodel.report(args.model, settings=settings(args), options=options(args))
     outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json}
     chosen = {k: getattr(args, k) for k in outputs if getattr(args, k)}
     for kind, path in (chosen or {"markdown": "-"}).items():
@@ -32,10 +32,6 @@ def run(args: argparse.Namespace) -> int:
         if path == "-":
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             continue
-        try:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as exc:
-            raise CostModelError(f"report: cannot write {kind} to {path!r}: {exc.strerror}") from None
+        doc.write(kind, path)
         print(f"wrote {kind} report to {path}", file=sys.stderr)
     return 0

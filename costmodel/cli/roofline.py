@@ -4,16 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..analysis import as_int, check_values
-from ..errors import CostModelError
-from ..hardware import device
-from ..inference import decode_graph, prefill_graph, summary
-from ..models import load
-from ..ops import Conventions
-from ..passes import flash_attention, fuse_elementwise
-from ..roofline import Bound, roofline, total, variants
-from ..symbols import B, C, T
-from ._common import add_model_args, duration, dump_json, positive_int, sci, settings
+import costmodel
+
+from ._common import add_counting_args, add_model_args, add_step_args, duration, options, sci, settings, typed
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -23,81 +16,28 @@ def add(sub: argparse._SubParsersAction) -> None:
                                    "the sum of its ops' bounds.")
     add_model_args(p)
     p.add_argument("--hardware", required=True, metavar="NAME", help="a device of 'costmodel hardware' or a file")
-    p.add_argument("--batch", type=positive_int("--batch"), default=1, help="sequences B (default 1)")
-    p.add_argument("--seq", type=positive_int("--seq"), help="prompt/sequence length T (default: the model's)")
+    add_step_args(p)
     p.add_argument("--decode", action="store_true", help="one decode step: one new token per sequence")
-    p.add_argument("--context", type=positive_int("--context"), help="KV cache length C for --decode")
+    p.add_argument("--context", type=typed("context", "--context"), help="KV cache length C for --decode")
     p.add_argument("--phase", choices=["forward", "training"], default="forward",
                    help="forward (prefill, no loss) or a training step (default forward)")
     p.add_argument("--fuse", action="store_true", help="fuse element-wise ops into their producers first")
-    p.add_argument("--flash", action="store_true", help="replace materialised attention by FlashAttention first")
-    p.add_argument("--dtype", help="whose peak to use (default: each op's dtype)")
-    p.add_argument("--causal", default="full", choices=["full", "half"])
+    p.add_argument("--flash", action="store_true", default=None,
+                   help="replace materialised attention by FlashAttention first")
+    p.add_argument("--dtype", choices=costmodel.Options.choices("dtype"), help="whose peak to use (default: each op's dtype)")
+    add_counting_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot", metavar="FILE", help="write a roofline chart (.png, .svg or .pdf; needs matplotlib)")
     p.set_defaults(run=run)
 
 
-def _row(r: Bound) -> dict[str, object]:
-    return {"name": r.name, "kind": r.kind, "count": r.count, "flops": as_int(r.flops, f"flops of {r.name}"),
-            "bytes": as_int(r.bytes, f"bytes of {r.name}"),
-            "intensity": float(r.intensity) if r.bytes else None, "bound": r.bound, "time_s": float(r.time_s),
-            "compute_s": float(r.compute_s), "memory_s": float(r.memory_s),
-            "attainable_flops": float(r.attainable)}
-
-
 def run(args: argparse.Namespace) -> int:
-    if args.decode and args.phase != "forward":
-        raise CostModelError("--decode is an inference step: it takes no --phase training")
-    if args.context is not None and not args.decode:
-        raise CostModelError("--context is the KV cache length of --decode; give --decode too")
-    dev = device(args.hardware)
-    conv = Conventions(causal=args.causal)
-    m = load(args.model, settings(args))
-    values = {**m.values, B: args.batch}
-    if args.seq is not None:
-        values[T] = args.seq
-    if args.decode:
-        values[C] = args.context or values.get(T)
-        if values[C] is None:
-            raise CostModelError("--decode needs the KV cache length: give --context C")
-    check_values(m.graph, values)  # heads divide d, and the like
-    base = m.graph if args.phase == "training" else prefill_graph(m.graph)
-    prepared = flash_attention(base) if args.flash else base  # FlashAttention looks for the unfused score chain
-    G = decode_graph(prepared) if args.decode else prepared  # decode first: it absorbs MLA's up-projections
-    if args.fuse:
-        G = fuse_elementwise(G, training=args.phase == "training")
-    dtype = args.dtype or m.graph.graph.get("dtype", "bf16")
-    rows = roofline(G, values, dev, phase=args.phase, dtype=args.dtype, conventions=conv)
-    tot = total(rows)
-    mode = "decode" if args.decode else ("training" if args.phase == "training" else "prefill")
-    out: dict[str, object] = {
-        "model": m.name, "hardware": dev.name, "mode": mode, "dtype": dtype,
-        "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
-        "peak_flops": int(dev.peak(dtype)), "memory_bandwidth": int(dev.memory_bandwidth),
-        "ridge": float(dev.ridge(dtype)), "passes": list(G.graph.get("passes", ())),
-        "ops": [_row(r) for r in rows], "total": _row(tot),
-    }
-    if args.decode:
-        out["decode"] = summary(prepared, values, dev, dtype=dtype, conventions=conv)  # of the unfused step
-    else:
-        v = variants(base, values, dev, phase=args.phase, conventions=conv)
-        out["variants"] = {k: {"time_s": float(b.time_s), "bytes": int(b.bytes)} for k, b in v.items()}
-        out["variants"]["fusion_bytes_saved"] = int(v["unfused"].bytes - v["fused"].bytes)
-        out["variants"]["flash_bytes_saved"] = int(v["unfused"].bytes - v["flash"].bytes)
-        if mode == "prefill":
-            out["ttft_s"] = float(tot.time_s)
-    if args.plot:
-        from ..plot import roofline_chart
-
-        roofline_chart(rows, dev, args.plot, dtype=dtype,
-                       title=f"{m.name} {mode} on {dev.name} (B={args.batch}"
-                             + (f", C={values[C]})" if args.decode else f", T={values[T]})"))
-        out["plot"] = args.plot
-    if args.json:
-        print(dump_json(out))
-    else:
-        print(text(out))
+    opts = options(args, skip=("hardware", "context"))
+    if args.dtype:
+        opts = opts.replace(dtype=args.dtype)
+    r = costmodel.roofline(args.model, args.hardware, decode=args.decode, phase=args.phase, fuse=args.fuse,
+                           plot=args.plot, context=args.context, settings=settings(args), options=opts)
+    print(r.to_json() if args.json else text(r))
     return 0
 
 
@@ -105,7 +45,7 @@ def _time(s: float) -> str:
     return f"{s * 1e6:,.1f} µs" if s < 1e-3 else f"{s * 1e3:,.3f} ms" if s < 1 else duration(s)
 
 
-def text(r: dict) -> str:
+def text(r) -> str:
     lines = [f"{r['model']} {r['mode']} on {r['hardware']}: peak {sci(r['peak_flops'])} FLOP/s ({r['dtype']}), "
              f"{r['memory_bandwidth'] / 1e12:.2f} TB/s, ridge {r['ridge']:.0f} FLOPs/byte",
              "  " + " ".join(f"{k}={v}" for k, v in r["config"].items())

@@ -55,7 +55,7 @@ OTHER = {
 
 
 def presets() -> list[str]:
-    from costmodel.models import presets as all_presets
+    from costmodel.families import presets as all_presets
 
     return sorted(all_presets())
 

@@ -1,0 +1,332 @@
+"""Inference: prefill (compute-bound) and per-token decode (memory-bound) on a device.
+
+*Prefill* runs the forward pass over a prompt of T tokens for B sequences (no
+loss). *Decode* produces one token per sequence: every op runs on the one new
+position (T → 1) except those that read the KV cache of C tokens (T → C). Which
+ops those are is found by data flow from the tensors tagged ``"kv_cache"``, not
+by axis names (:func:`decode_graph`): attention's keys, a sliding window of
+``min(C, W)`` keys, MLA's per-head expansion of its cached latent.
+
+A decode step reads every weight once and every sequence's KV cache once:
+``bytes ≈ weights + B·kv(C)``, ``FLOPs ≈ B·(2·params + attention(C))``. Both are
+affine in B, so the batch where the step's intensity reaches the ridge point
+solves a linear equation: :func:`critical_batch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError
+from ..graph.analysis import as_int, evaluate, op_nodes, totals
+from ..graph.pattern import parse
+from ..graph.registry import Op, kind_of, weight_use
+from ..memory.inference import kv_cache
+from ..options import Counting
+from ..symbols import B, C, T
+from .roofline import Bound, op_bounds, roofline, total
+from .table import Device
+
+
+def _without_training_ops(G: nx.DiGraph) -> nx.DiGraph:
+    H = G.copy()
+    H.graph = {**G.graph, "blocks": dict(G.graph.get("blocks", {}))}
+    H.remove_nodes_from([n for n, d in op_nodes(G) if kind_of(d["op"]).training_only])
+    return H
+
+
+def prefill_graph(G: nx.DiGraph) -> nx.DiGraph:
+    """The forward pass over the prompt (sequence length T), without what only training runs (the loss)."""
+    return _without_training_ops(G)
+
+
+def _key_axes(G: nx.DiGraph) -> dict[str, set[str]]:
+    """For each op node, the axis names that index KV-cache positions in one decode step.
+
+    Found by data flow from the ``"kv_cache"``-tagged tensors, not by axis name: a
+    tagged tensor, as its consumers read it, is the cache, so its T-sized axes are
+    key positions. An operand axis inherits the mark of the producer's output axis
+    in the same place (by position; by name where the shapes differ). In an op, an
+    axis is a key position if some operand marks it and no operand has it as a
+    T-sized unmarked (query) axis; a new T-sized output axis of an op that reads key
+    positions is one too (a window unfold ``s -> t w``: the query wins at the
+    scores, where ``t`` meets the query; the unfold, a view that moves no bytes,
+    keeps ``t`` sized C). Once a contraction sums the key axes away
+    (the context), what follows runs on the new token only.
+    """
+    marks: dict[str, set[str]] = {}  # node → its key axes
+    out_marks: dict[str, tuple[bool, ...]] = {}  # node → which output positions are key, for consumers
+    for name in nx.topological_sort(G):
+        data = G.nodes[name]
+        op = data.get("op")
+        if op is None:
+            continue
+        p = op.parsed
+        keyed: set[str] = set()
+        query: set[str] = set()
+        for axes, src in zip(p.inputs, data["inputs"]):
+            flags = out_marks.get(src)
+            src_op = G.nodes[src].get("op")
+            if flags is None or src_op is None:
+                flags = (False,) * len(axes)
+            elif len(flags) != len(axes):  # a different shape: match axis names
+                by_name = dict(zip(src_op.parsed.output, flags))
+                flags = tuple(by_name.get(a, False) for a in axes)
+            for a, is_key in zip(axes, flags):
+                (keyed if is_key else query).add(a)
+        keys = {a for a in keyed if a not in query or not op.size[a].has(T)}
+        if keys:
+            inputs = set().union(*p.inputs)
+            keys |= {a for a in p.output if a not in inputs and op.size[a].has(T)}
+        marks[name] = keys
+        if "kv_cache" in data.get("tags", ()):
+            out_marks[name] = tuple(op.size[a].has(T) for a in p.output)
+        else:
+            out_marks[name] = tuple(a in keys for a in p.output)
+    return marks
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    n, i = name, 2
+    while n in taken:
+        n, i = f"{name}{i}", i + 1
+    return n
+
+
+def _rewire(H: nx.DiGraph, node: str) -> None:
+    """Make ``node``'s in-edges those of its ``inputs``."""
+    H.remove_edges_from(list(H.in_edges(node)))
+    H.add_edges_from((src, node) for src in H.nodes[node]["inputs"])
+
+
+def _absorb(H: nx.DiGraph, marks: dict[str, set[str]]) -> None:
+    """Fold each per-head expansion of a cached latent into the other side of attention (in place).
+
+    A weight matmul ``M: X, W -> Y`` that runs over the cached positions (MLA's
+    ``kv_b_k``, ``kv_b_v``) and whose only consumer is an attention contraction
+    ``S`` is moved off the cache: where ``S`` contracts an axis ``W`` made
+    (``q·(c W_k)ᵀ = (q W_kᵀ)·cᵀ``), ``M`` becomes a matmul of the query before
+    ``S``; where ``S`` keeps it (``p·(c W_v) = (p·c) W_v``), a matmul of the
+    output after ``S``. Either way ``M`` runs on the new token and ``S`` reads the
+    latent ``X`` itself. ``M`` keeps its name, weight and parameters.
+    """
+    for m in [n for n, d in H.nodes(data=True) if "op" in d]:
+        d = H.nodes[m]
+        M = d["op"]
+        consumers = list(H.successors(m))
+        if weight_use(M) != "dense" or M.attr("parts") or not marks[m] or M.attr("tied") or M.attr("bias") \
+                or len(consumers) != 1:
+            continue
+        s = consumers[0]
+        S = H.nodes[s]["op"]
+        ins = list(H.nodes[s]["inputs"])
+        reads_cache = kind_of(S).cache_operands
+        if reads_cache is None or ins.count(m) != 1:
+            continue
+        j = ins.index(m)
+        (X, W), Y = M.parsed.inputs, M.parsed.output
+        M_input = d["inputs"][0]
+        operands, Z = list(S.parsed.inputs), S.parsed.output
+        cache_operands = reads_cache(S)
+        if len(operands[j]) != len(Y) or j not in cache_operands:
+            continue  # not read as a key or value operand
+        to_s = dict(zip(Y, operands[j]))
+        taken = set(S.parsed.axes)
+        for a in (*X, *W):
+            if a not in to_s:
+                to_s[a] = _fresh(a, taken)
+                taken.add(to_s[a])
+        x, w = [to_s[a] for a in X], [to_s[a] for a in W]
+        made = [to_s[a] for a in W if a in Y and a not in X]  # the axes the weight expands to (h k)
+        partner = cache_operands[j]  # the query operand contracted with it (None: a value)
+        latent = [to_s[a] for a in W if a in X and a not in Y]
+        pre = [a for a in made if a not in Z]
+        post = [a for a in made if a in Z and not any(a in o for i, o in enumerate(operands) if i != j)]
+        sizes = {**S.size, **{to_s[a]: v for a, v in M.size.items()}}
+        if pre and not post and partner is not None and all(a in operands[partner] for a in pre):
+            q = operands[partner]
+            q_new = [a for a in q if a not in pre[1:]]
+            q_new = [latent[0] if a == pre[0] else a for a in q_new] + latent[1:]
+            new_m = f"{' '.join(q)}, {' '.join(w)} -> {' '.join(q_new)}"
+            operands[partner], operands[j] = q_new, x
+            new_s = f"{', '.join(' '.join(o) for o in operands)} -> {' '.join(Z)}"
+            d["inputs"] = (ins[partner],)
+            ins[partner], ins[j] = m, M_input
+        elif post and not pre:
+            z_new = [a for a in Z if a not in post[1:]]
+            z_new = [latent[0] if a == post[0] else a for a in z_new] + latent[1:]
+            new_m = f"{' '.join(z_new)}, {' '.join(w)} -> {' '.join(Z)}"
+            operands[j] = x
+            new_s = f"{', '.join(' '.join(o) for o in operands)} -> {' '.join(z_new)}"
+            ins[j] = M_input
+            for n in list(H.successors(s)):
+                H.nodes[n]["inputs"] = tuple(m if i == s else i for i in H.nodes[n]["inputs"])
+                _rewire(H, n)
+            d["inputs"] = (s,)
+        else:
+            continue
+        H.nodes[s]["inputs"] = tuple(ins)
+        _rewire(H, s)
+        _rewire(H, m)
+        d["op"] = Op("matmul", new_m, tuple((a, sizes[a]) for a in parse(new_m).axes), M.dtype, M.attrs)
+        attrs = dict(S.attrs)
+        if kind_of(S).dedupes_inputs:  # a fused kernel reads a tensor it is given twice (k and v) once
+            attrs["repeats"] = tuple(i for i, src in enumerate(ins) if src in ins[:i])
+        H.nodes[s]["op"] = Op(S.kind, new_s, tuple((a, sizes[a]) for a in parse(new_s).axes), S.dtype,
+                              tuple(sorted((k, v) for k, v in attrs.items() if v)))
+        marks[m] = set()  # S keeps its key axes: the latent's positions are the expansion's
+
+
+def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
+    """One decode step: each sequence computes one new token and reads C cached positions.
+
+    Which sizes are "the new token" (T → 1) and which are "the cached positions"
+    (T → C) is decided per op by data flow from the ``"kv_cache"``-tagged tensors
+    (see :func:`_key_axes`), not by axis names: an op downstream of a cached
+    tensor, before the contraction that sums the positions away, runs over C
+    positions; every other op over the one new token. A sliding window's key axis
+    ``w = min(T, W)`` becomes ``min(C, W)``. Causal masking no longer applies (the
+    one query sees every cached key).
+
+    Convention for a cache that is expanded before attention (MLA keeps a latent
+    and expands it per head with ``kv_b_k``/``kv_b_v``): the expansion is
+    *absorbed* (:func:`_absorb`), as DeepSeek's inference does, so attention reads
+    the cached latent itself and the up-projections run on the one new token
+    (scores 2·B·h·C·(r_kv + d_rope), context 2·B·h·C·r_kv FLOPs per layer). Under
+    FlashAttention (:func:`costmodel.graph.passes.flash_attention`) the bytes of a step
+    that grow with B·C are then exactly :func:`kv_cache_bytes`. A weight matmul
+    over cached positions that cannot be absorbed (a bias, several consumers) is
+    counted as the graph says, over all C positions each step.
+    """
+    H = _without_training_ops(G)
+    marks = _key_axes(H)
+    _absorb(H, marks)
+
+    def decoded(op: Op, keys: set[str]) -> Op:
+        sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)
+        attrs = tuple((k, tuple(decoded(p, keys) for p in v) if k == "parts" else v)
+                      for k, v in op.attrs if k != "causal")
+        return Op(op.kind, op.pattern, sizes, op.dtype, attrs)
+
+    for name, data in op_nodes(H):
+        data["op"] = decoded(data["op"], marks[name])
+    if not any(marks.values()):
+        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache; expected "
+                             "tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that attention reads "
+                             "over a position axis sized by T (e.g. keys 'b h s k')")
+    H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
+    return H
+
+
+def kv_cache_bytes(G: nx.DiGraph, counting: Counting = Counting()) -> sympy.Expr:
+    """Bytes of KV cache for B sequences of C tokens: :func:`costmodel.memory.inference.kv_cache` at context C."""
+    return kv_cache(G, C)
+
+
+def weight_bytes(G: nx.DiGraph, counting: Counting = Counting()) -> sympy.Expr:
+    """Bytes a decode step reads whatever the batch: its B⁰ term, i.e. the weights.
+
+    Derived from the op rules, not from op kinds, so any weight-carrying op
+    counts (matmuls, routed expert matmuls, norm gains, biases) and a gather
+    counts only the rows it reads; tensors shared by the whole batch (a position
+    table's row) are included too.
+    """
+    moved = sympy.expand(totals(decode_graph(G), counting).forward.bytes)
+    return sympy.expand(moved.subs(B, 0))
+
+
+def decode_cost(G: nx.DiGraph, values: Mapping | None = None, counting: Counting = Counting()):
+    """FLOPs and bytes of one decode step as functions of B and C (other symbols from ``values``)."""
+    fwd = totals(decode_graph(G), counting).forward
+    keep = {k: v for k, v in (values or {}).items() if k not in (B, C)}
+    return fwd.map(lambda e: sympy.expand(e.subs(keep)))
+
+
+def decode_intensity(G: nx.DiGraph, counting: Counting = Counting()) -> sympy.Expr:
+    """FLOPs per byte of one whole decode step, as an expression of B, C and the model's sizes."""
+    f = totals(decode_graph(G), counting).forward
+    return sympy.cancel(f.flops / f.bytes)
+
+
+def critical_batch(G: nx.DiGraph, ridge: sympy.Expr, counting: Counting = Counting()) -> sympy.Expr:
+    """The batch B* where a decode step's intensity equals ``ridge`` (symbolic or a number).
+
+    FLOPs = f·B and bytes = q0 + q1·B (weights once, per-sequence KV cache and
+    activations B times), so B* = ridge·q0 / (f − ridge·q1). Where f ≤ ridge·q1
+    (each sequence's own intensity is below the ridge, as with a long context)
+    decoding never becomes compute-bound: the result is then not positive.
+    """
+    fwd = totals(decode_graph(G), counting).forward
+    flops, moved = sympy.expand(fwd.flops), sympy.expand(fwd.bytes)
+    f, q1 = flops.coeff(B, 1), moved.coeff(B, 1)
+    q0 = sympy.expand(moved - q1 * B)
+    if sympy.expand(flops - f * B) != 0 or q0.has(B):
+        raise CostModelError("critical_batch: decode FLOPs and bytes are not affine in B; cannot solve")
+    return ridge * q0 / (f - ridge * q1)
+
+
+def decode_step(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
+                counting: Counting = Counting()) -> tuple[list[Bound], Bound]:
+    """Per-op roofline and total of one decode step (``values`` gives B and C)."""
+    rows = roofline(decode_graph(G), values, dev, dtype=dtype, counting=counting)
+    return rows, total(rows)
+
+
+def prefill(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
+            counting: Counting = Counting()) -> tuple[list[Bound], Bound]:
+    """Per-op roofline and total of a prefill over B prompts of T tokens: time to first token."""
+    rows = roofline(prefill_graph(G), values, dev, dtype=dtype, counting=counting)
+    return rows, total(rows)
+
+
+def _roots(expr: sympy.Expr, x: sympy.Symbol) -> list[sympy.Expr]:
+    """Real roots of ``expr`` in ``x``; a sliding window's ``Min(x, W)`` is solved on its rising branch
+    (``x``) and a root kept only where that branch holds."""
+    branch = expr.replace(lambda e: isinstance(e, sympy.Min) and e.has(x), lambda e: x)
+    return [r for r in sympy.solve(branch, x) if sympy.simplify(expr.subs(x, r)) == 0]
+
+
+def _ratio(expr: sympy.Expr) -> str:
+    """``a/(b - c*C)`` printed with a positive numerator."""
+    num, den = sympy.fraction(sympy.cancel(expr))
+    if num.is_number and num < 0:
+        num, den = -num, sympy.expand(-den)
+    return f"{num}/({den})"
+
+
+def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
+            batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+            counting: Counting = Counting()) -> dict[str, object]:
+    """Decode numbers at ``values`` (B, C and the model's sizes): step time, tokens/s,
+    weights and KV bytes, the critical batch, and throughput versus batch."""
+    dtype = dtype or G.graph.get("dtype", "bf16")
+    _, step = decode_step(G, values, dev, dtype=dtype, counting=counting)
+    b = int(values[B])
+    ridge = dev.ridge(dtype)
+    b_star_c = sympy.cancel(critical_batch(G, ridge, counting).subs(
+        {k: v for k, v in values.items() if k not in (B, C)}))  # B*(C)
+    b_star = evaluate(b_star_c, {C: values[C]}, "critical batch")
+    x = sympy.Symbol("x", real=True)  # C is declared an integer; the boundary need not be one
+    c_max = _roots(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
+    curve = []
+    for n in batches:
+        _, s = decode_step(G, {**values, B: n}, dev, dtype=dtype, counting=counting)
+        curve.append({"batch": n, "step_s": float(s.time_s), "tokens_per_s": float(n / s.time_s),
+                      "bound": s.bound})
+    no_b = {k: v for k, v in values.items() if k != B}
+    per_step = decode_cost(G, values, counting)
+    return {
+        "flops_expr": str(per_step.flops), "bytes_expr": str(per_step.bytes),
+        "step_s": float(step.time_s), "tokens_per_s": float(b / step.time_s),
+        "latency_per_token_s": float(step.time_s), "bound": step.bound,
+        "flops": as_int(step.flops, "decode flops"), "bytes": as_int(step.bytes, "decode bytes"),
+        "weights_bytes": as_int(evaluate(weight_bytes(G, counting), no_b, "weight bytes"), "weight bytes"),
+        "kv_cache_bytes": as_int(evaluate(kv_cache_bytes(G), values, "KV cache bytes"), "KV cache bytes"),
+        "critical_batch": float(b_star) if b_star > 0 else None,
+        "critical_batch_expr": _ratio(b_star_c),
+        "max_context_compute_bound": float(c_max[0]) if len(c_max) == 1 and c_max[0] > 0 else None,
+        "ridge": float(ridge), "throughput": curve,
+    }

@@ -1,0 +1,282 @@
+"""Time and utilisation: step time, wall-clock, MFU/HFU, communication and pipeline bubbles.
+
+Definitions (PaLM, Chowdhery et al. 2022, Appendix B):
+
+* **MFU** (model FLOPs utilisation) = model FLOPs per second achieved ÷ peak.
+  Model FLOPs are what the model needs (forward + backward), whatever the
+  implementation does.
+* **HFU** (hardware FLOPs utilisation) adds the FLOPs an implementation spends
+  again: activation recomputation, FlashAttention's score recompute.
+
+Times are exact Rationals in seconds; the CLI shows them in s, days or years.
+
+>>> from sympy import Rational
+>>> t = training_time(6 * 175 * 10**9 * 300 * 10**9, 1, 400 * 10**12)  # the lecture: 6ND at 400 TFLOP/s
+>>> float(t), round(float(t / YEAR), 2)
+(787500000.0, 24.95)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+
+import sympy
+
+import networkx as nx
+
+from ..errors import CostModelError
+from ..graph.analysis import totals
+from ..graph.quantities import Quantities, maximum
+from ..memory.device import prepared
+from ..options import Options
+from ..symbols import B, C, T
+from .decode import decode_graph, prefill_graph
+from .roofline import op_bounds
+from .table import Device, device
+
+#: Seconds in a day and in a (Julian, 365.25-day) year.
+DAY = 86400
+YEAR = sympy.Rational(36525, 100) * DAY
+
+
+def _positive(x: object, what: str) -> sympy.Rational:
+    try:
+        v = sympy.Rational(x.numerator, x.denominator) if isinstance(x, Fraction) else \
+            sympy.Rational(x) if not isinstance(x, float) else None
+    except (TypeError, ValueError):
+        v = None
+    if v is None or not v > 0:
+        raise CostModelError(f"{what}: expected a positive exact number, received {x!r}")
+    return v
+
+
+def training_time(flops: object, devices: int, achieved: object) -> sympy.Rational:
+    """Seconds to do ``flops`` on ``devices`` that each sustain ``achieved`` FLOP/s."""
+    return _positive(flops, "FLOPs") / (_positive(devices, "devices") * _positive(achieved, "achieved FLOP/s"))
+
+
+def utilization(flops: object, seconds: object, devices: int, peak: object) -> sympy.Rational:
+    """FLOPs done in ``seconds`` on ``devices`` as a share of their peak (MFU with model
+    FLOPs, HFU with hardware FLOPs)."""
+    return _positive(flops, "FLOPs") / (_positive(seconds, "seconds") * _positive(devices, "devices")
+                                        * _positive(peak, "peak FLOP/s"))
+
+
+def mfu_from_throughput(tokens_per_s: object, flops_per_token: object, devices: int, peak: object) -> sympy.Rational:
+    """MFU from a measured throughput: tokens/s × model FLOPs per token ÷ (devices × peak)."""
+    return utilization(_positive(tokens_per_s, "tokens/s") * _positive(flops_per_token, "FLOPs per token"), 1,
+                       devices, peak)
+
+
+def gpu_hours(seconds: object, devices: int) -> sympy.Rational:
+    """Device-hours: wall-clock × devices ÷ 3600."""
+    return sympy.Rational(seconds) * devices / 3600
+
+
+def comm_time(nbytes: object, bandwidth: object) -> sympy.Expr:
+    """Seconds to move ``nbytes`` (a number or an expression) over a link of ``bandwidth`` bytes/s per
+    direction (bandwidth-only: no latency term)."""
+    return sympy.sympify(nbytes) / _positive(bandwidth, "link bandwidth")
+
+
+def step_time(compute_s: object, comm_s: object = 0, *, overlap: bool = False) -> sympy.Rational:
+    """Compute plus communication (``overlap=False``), or the larger of the two (``overlap=True``)."""
+    c, m = sympy.Rational(compute_s), sympy.Rational(comm_s)
+    return max(c, m) if overlap else c + m
+
+
+def pipeline_bubble(stages: int, microbatches: int) -> sympy.Rational:
+    """Idle share of a GPipe/1F1B pipeline: (p − 1)/(m + p − 1) (Narayanan et al. 2021).
+
+    >>> pipeline_bubble(4, 8)
+    3/11
+    """
+    p = int(_positive(stages, "pipeline stages"))
+    m = microbatches if isinstance(microbatches, sympy.Expr) and not microbatches.is_number \
+        else int(_positive(microbatches, "microbatches"))
+    return sympy.Integer(p - 1) / (m + p - 1)
+
+
+def pipeline_time(compute_s: object, stages: int, microbatches: int) -> sympy.Rational:
+    """Step time with the bubble: busy time ÷ (1 − bubble) = busy × (m + p − 1)/m."""
+    return sympy.Rational(compute_s) / (1 - pipeline_bubble(stages, microbatches))
+
+
+def achieved_flops(dev: Device, dtype: str, *, achieved: object = None, mfu: object = None) -> sympy.Rational | None:
+    """FLOP/s one device sustains: given directly, or as ``mfu`` × the dtype's peak."""
+    if achieved is not None and mfu is not None:
+        raise CostModelError("give either an achieved FLOP/s or an MFU, not both")
+    if achieved is not None:
+        rate = _positive(achieved, "achieved FLOP/s")
+        if rate > dev.peak(dtype):
+            raise CostModelError(f"achieved FLOP/s {float(rate):.4g} is above {dev.name}'s {dtype} dense peak "
+                                 f"{float(dev.peak(dtype)):.4g}; expected at most the peak")
+        return rate
+    if mfu is not None:
+        u = _positive(mfu, "MFU")
+        if u > 1:
+            raise CostModelError(f"MFU is a share of peak: expected 0 < MFU <= 1, received {mfu}")
+        return u * dev.peak(dtype)
+    return None
+
+
+def _out(x: sympy.Rational) -> int | float:
+    """JSON-friendly: whole numbers stay exact ints, the rest become floats."""
+    return int(x) if x.q == 1 else float(x)
+
+
+#: Which link carries each kind of traffic: tensor and sequence parallel groups inside a node (NVLink, ICI),
+#: data and pipeline parallel groups across nodes (the network). Override with the ``comm_links`` option.
+LINKS = {"tp": "scale_up", "sp": "scale_up", "ep": "scale_up", "dp": "scale_out", "pp": "scale_out",
+         "scale_up": "scale_up", "scale_out": "scale_out"}
+
+
+def comm_seconds(volumes: Mapping[str, object], dev: Device,
+                 links: Mapping[str, str] = LINKS) -> dict[str, sympy.Rational]:
+    """Seconds each kind of traffic takes on its link (bytes per device per step → s).
+
+    A device without a network bandwidth in its table (TPU v4) sends everything
+    over its scale-up fabric.
+    """
+    out = {}
+    for kind, nbytes in volumes.items():
+        if kind not in links:
+            raise CostModelError(f"communication kind {kind!r}: expected one of {', '.join(sorted(links))}")
+        scope = links[kind]
+        if scope == "scale_out" and dev.scale_out_bandwidth is None:
+            scope = "scale_up"
+        out[kind] = comm_time(nbytes, dev.link(scope))
+    return out
+
+
+def _devices(q: Quantities, options: Options) -> tuple[int, tuple[int, sympy.Expr] | None]:
+    """Devices N and the pipeline (stages, micro-batches), from the memory section's layout."""
+    n = options.devices
+    layout = options.layout
+    pipe = options.pipeline
+    if layout.devices > 1:
+        if n not in (1, layout.devices):
+            raise CostModelError(f"--devices {n} disagrees with the layout's dp·tp·pp·sp = {layout.devices}")
+        n = layout.devices
+    if layout.pp > 1 and pipe is None and not options.inference:
+        pipe = (layout.pp, q.exprs.get("memory.layout.micro_batches", sympy.Integer(1)))
+    return n, pipe
+
+
+def _sum_time(G: nx.DiGraph, dev: Device, phase: str, dtype: str, options: Options) -> tuple[sympy.Expr, ...]:
+    """(time, compute, memory) of the per-op roofline bound of one pass, symbolic."""
+    rows = op_bounds(G, dev, phase=phase, dtype=dtype, counting=options.counting)
+    return tuple(sympy.Add(*(getattr(r, f) for r in rows)) for f in ("time_s", "compute_s", "memory_s"))
+
+
+def _inference_times(G: nx.DiGraph, dev: Device, dtype: str, n: int, options: Options) -> Quantities:
+    """Prefill (time to first token) and one decode step at context C, on one device's roofline.
+
+    N devices serving replicas multiply the throughput; a sharded model's
+    communication is not modelled here.
+    """
+    q = Quantities()
+    context = sympy.Integer(options.context) if options.context else T
+    first, _, _ = _sum_time(prefill_graph(G), dev, "forward", dtype, options)
+    one, compute, memory = (e.xreplace({C: context}) for e in _sum_time(decode_graph(G), dev, "forward", dtype,
+                                                                        options))
+    q.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": "roofline"})
+    q.add("time.peak_flops", dev.peak(dtype), "number")
+    q.add("time.ttft_s", first, "float")
+    q.add("time.decode_step_s", one, "float")
+    q.choices["time.decode_bound"] = ((compute, memory), ("compute", "memory"))
+    q.add("time.decode_tokens_per_s", n * B / one, "float")
+    q.add("time.context", context)
+    return q
+
+
+def time_quantities(model, options: Options, q: Quantities) -> Quantities:
+    """``time.*``, ``mfu`` and ``hfu`` keys of an estimate, when ``options.hardware`` is given.
+
+    Reads the keys of the counts and memory sections in ``q`` (``flops.training``, ``flops.recompute``,
+    ``communication_bytes.*``, ``memory.layout.*``) and the options ``hardware``, ``devices``, one of
+    ``achieved_flops`` (per device), ``mfu`` or a measured ``tokens_per_s`` (all devices together: MFU from a
+    measurement), ``comm_bytes``, ``comm_links``, ``overlap`` (communication hidden behind compute) and
+    ``pipeline``.
+
+    An achieved FLOP/s counts every FLOP executed (recompute included, as
+    Megatron-LM's X does); an MFU counts model FLOPs. Both, like a measured
+    throughput, are end-to-end: communication and bubbles are inside them. Without either, the compute
+    time is the roofline bound of one training step (plus recompute at peak) split
+    evenly over the devices.
+    """
+    out = Quantities()
+    if options.hardware is None:
+        return out
+    dev = device(options.hardware)
+    n, pipe = _devices(q, options)
+    dtype = options.dtype or model.graph.graph.get("dtype", "bf16")
+    peak = dev.peak(dtype)
+    G = prepared(model.graph, options)
+    if options.inference:
+        return _inference_times(G, dev, dtype, n, options)
+    t = totals(G, options.counting)
+    model_flops = q.exprs["flops.training"]
+    own = t.training.recompute_flops  # e.g. FlashAttention's score recompute
+    extra = q.exprs.get("flops.recompute", sympy.Integer(0))  # the memory section's recompute policy
+    hardware_flops = model_flops + own + extra
+    bound, _, _ = _sum_time(G, dev, "training", dtype, options)
+    rate = achieved_flops(dev, dtype, achieved=options.achieved_flops, mfu=options.mfu)
+    tokens = q.exprs["tokens.per_step"]
+    if options.tokens_per_s is not None:  # a measurement already includes communication and bubbles
+        basis, compute_s = "measured", tokens / _positive(options.tokens_per_s, "tokens/s")
+        rate = model_flops / (compute_s * n)
+        each = hardware_flops / (compute_s * n)
+        out.checks.append((sympy.Le(each, peak), lambda values: (
+            f"a measured {float(options.tokens_per_s):g} tokens/s on {n} device(s) means "
+            f"{float(each.xreplace(_subs(values))):.3g} FLOP/s each, above the {dtype} peak {float(peak):.3g}; "
+            "expected a throughput the devices can reach")))
+    elif rate is not None:
+        # an achieved FLOP/s is what the device executes (recompute included, as Megatron-LM's X);
+        # an MFU is a share of peak spent on model FLOPs
+        basis = "achieved" if options.achieved_flops is not None else "mfu"
+        compute_s = (hardware_flops if basis == "achieved" else model_flops) / (n * rate)
+    else:
+        basis, compute_s = "roofline", (bound + extra / peak) / n
+    volumes = {k.removeprefix("communication_bytes."): v for k, v in q.exprs.items()
+               if k.startswith("communication_bytes.") and k != "communication_bytes.total" and v != 0}
+    volumes.update({k: sympy.Integer(v) for k, v in options.comm_bytes})
+    comm = comm_seconds(volumes, dev, dict(options.comm_links) or LINKS)
+    comm_s = sympy.Add(*comm.values())
+    busy = maximum(compute_s, comm_s) if options.overlap else compute_s + comm_s
+    step_s = busy / (1 - pipeline_bubble(*pipe)) if pipe else busy
+    if basis != "roofline":
+        # a measured throughput, an achieved FLOP/s (Megatron-LM's X) and an MFU (PaLM) are end-to-end rates:
+        # communication and pipeline bubbles are already in them. Only the roofline basis adds them.
+        step_s = compute_s
+    out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": basis})
+    out.add("time.peak_flops", peak, "number")
+    out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
+    out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")
+    out.add("time.roofline_step_s", bound / n, "float")
+    out.add("time.compute_s", compute_s, "float")
+    out.add("time.comm_s", comm_s, "float")
+    out.info["time.overlap"] = options.overlap
+    out.add("time.step_s", step_s, "float")
+    out.add("time.tokens_per_s", tokens / step_s, "float")
+    out.add("mfu", model_flops / (step_s * n * peak), "float")
+    out.add("hfu", hardware_flops / (step_s * n * peak), "float")
+    for k, v in comm.items():
+        out.add(f"time.comm_by_kind.{k}", v, "float")
+    if basis in ("achieved", "mfu"):
+        out.add("time.achieved_flops", rate, "number")  # the rate given, before communication and bubbles
+    if pipe:
+        out.add("time.pipeline_bubble", pipeline_bubble(*pipe), "float")
+    if options.tokens is not None:
+        run_s = step_s * q.exprs["flops.training_total"] / model_flops  # the same rate for every step
+        out.add("time.training_s", run_s, "float")
+        out.add("time.training_days", run_s / DAY, "float")
+        out.add("time.gpu_hours", run_s * n / 3600, "float")
+        if rate is not None:  # the lecture's back-of-envelope: 6ND at the same rate
+            out.add("time.six_nd_training_s", q.exprs["flops.six_nd"] / (n * rate), "float")
+    return out
+
+
+def _subs(values: Mapping) -> dict:
+    return {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}

@@ -1,0 +1,266 @@
+"""Analyses: free functions of an op graph.
+
+They read the node attributes the builder writes (``op``, ``count``, ``block``,
+``inputs``, ``embedding``) and return sympy expressions, exact until a number is
+substituted with :func:`evaluate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError
+from ..options import Counting
+from ..symbols import symbol
+from .cost import Cost, OpCost, Zero
+from .registry import op_cost
+
+
+def op_nodes(G: nx.DiGraph) -> Iterator[tuple[str, dict]]:
+    """The nodes that carry an op (graph inputs carry none), in insertion order."""
+    for name, data in G.nodes(data=True):
+        if "op" in data:
+            yield name, data
+
+
+def node_cost(G: nx.DiGraph, name: str, counting: Counting = Counting()) -> OpCost:
+    """The cost of one run of the op at node ``name`` (not multiplied by its count)."""
+    return op_cost(G.nodes[name]["op"], counting)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """What one step of a graph costs, summed over its ops × their counts."""
+
+    params: sympy.Expr
+    params_embedding: sympy.Expr
+    forward: Cost
+    backward: Cost
+    params_active: sympy.Expr | None = None  # parameters one token uses (MoE: top_k of n_experts)
+
+    @property
+    def params_non_embedding(self) -> sympy.Expr:
+        return sympy.expand(self.params - self.params_embedding)
+
+    @property
+    def params_active_non_embedding(self) -> sympy.Expr:
+        """Active parameters without the embedding tables (the N of 6·N·D for a mixture of experts)."""
+        active = self.params if self.params_active is None else self.params_active
+        return sympy.expand(active - self.params_embedding)
+
+    @property
+    def training(self) -> Cost:
+        return self.forward + self.backward
+
+    def _repr_latex_(self) -> str:  # Jupyter
+        from ..reports.latex import cost_latex  # reports sit above the graph layer: imported when rendered
+
+        return cost_latex({"params": self.params, "params (embedding)": self.params_embedding,
+                           "flops (forward)": self.forward.flops, "flops (backward)": self.backward.flops})
+
+    def map(self, fn) -> Totals:
+        return Totals(fn(self.params), fn(self.params_embedding), self.forward.map(fn), self.backward.map(fn),
+                      None if self.params_active is None else fn(self.params_active))
+
+
+def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
+    """Parameters and forward and backward costs of one step of ``G``, summed once over its ops × counts.
+
+    (Bytes saved for backward are the memory layer's: :func:`costmodel.memory.activations.activations`.)
+
+    >>> from costmodel.kit import GraphBuilder, totals, symbols as s
+    >>> b = GraphBuilder("one", b=s.B, d=s.d)
+    >>> x = b.input("x", "b d", dtype="bf16")
+    >>> _ = b.matmul("w", x, "b d, d e -> b e", e=s.d)
+    >>> t = totals(b.graph)
+    >>> t.forward.matmul_flops, t.backward.matmul_flops, t.params
+    (2*B*d**2, 4*B*d**2, d**2)
+    """
+    params, emb, active, fwd, bwd = [], [], [], [], []
+    for name, data in op_nodes(G):
+        cost, count = op_cost(data["op"], counting), data["count"]
+        fwd.append(cost.forward * count)
+        bwd.append(cost.backward * count)
+        params.append(cost.params * count)
+        active.append(cost.active_params * count)
+        if data.get("embedding"):
+            emb.append(cost.params * count)
+    return Totals(sympy.Add(*params), sympy.Add(*emb), add_costs(fwd), add_costs(bwd),
+                  sympy.Add(*active)).map(sympy.expand)
+
+
+def add_costs(costs: list[Cost]) -> Cost:
+    """The sum of many costs, each field summed once (``Add(*terms)``: linear in the number of terms)."""
+    return Cost(*(sympy.Add(*(getattr(c, f) for c in costs)) for f in Cost.__dataclass_fields__))
+
+
+@dataclass(frozen=True)
+class Row:
+    """Costs of one op or block in a step: both passes and parameters, times the runs per step."""
+
+    forward: Cost
+    backward: Cost
+    params: sympy.Expr
+    active_params: sympy.Expr
+
+    @property
+    def training(self) -> Cost:
+        return self.forward + self.backward
+
+
+def breakdown(G: nx.DiGraph, counting: Counting = Counting(), by: str = "op") -> dict[str, Row]:
+    """Costs per op (``by="op"``) or per enclosing block (``by="block"``), times counts.
+
+    Dotted node names give the blocks: ``layers.attn.wq`` is in ``layers.attn``.
+    """
+    if by not in ("op", "block"):
+        raise CostModelError(f"breakdown: by must be 'op' or 'block', received {by!r}")
+    rows: dict[str, Row] = {}
+    for name, data in op_nodes(G):
+        c, n = op_cost(data["op"], counting), data["count"]
+        key = name if by == "op" else (data["block"] or "(top)")
+        scaled = Row(c.forward * n, c.backward * n, c.params * n, c.active_params * n)
+        if key in rows:
+            prev = rows[key]
+            scaled = Row(prev.forward + scaled.forward, prev.backward + scaled.backward,
+                         prev.params + scaled.params, prev.active_params + scaled.active_params)
+        rows[key] = scaled
+    return rows
+
+
+def subgraph_cost(G: nx.DiGraph, prefix: str, counting: Counting = Counting()) -> Cost:
+    """Forward cost of every op whose dotted name starts with ``prefix`` (× counts).
+
+    The intensity of a subgraph is ``subgraph_cost(G, "layers.mlp").intensity``:
+
+    >>> from costmodel import load
+    >>> from costmodel.symbols import B
+    >>> mlp = subgraph_cost(load("gpt").graph, "layers.mlp")
+    >>> leading_term(mlp.intensity, B)  # O(d) FLOPs per byte once the batch amortises the weights
+    2*d/5 + 11/10
+    """
+    nodes = [(n, d) for n, d in op_nodes(G) if n == prefix or n.startswith(prefix + ".")]
+    if not nodes:
+        raise CostModelError(f"no op or block named {prefix!r} in graph {G.graph.get('name')!r}")
+    return add_costs([op_cost(d["op"], counting).forward * d["count"] for _, d in nodes]).simplify()
+
+
+def intensity(cost: Cost) -> sympy.Expr:
+    """Arithmetic intensity (FLOPs per byte) of a cost record."""
+    return cost.intensity
+
+
+def leading_term(expr: sympy.Expr, sym: sympy.Symbol | str, point: object = sympy.oo) -> sympy.Expr:
+    """The dominant term of ``expr`` as ``sym`` → ``point`` (∞ by default, or 0).
+
+    >>> from costmodel.symbols import B, d
+    >>> leading_term(2*B*d**2 / (2*B*d + 2*d**2), B)
+    d
+    >>> leading_term(2*B*d**2 / (2*B*d + 2*d**2), B, 0)
+    B
+    """
+    s = symbol(sym) if isinstance(sym, str) else sym
+    x = sympy.Dummy("x", positive=True)
+    if point in (sympy.oo, "oo", float("inf")):
+        return sympy.simplify(expr.subs(s, 1 / x).as_leading_term(x).subs(x, 1 / s))
+    if point in (0, sympy.Integer(0)):
+        return sympy.simplify(expr.subs(s, x).as_leading_term(x).subs(x, s))
+    raise CostModelError(f"leading_term: point must be oo or 0, received {point!r}")
+
+
+def limit(expr: sympy.Expr, sym: sympy.Symbol | str, point: object = sympy.oo) -> sympy.Expr:
+    """``lim expr`` as ``sym`` → ``point``."""
+    s = symbol(sym) if isinstance(sym, str) else sym
+    return sympy.limit(expr, s, point)
+
+
+def evaluate(expr: sympy.Expr, values: Mapping[object, object], what: str = "expression") -> sympy.Rational:
+    """Substitute numbers for symbols and return an exact sympy number.
+
+    Every free symbol must get a value; a symbol left over is an error, never a
+    silently symbolic "number".
+    """
+    subs = {symbol(k) if isinstance(k, str) else k: v for k, v in values.items()}
+    expr = sympy.Integer(expr) if isinstance(expr, int) else expr
+    result = expr.xreplace({k: sympy.Integer(v) if isinstance(v, int) else v for k, v in subs.items()})
+    if result.has(sympy.Float):
+        raise CostModelError(f"cannot evaluate {what}: a value is a float; expected exact integers or rationals")
+    free = sorted(map(str, result.free_symbols))
+    if free:
+        raise CostModelError(f"cannot evaluate {what}: no value for {', '.join(free)}; "
+                             f"expected values for every symbol, received {sorted(map(str, subs))}")
+    return sympy.Rational(result)
+
+
+def as_int(value: sympy.Expr, what: str) -> int:
+    """An exact Python int, or an error if ``value`` is not a whole number."""
+    v = sympy.Rational(value)
+    if v.q != 1:
+        raise CostModelError(f"{what} is not a whole number: {v}")
+    return int(v.p)
+
+
+
+def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
+    """Every axis of every op must come out a positive whole number under ``values``.
+
+    This is where "heads must divide d" is caught, for any architecture: the head
+    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size. Block counts
+    must come out positive too (``L - L_dense`` MoE layers needs ``L > L_dense``).
+    """
+    subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    for block, count in G.graph.get("blocks", {}).items():
+        value = (sympy.Integer(count) if isinstance(count, int) else count).xreplace(subs)
+        if not value.free_symbols and not (value.is_integer and value.is_positive):
+            raise CostModelError(f"block {block!r}: count {count} = {value} is not a positive whole number; "
+                                 "check the settings it is made of")
+    for name, data in op_nodes(G):
+        op = data["op"]
+        for axis, size in op.sizes:
+            value = size.xreplace(subs)
+            if value.free_symbols:
+                continue  # reported by evaluate(), with every missing symbol at once
+            if not (value.is_integer and value.is_positive):
+                raise CostModelError(
+                    f"op {name!r}: axis {axis!r} = {size} = {value} is not a positive whole number "
+                    f"(pattern {op.pattern!r}); check that the sizes divide evenly")
+        experts, route = op.attr("experts"), op.attr("route")
+        if experts and route:  # a token cannot be routed to more experts than there are
+            k, e = (op.size[str(a)].xreplace(subs) for a in (route, experts))
+            if not (k.free_symbols or e.free_symbols) and k > e:
+                raise CostModelError(f"op {name!r}: routes each token to {route!r} = {k} experts of {experts!r} = {e}; "
+                                     "expected at most as many as there are")
+    for condition, why in G.graph.get("constraints", ()):
+        holds = condition.xreplace(subs)
+        if holds is sympy.false:
+            raise CostModelError(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with "
+                                 + ", ".join(f"{s} = {subs[s]}" for s in sorted(condition.free_symbols, key=str)))
+
+
+# ---------------------------------------------------------------------------
+# Structure: orderings and repeated blocks
+
+
+def order(G: nx.DiGraph) -> list[str]:
+    """Op nodes in a topological order that follows insertion order where it can."""
+    index = {n: i for i, n in enumerate(G.nodes)}
+    return [n for n in nx.lexicographical_topological_sort(G, key=index.__getitem__) if "op" in G.nodes[n]]
+
+
+def repeated_blocks(G: nx.DiGraph) -> dict[str, sympy.Expr]:
+    """The outermost repeated blocks (count ≠ 1) of ``G``: block → count."""
+    blocks = G.graph.get("blocks", {})
+    out: dict[str, sympy.Expr] = {}
+    for name in sorted(blocks, key=lambda b: b.count(".")):
+        if blocks[name] != 1 and not any(name.startswith(o + ".") for o in out):
+            out[name] = blocks[name]
+    return out
+
+
+def in_block(node: str, block: str) -> bool:
+    """Whether ``node`` sits inside ``block`` (dotted names: ``layers.attn.q`` is in ``layers``)."""
+    return node.startswith(block + ".")

@@ -1,0 +1,173 @@
+"""Rules of composite ops: fused attention, routed (mixture-of-experts) matmuls, fused element-wise chains.
+
+Registered in the one registry (:mod:`costmodel.graph.registry`) with the same shared derivations as the
+core rules (:func:`~costmodel.graph.rules.contraction`); the registry imports this module, so the rules
+exist whenever it does.
+"""
+
+from __future__ import annotations
+
+from ..errors import CostModelError
+from ..options import Counting
+from .cost import Cost, OpCost, Saved, Zero, dtype_bytes
+from .pattern import elements, parse
+from .registry import Op, data_operands, op_cost, rule, weight_operand
+from .rules import causal_scale, contraction, elementwise_spec, elements_of, matrix, trainable
+
+
+def _attention_cache_operands(op: Op) -> dict[int, int | None]:
+    """Keys (odd operands before v) are contracted with their query; v meets the probabilities."""
+    n = len(op.parsed.inputs)
+    return {**{j: j - 1 for j in range(1, n - 1, 2)}, n - 1: None}
+
+
+@rule("attention", counts_softmax=True, cache_operands=_attention_cache_operands, dedupes_inputs=True)
+def _attention(op: Op, counting: Counting) -> OpCost:
+    """Fused attention (FlashAttention): ``"q, k, v -> out"`` without materialising scores.
+
+    Split scores (MLA's ``q_nope·k_nope + q_rope·k_rope``) give more q, k pairs:
+    ``"q1, k1, q2, k2, v -> out"``; the scores are the sum of the pairs' contractions.
+
+    Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
+    ``causal``, ``repeats`` (indices of operands that are an earlier operand's
+    tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (element-wise fns applied to the scores before the
+    softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
+    the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
+    recomputes the scores (``recompute_flops``), as FlashAttention does.
+    """
+    p = op.parsed
+    if len(p.inputs) < 3 or len(p.inputs) % 2 == 0:
+        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> out')")
+    *qk_operands, v = p.inputs
+    pairs = list(zip(qk_operands[::2], qk_operands[1::2]))
+    q = pairs[0][0]
+    out = p.output
+    scores = parse(str(op.attr("scores", ""))).output if op.attr("scores") else None
+    if scores is None or any(a not in op.size for a in scores):
+        raise CostModelError(f"attention pattern {p.text!r}: attribute scores must name the score axes")
+    scale = causal_scale(op, counting)
+    qk = sum((contraction(op, pair, scores, scale=scale) for pair in pairs), Cost())
+    pv = contraction(op, (scores, v), out, scale=scale)
+    # the softmax and epilogue run over every score, as the unfused ops count them: ``causal`` halves
+    # only the contractions, so the flash_attention pass preserves FLOPs under either convention
+    n_scores = elements_of(op, scores)
+    epilogue = op.attr("epilogue", ()) if counting.elementwise == "all" else ()
+    per_score_fwd = counting.softmax_flops[0] + sum(elementwise_spec(fn).forward for fn in epilogue)
+    per_score_bwd = counting.softmax_flops[1] + sum(elementwise_spec(fn).backward for fn in epilogue)
+    size = dtype_bytes(op.dtype)
+    rows = elements_of(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
+    again = op.attr("repeats", ())  # operands that are an earlier operand's tensor (MLA's absorbed latent): read once
+    io_read = sum((elements_of(op, axes) for i, axes in enumerate(p.inputs) if i not in again), Zero) * size
+    forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
+                   bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
+    grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
+    backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
+                    bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
+                    bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
+    names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"]
+    saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
+             Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))
+    return OpCost(forward, backward, (), saved)
+
+
+@rule("routed_matmul", weight_operand=1, weight_use="routed")
+def _routed_matmul(op: Op, counting: Counting) -> OpCost:
+    """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
+
+    Pattern ``"b t d, e d f -> b t r f"`` with attributes ``experts="e"`` (the
+    weight axis that is *selected*, not contracted: each of the ``r`` copies of a
+    token uses one weight set) and ``route="r"`` (the copies: ``top_k``). The
+    route axis is new in the output (each token is sent to ``r`` experts) or is
+    summed away with the contraction (``"b t r f, e f d -> b t d"`` adds the ``r``
+    expert outputs back into one token).
+
+    FLOPs are those of the routed tokens: 2 × the product of the distinct axes
+    *without* ``experts``; backward is the input and the weight gradient, each as
+    much (no weight gradient when ``trainable=False``, as for a matmul). Parameters
+    are all ``e`` weight sets; ``active`` ones are the ``r`` a token uses (``params · r / e``).
+    """
+    p = op.parsed
+    if len(p.inputs) != 2:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: expected 'input, weight -> output'")
+    x, w = p.inputs
+    y = p.output
+    e, r = str(op.attr("experts", "")), str(op.attr("route", ""))
+    if e not in w or e in x or e in y:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: experts={e!r} must be an axis of the weight only")
+    if not r or r in w or (r in x) == (r in y):
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
+                             "the input and the output (not of the weight)")
+    stray = [a for a in y if a not in x and a not in w and a != r]
+    if stray:
+        raise CostModelError(f"routed_matmul pattern {p.text!r}: output axes {stray} appear in no input")
+    per_token_w = tuple(a for a in w if a != e)  # the weight one routed copy of a token meets
+    # bytes: every expert's weights are read (and their gradients written) once, which is
+    # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
+    extra = (elements_of(op, w) - elements_of(op, per_token_w)) * dtype_bytes(op.dtype)
+    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
+    backward = contraction(op, (y, per_token_w), x) + Cost(bytes_read=extra)  # input gradient
+    if trainable(op):  # weight gradient, written for every expert
+        backward += contraction(op, (x, y), per_token_w) + Cost(bytes_written=extra)
+    weight = matrix(op, w, y, stacked=(e,))  # one matrix per expert
+    active = weight.elements * op.size[r] / op.size[e]
+    # as for a matmul: the input is kept only for the weight gradient (none for a frozen weight)
+    saved = (Saved("input", "input0", elements_of(op, x), op.dtype),) if trainable(op) else ()
+    return OpCost(forward, backward, (weight,), saved, active)
+
+
+# ---------------------------------------------------------------------------
+# Fused element-wise chains (made by costmodel.graph.passes.fuse_elementwise)
+
+
+def _fused_weight(op: Op) -> int | None:
+    """A fused op's operands start with its first part's (weight included): that part's weight operand."""
+    parts = op.attr("parts")
+    return weight_operand(parts[0]) if parts else None
+
+
+@rule("fused", weight_operand=_fused_weight)
+def _fused(op: Op, counting: Counting) -> OpCost:
+    """An op and the element-wise ops folded into it (see :func:`fuse_elementwise`).
+
+    Forward: the parts' FLOPs; reads = the first part's reads plus each later
+    part's other operands; writes = the last part's output (plus, when
+    ``keep_saved``, intermediates a part saves for backward). Backward: the
+    parts' backward costs, unfused.
+    """
+    parts, chains, names = op.attr("parts"), op.attr("chain"), op.attr("names")
+    costs = [op_cost(p, counting) for p in parts]
+    n_first = len(data_operands(parts[0]))  # later parts' other operands follow the first part's graph tensors
+    fwd = Cost(flops=sum((c.forward.flops for c in costs), Zero),
+               matmul_flops=sum((c.forward.matmul_flops for c in costs), Zero),
+               bytes_read=costs[0].forward.bytes_read, bytes_written=costs[-1].forward.bytes_written,
+               recompute_flops=sum((c.forward.recompute_flops for c in costs), Zero))
+    saved: dict[str, Saved] = {}
+    extra_index = n_first
+    for j, (part, cost) in enumerate(zip(parts, costs)):
+        remap: dict[str, str] = {}
+        if j > 0:
+            chain = chains[j]
+            chain_bytes = elements(part.parsed.inputs[chain], part.size) * dtype_bytes(part.dtype)
+            fwd += Cost(bytes_read=cost.forward.bytes_read - chain_bytes)
+            remap[f"input{chain}"] = f"{names[j - 1]}.out"
+            for i in range(len(part.parsed.inputs)):
+                if i != chain:
+                    remap[f"input{i}"] = f"input{extra_index}"
+                    extra_index += 1
+        if j < len(parts) - 1:
+            remap["output"] = f"{names[j]}.out"
+        for s in cost.saved:
+            source = remap.get(s.source, s.source)
+            if source.endswith(".out"):  # an intermediate the fused op makes and keeps
+                s = Saved(source, "own", s.elements, s.dtype, s.role)
+            elif s.source == "own":
+                s = Saved(f"{names[j]}.{s.name}", "own", s.elements, s.dtype, s.role)
+            else:
+                s = Saved(s.name, source, s.elements, s.dtype, s.role)
+            saved.setdefault(s.name if s.source == "own" else f"{names[j]}.{s.name}", s)
+    if op.attr("keep_saved"):
+        fwd += Cost(bytes_written=sum((s.bytes for s in saved.values() if s.name.endswith(".out")), Zero))
+    bwd = sum((c.backward for c in costs), Cost())
+    weights = tuple(w for c in costs for w in c.weights)
+    active = None if all(c.active is None for c in costs) else sum((c.active_params for c in costs), Zero)
+    return OpCost(fwd, bwd, weights, tuple(saved.values()), active)

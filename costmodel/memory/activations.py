@@ -1,0 +1,251 @@
+"""Activation memory: the tensors kept for backward, under a recompute choice.
+
+Activations are the tensors ops save for backward (each op rule's ``Saved``
+list), each distinct tensor once, × the runs that keep a copy. Choices:
+
+* ``recompute="none"``: everything saved is kept (what eager PyTorch does).
+* ``"selective"``: the attention core (score → epilogue → softmax → dropout →
+  context, found as :func:`costmodel.graph.passes.flash_attention` finds it) is
+  recomputed in backward, as in Korthikanti et al. 2022: its T×T tensors are
+  not kept; q, k, v are.
+* ``"full"``: only the input of every iteration of each repeated block (the
+  transformer layers) is kept; the block's forward runs again in backward.
+
+FlashAttention is a graph pass (:func:`costmodel.graph.passes.flash_attention`);
+activation dtype is the graph's dtype (a builder option). Recomputed forward
+FLOPs are returned as ``recompute_flops`` (hardware FLOPs, not model FLOPs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError
+from ..graph.analysis import in_block, op_nodes, order, repeated_blocks
+from ..graph.cost import Saved, Zero
+from ..graph.passes import attention_chains
+from ..graph.pattern import Axes, elements
+from ..graph.quantities import maximum
+from ..graph.registry import data_operands, kind_of, op_cost
+from ..options import Counting
+from .policies import RECOMPUTE
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One distinct tensor kept for backward: what it is, its axes, who keeps it, how many copies."""
+
+    node: str  # the node that makes it
+    saved: Saved
+    axes: tuple[tuple[str, sympy.Expr], ...]  # (axis, size)
+    copies: sympy.Expr
+    savers: tuple[str, ...]  # ops that save it, in graph order
+
+    @property
+    def bytes(self) -> sympy.Expr:
+        return self.saved.bytes * self.copies
+
+
+def _axes_of(op, s: Saved) -> Axes:
+    p = op.parsed
+    if s.source == "output":
+        return p.output
+    if s.source.startswith("input"):
+        return data_operands(op)[int(s.source.removeprefix("input"))]  # "inputN": the node's N-th input
+    if s.elements.is_number:
+        return ()  # a scalar (nll_loss's total_weight): no axis to split
+    first = p.inputs[0]
+    reduced = str(op.attr("axis", first[-1]))
+    for axes in (p.output, first, tuple(a for a in first if a != reduced)):
+        if sympy.expand(elements(axes, op.size) - s.elements) == 0:
+            return axes
+    return p.output
+
+
+def requires_grad(G: nx.DiGraph, counting: Counting = Counting(),
+                  carried: frozenset[str] = frozenset()) -> set[str]:
+    """Op nodes whose output needs a gradient: they hold a trainable weight or read such an output.
+
+    An op outside this set builds no backward node and saves nothing (PyTorch's
+    autograd), e.g. everything before the first adapter of a frozen model.
+    ``carried``: producers whose output is taken to need a gradient (a repeated
+    block's input after its first iteration, which is the block's own output).
+    """
+    out: set[str] = set(carried)
+    for name in order(G):
+        data = G.nodes[name]
+        op = data["op"]
+        own = op_cost(op, counting).params != 0 and op.attr("trainable", True) is not False
+        if own or any(src in out for src in data["inputs"]):
+            out.add(name)
+    return out
+
+
+def _grad_share(G: nx.DiGraph, counting: Counting) -> dict[str, sympy.Expr]:
+    """Per op node: the share of its runs whose output needs a gradient (1, 0, or (L−1)/L in a block
+    whose first iteration reads a tensor without gradient but whose later iterations read their own output)."""
+    first = requires_grad(G, counting)
+    share = {n: sympy.Integer(1 if n in first else 0) for n in order(G)}
+    for block, count in repeated_blocks(G).items():
+        if not any(in_block(n, block) and n in first for n in share):
+            continue
+        later = requires_grad(G, counting, frozenset(block_inputs(G, block)))
+        for n in share:
+            if in_block(n, block) and (n in first) != (n in later):
+                share[n] = (int(n in first) + (count - 1) * int(n in later)) / count
+    return share
+
+
+def kept_tensors(G: nx.DiGraph, counting: Counting = Counting()) -> dict[tuple, Kept]:
+    """Each distinct tensor saved for backward (no recompute), keyed by the node that holds its storage.
+
+    Ops whose output needs no gradient (:func:`requires_grad`) save nothing.
+    """
+    out: dict[tuple, Kept] = {}
+    grad = _grad_share(G, counting)
+    for name in order(G):
+        data = G.nodes[name]
+        op = data["op"]
+        if grad[name] == 0:
+            continue
+        for s in op_cost(op, counting).saved:
+            share = grad[name]
+            if s.source == "own":
+                node, label = name, s.name
+            elif s.source == "output":
+                node, label = name, "output"
+            else:
+                i = int(s.source.removeprefix("input"))
+                node, label = data["inputs"][i], "output"
+            if s.serves is not None:  # kept only for some inputs' gradients (a·b keeps a for b's)
+                shares = [grad.get(data["inputs"][j], sympy.Integer(0)) for j in s.serves]
+                share = maximum(*shares)
+                if share == 0:
+                    continue
+            base = _storage(G, node) if label == "output" else node
+            key = (base, label, data["count"])
+            copies = data["count"] * share
+            if key in out:
+                old = out[key]
+                out[key] = Kept(old.node, old.saved, old.axes, copies if share == 1 else old.copies,
+                                (*old.savers, name))
+            elif base != node:  # a view (a sliding window's unfold): the kept tensor is its input's storage
+                owner = G.nodes[base]["op"]
+                axes = owner.parsed.output
+                kept = Saved(s.name, s.source, elements(axes, owner.size), s.dtype, s.role)
+                out[key] = Kept(base, kept, tuple((a, owner.size[a]) for a in axes), copies, (name,))
+            else:
+                axes = _axes_of(op, s)
+                out[key] = Kept(node, s, tuple((a, op.size[a]) for a in axes), copies, (name,))
+    return out
+
+
+def _storage(G: nx.DiGraph, node: str) -> str:
+    """The op node whose output holds ``node``'s storage: a view (a reshape without copy) shares its input's."""
+    while True:
+        op = G.nodes[node].get("op")
+        if op is None or not kind_of(op).view(op):
+            return node
+        source = G.nodes[node]["inputs"][0]
+        if "op" not in G.nodes[source]:
+            return node  # a view of a graph input: keep the view's own size
+        node = source
+
+
+def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
+    """Tensors from outside ``block`` read inside it (a layer's input), one Kept per producer."""
+    count = G.graph["blocks"][block]
+    out: dict[str, Kept] = {}
+    for name in order(G):
+        if not in_block(name, block):
+            continue
+        op = G.nodes[name]["op"]
+        for i, src in enumerate(G.nodes[name]["inputs"]):
+            if in_block(src, block):
+                continue
+            if src in out:
+                out[src] = Kept(**{**out[src].__dict__, "savers": (*out[src].savers, name)})
+                continue
+            axes = data_operands(op)[i]
+            n = elements(axes, op.size)
+            dtype = "int64" if "op" not in G.nodes[src] else op.dtype
+            out[src] = Kept(src, Saved("block_input", "input%d" % i, n, dtype), tuple((a, op.size[a]) for a in axes),
+                            count, (name,))
+    return out
+
+
+def attention_cores(G: nx.DiGraph) -> list[tuple[list[str], str]]:
+    """Each materialised attention core: ([score, epilogue, softmax, dropout nodes], context node).
+
+    The chains :func:`costmodel.passes.flash_attention` fuses (split MLA scores too),
+    found by the same walk: selective recompute drops exactly what FlashAttention fuses.
+    """
+    return [([*scores, *epilogue, softmax, *dropouts], context)
+            for scores, epilogue, softmax, dropouts, context in attention_chains(G)]
+
+
+@dataclass(frozen=True)
+class Activations:
+    """Activation memory of one step under a recompute choice."""
+
+    tensors: dict[tuple, Kept]
+    recompute: str
+    recompute_flops: sympy.Expr
+
+    @property
+    def bytes(self) -> sympy.Expr:
+        return sympy.expand(sum((k.bytes for k in self.tensors.values()), Zero))
+
+    def by_role(self) -> dict[str, sympy.Expr]:
+        out: dict[str, sympy.Expr] = {}
+        for k in self.tensors.values():
+            out[k.saved.role] = sympy.expand(out.get(k.saved.role, Zero) + k.bytes)
+        return out
+
+
+def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Counting()) -> Activations:
+    """The tensors kept for backward under ``recompute`` and the forward FLOPs done again.
+
+    >>> from costmodel import load
+    >>> G = load("gpt", {"dropout_p": True}).graph
+    >>> a = activations(G, "full")
+    >>> a.bytes  # L layer inputs; outside the layers: embedding mask, ln_f in, lm_head in, ids, ...
+    2*B*L*T*d + 4*B*T*V + 5*B*T*d + 24*B*T + 8*T + 4
+    """
+    if recompute not in RECOMPUTE:
+        raise CostModelError(f"recompute must be one of {RECOMPUTE}, received {recompute!r}")
+    tensors = kept_tensors(G, counting)
+    flops = Zero
+    if recompute == "selective":
+        for core, context in attention_cores(G):
+            tensors = {k: v for k, v in tensors.items() if v.node not in core}
+            flops += sum((op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"]
+                          for n in (*core, context)), Zero)
+    elif recompute == "full":
+        for block, count in repeated_blocks(G).items():
+            tensors = {k: v for k, v in tensors.items() if not all(in_block(s, block) for s in v.savers)}
+            for src, kept in block_inputs(G, block).items():
+                tensors[(src, "block_input", count)] = kept
+            flops += sum((op_cost(d["op"], counting).forward.flops * d["count"]
+                          for n, d in op_nodes(G) if in_block(n, block)), Zero)
+    return Activations(tensors, recompute, sympy.expand(flops))
+
+
+def per_iteration(G: nx.DiGraph, block: str = "layers", recompute: str = "none",
+                  counting: Counting = Counting()) -> dict[str, sympy.Expr]:
+    """Bytes one iteration of ``block`` keeps (one transformer layer), by role.
+
+    With the GPT-3 recipe (bf16, dropout on) this is Korthikanti et al.'s
+    ``s·b·h·(34 + 5·a·s/h)`` plus the LayerNorm statistics (``role="stats"``).
+    """
+    if block not in G.graph.get("blocks", {}):
+        raise CostModelError(f"no block {block!r} in graph {G.graph.get('name')!r}; blocks: {sorted(G.graph['blocks'])}")
+    count = G.graph["blocks"][block]
+    out: dict[str, sympy.Expr] = {}
+    for k in activations(G, recompute, counting).tensors.values():
+        if all(in_block(s, block) for s in k.savers):
+            out[k.saved.role] = sympy.expand(out.get(k.saved.role, Zero) + k.bytes / count)
+    return out

@@ -1,0 +1,70 @@
+"""Inference memory: the KV cache, weights in an inference format, the forward working set."""
+
+from __future__ import annotations
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError
+from ..graph.analysis import op_nodes
+from ..graph.cost import Zero, dtype_bytes
+from ..graph.pattern import elements
+from ..graph.registry import data_operands
+from ..symbols import C, T
+from .policies import weight_format
+from .states import weights
+
+
+def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -> sympy.Expr:
+    """Bytes of the KV cache for ``context`` tokens: every tensor tagged ``"kv_cache"``.
+
+    Each tagged tensor (k and v, or MLA's latent) is kept for every token: its
+    elements with the sequence length T replaced by ``context``, × its count
+    (L layers), in ``dtype`` (default: the op's). For MHA/GQA this is
+    ``2 · L · B · C · n_kv · d_head · bytes``.
+    """
+    total = Zero
+    for name, data in op_nodes(G):
+        if "kv_cache" in data.get("tags", ()):
+            op = data["op"]
+            kept = data.get("kv_positions", T).subs(T, context)  # a sliding window keeps only its last tokens
+            n = elements(op.parsed.output, op.size).subs(T, kept)
+            total += n * data["count"] * dtype_bytes(dtype or op.dtype)
+    if total == 0:
+        raise CostModelError(f"graph {G.graph.get('name')!r} tags no tensor 'kv_cache'; expected the k and v "
+                             "projections (or a latent) tagged with GraphBuilder.tag(t, 'kv_cache')")
+    return sympy.expand(total)
+
+
+def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str, sympy.Expr]:
+    """Weight bytes for inference: matmul weights in ``fmt``; tables, norms, biases in the graph dtype.
+
+    ``share(w)``: the fraction of each weight one device holds (default: all of it), as
+    :func:`costmodel.memory.parallel.weight_share` gives for a pipeline stage.
+    """
+    f = weight_format(fmt)
+    quantised = scales = other = Zero
+    for w in weights(G):
+        op = G.nodes[w.node]["op"]
+        part = sympy.Integer(1) if share is None else share(w)
+        if w.param.quantized:  # a matmul's weight; a lookup table, norm gains and biases stay as they are
+            quantised += w.elements * w.count * sympy.Rational(f.bits, 8) * part
+            per_matrix = w.rows if f.group is None else w.rows * sympy.ceiling(w.cols / f.group)
+            groups = w.stack * per_matrix  # each of a stack of matrices (MoE experts) has its own scales
+            scales += groups * w.count * f.scale_bytes * part
+        else:
+            other += w.elements * w.count * dtype_bytes(op.dtype) * part
+    return {"matmul_weights": quantised, "scales": scales, "other": other,
+            "total": sympy.expand(quantised + scales + other)}
+
+
+def working_set(G: nx.DiGraph) -> tuple[tuple[sympy.Expr, ...], tuple[str, ...]]:
+    """Forward-only working set: each op's (inputs + output) bytes, and the op's name; the working set is
+    their maximum."""
+    cands, labels = [], []
+    for name, data in op_nodes(G):
+        op = data["op"]
+        n = sympy.Add(*(elements(a, op.size) for a in data_operands(op))) + elements(op.parsed.output, op.size)
+        cands.append(sympy.expand(n * dtype_bytes(op.dtype)))  # no weights
+        labels.append(name)
+    return tuple(cands), tuple(labels)

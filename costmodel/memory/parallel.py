@@ -1,0 +1,283 @@
+"""Parallel layouts: what one device holds, and what it sends, per training step.
+
+A :class:`Layout` names the degrees of data (``dp``), tensor (``tp``), pipeline
+(``pp``), sequence/context (``sp``) and expert (``ep``) parallelism, the ZeRO
+stage, and Megatron sequence parallelism inside the TP group. Which tensors
+each degree splits is read off the graph, never off an architecture's names:
+
+* **Residual axes**: the axes of the tensor entering the repeated block (the
+  layers), e.g. ``b t d``. Every other axis of a matmul weight (heads, MLP
+  width, vocabulary) is a *split axis*: Megatron TP divides a weight, a bias, or a
+  saved tensor by ``tp`` when it has a split axis, and replicates it otherwise
+  (norm gains, biases over ``d``, the residual stream). With ``megatron_sp``
+  the replicated activations are divided by ``tp`` too.
+* **PP**: the repeated block's weights and activations are divided among
+  ``pp`` stages; what runs before the block is on the first stage, what runs
+  after on the last. Under 1F1B the first stage holds ``min(pp, micro-batches)``
+  micro-batches of activations in flight, the last stage one.
+* **SP/CP**: a tensor with an axis sized T is divided by ``sp`` (each device
+  keeps its share of the queries; ring attention's keys are transient).
+* **EP**: an expert weight (stacked along a routed matmul's ``experts`` axis) is divided by ``ep``.
+* **ZeRO** (FSDP = ZeRO-3) shards over ``dp``: stage 1 the optimizer states
+  (master weights included), 2 also the gradients, 3 also the parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError
+from ..graph.analysis import evaluate, in_block, order, repeated_blocks
+from ..graph.cost import Zero, dtype_bytes
+from ..graph.pattern import elements
+from ..graph.registry import Op, data_operands, weight_operand, weight_use
+from ..options import Layout
+from ..symbols import T
+from .activations import Kept, block_inputs
+from .states import Weight, model_state
+
+
+def residual_axes(G: nx.DiGraph) -> set[str]:
+    """Axes of the tensors entering the repeated blocks (``b t d``); empty if there is none."""
+    out: set[str] = set()
+    for block in repeated_blocks(G):
+        for kept in block_inputs(G, block).values():
+            out |= {a for a, _ in kept.axes}
+    return out
+
+
+def _dense_weight(op: Op | None) -> tuple[str, ...] | None:
+    """The weight axes of a dense matmul, which Megatron TP splits (column- or row-parallel); ``None`` otherwise.
+
+    The weight operand is the registry's (:func:`~costmodel.ops.weight_operand`); the kind is this
+    layout's choice: a routed matmul's experts are split by EP, a lookup table only vocab-parallel.
+    """
+    return op.parsed.inputs[weight_operand(op)] if op is not None and weight_use(op) == "dense" else None
+
+
+def split_axes(G: nx.DiGraph) -> set[str]:
+    """Axes TP splits: those of matmul weights outside the residual axes (heads, MLP width, vocabulary).
+
+    A gather table is split (vocab-parallel) only along such an axis, so a
+    learned position table (``p d``) stays replicated, as in Megatron.
+    """
+    residual = residual_axes(G)
+    if not residual:
+        return set()
+    out: set[str] = set()
+    for _, data in G.nodes(data=True):
+        w = _dense_weight(data.get("op"))
+        if w is not None:
+            out |= {a for a in w if a not in residual}
+    return out
+
+
+def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, object]]:
+    """Every axis a degree splits must divide evenly, or the per-device numbers would be fractions of a head.
+
+    Returns (relation, message) pairs checked once numbers are known. TP: the product of the split axes of
+    each repeated layer's weight (heads × head dim, MLP width; the vocabulary is exempt: Megatron pads it to
+    a multiple of tp). A product, not each axis: a degree above the kv heads replicates them. EP: the
+    experts axis. PP: the count of the repeated block. SP: the sequence length.
+    """
+    checks: list[tuple[sympy.Basic, object]] = []
+
+    def need(size: sympy.Expr, degree: int, what: str, where: str) -> None:
+        def message(values: Mapping) -> str:
+            return (f"layout: {what} = {evaluate(size, values, what)} of {where} does not divide into {degree}; "
+                    "expected a degree that divides it evenly")
+        checks.append((sympy.Eq(sympy.Mod(size, degree), 0), message))
+
+    split, blocks = split_axes(G), repeated_blocks(G)
+    for name, data in G.nodes(data=True):
+        op = data.get("op")
+        if op is None:
+            continue
+        if layout.tp > 1 and _dense_weight(op) is not None and stage_of(G, name) == "block":
+            axes = [a for a in _dense_weight(op) if a in split]  # e.g. GQA's g m k: divide the product,
+            if axes:  # not each axis (m = h/n_kv may be 1 while g·m·k splits evenly)
+                need(elements(tuple(axes), op.size), layout.tp, f"--tp {layout.tp}: split axes {' '.join(axes)!r}",
+                     f"op {name!r}")
+        experts = op.attr("experts")
+        if layout.ep > 1 and experts:
+            need(op.size[str(experts)], layout.ep, f"--ep {layout.ep}: experts axis {experts!r}", f"op {name!r}")
+    if layout.pp > 1:
+        for block, count in blocks.items():
+            need(count, layout.pp, f"--pp {layout.pp}: layers", f"block {block!r}")
+    if layout.sp > 1:
+        need(T, layout.sp, f"--sp {layout.sp}: sequence length", "the input")
+    return checks
+
+
+def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
+    """Raise where a degree of ``layout`` does not divide what it splits at ``values`` (see :func:`layout_checks`)."""
+    subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    for relation, message in layout_checks(G, layout):
+        if relation.xreplace(subs) is sympy.false:
+            raise CostModelError(message(values))
+
+
+def _split(axes, split: set[str]) -> bool:
+    return any(a in split for a, _ in axes)
+
+
+def stage_of(G: nx.DiGraph, node: str) -> str:
+    """``"block"`` for a node in a repeated block, else ``"first"`` (before it) or ``"last"`` (after it)."""
+    blocks = repeated_blocks(G)
+    if any(in_block(node, b) for b in blocks):
+        return "block"
+    ops = order(G)
+    first_block = next((i for i, n in enumerate(ops) if any(in_block(n, b) for b in blocks)), len(ops))
+    return "first" if node in ops[:first_block] or node not in ops else "last"
+
+
+def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
+    """The fraction of each :class:`~costmodel.memory.states.Weight` one device of ``stage`` holds."""
+    split = split_axes(G)
+
+    def share(w: Weight) -> sympy.Expr:
+        part = sympy.Integer(1)
+        if layout.tp > 1 and _split(w.axes, split):
+            part /= layout.tp
+        if layout.ep > 1 and is_expert(w):
+            part /= layout.ep
+        where = stage_of(G, w.node)
+        if where == "block":
+            part /= layout.pp
+        elif layout.pp > 1 and where != stage:
+            part = Zero
+        return part
+
+    return share
+
+
+def zero_shard(states: dict[str, sympy.Expr], layout: Layout, over: int | None = None) -> dict[str, sympy.Expr]:
+    """``params``/``grads``/``optimizer`` bytes after ZeRO stage ``layout.zero`` over ``over`` (dp) devices."""
+    out = dict(states)
+    n = layout.dp if over is None else over
+    for key, stage in (("optimizer", 1), ("grads", 2), ("params", 3)):
+        if layout.zero >= stage:
+            out[key] = states[key] / n
+    return out
+
+
+def is_expert(w: Weight) -> bool:
+    """An MoE expert's weight: matrices stacked along the axis a routed matmul selects from (``experts``).
+
+    A router (``d e``, experts as an output axis) is not one: it is replicated.
+    """
+    return w.stack != 1
+
+
+def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: str = "first"):
+    """(states before ZeRO, ``params``/``grads``/``optimizer`` after ZeRO) of one device.
+
+    Expert weights are already divided by ``ep``; ZeRO shards them over the
+    ``dp / ep`` devices that hold the same experts, the rest over ``dp``.
+    """
+    share = weight_share(G, layout, stage)
+    raw = model_state(G, policy, opt, share)
+    if layout.ep == 1:
+        return raw, zero_shard(raw, layout)
+    dense = model_state(G, policy, opt, lambda w: Zero if is_expert(w) else share(w))
+    expert = model_state(G, policy, opt, lambda w: share(w) if is_expert(w) else Zero)
+    a, b = zero_shard(dense, layout), zero_shard(expert, layout, layout.dp // layout.ep)
+    return raw, {k: a[k] + b[k] for k in ("params", "grads", "optimizer")}
+
+
+def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
+    """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
+    part = sympy.Integer(1)
+    if layout.tp > 1 and (layout.megatron_sp or _split(kept.axes, split_axes(G))):
+        part /= layout.tp
+    if layout.sp > 1 and any(s == T for _, s in kept.axes):
+        part /= layout.sp
+    where = "block" if all(stage_of(G, s) == "block" for s in kept.savers) else stage_of(G, kept.savers[0])
+    if where == "block":
+        return part * in_flight / layout.pp
+    if layout.pp > 1 and where != stage:
+        return Zero
+    return part * (in_flight if where == "first" else 1)
+
+
+def in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str) -> sympy.Expr:
+    """Micro-batches whose activations a stage holds at once under 1F1B (a symbol-friendly ``min``)."""
+    return sympy.Min(layout.pp, micro_batches) if stage == "first" else sympy.Integer(1)
+
+
+def _ring(n: int) -> sympy.Rational:
+    """Bytes an all-reduce moves per byte of data on each of ``n`` devices (ring): 2(n−1)/n."""
+    return sympy.Rational(2 * (n - 1), n)
+
+
+def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: sympy.Expr,
+                  micro_batches: sympy.Expr) -> dict[str, sympy.Expr]:
+    """Bytes one device sends per step, by kind of parallelism (ring collectives).
+
+    ``grads``/``params``: the device's gradient and parameter bytes before ZeRO
+    sharding. DP: all-reduce of the gradients, 2(n−1)/n·Ψ (ZeRO-1/2 use a
+    reduce-scatter + all-gather: the same); ZeRO-3: reduce-scatter of gradients
+    and two all-gathers of parameters (forward, backward), (n−1)/n·(G + 2P), ≈ 3Ψ.
+    TP (Megatron): an all-reduce of the output of every row-parallel matmul in
+    forward and of the input gradient of every distinct input of column-parallel
+    matmuls in backward, 2(t−1)/t each, per micro-batch. PP: one activation
+    forward and one gradient backward per micro-batch. SP/CP: k and v (tagged
+    ``kv_cache``) gathered in forward, their gradients scattered in backward.
+    EP: every routed matmul (attributes ``experts`` and ``route``) exchanges its
+    routed tokens in an all-to-all, (e−1)/e of them leave the device: the
+    dispatch sends its input × the route copies, the combine its output before
+    the copies are summed; once in forward and once (the gradients) in backward.
+    """
+    out: dict[str, sympy.Expr] = {}
+    n = layout.dp
+    if layout.zero == 3:
+        out["dp"] = sympy.Rational(n - 1, n) * (grads + 2 * params)
+    else:
+        out["dp"] = _ring(n) * grads
+    tp = pp = sp = ep = Zero
+    split = split_axes(G)
+    col_inputs: set[tuple] = set()
+    sent: set[tuple] = set()
+    for name in order(G):
+        data = G.nodes[name]
+        op, count = data["op"], data["count"]
+        if layout.pp > 1 and stage_of(G, name) == "block":
+            count = count / layout.pp  # a device runs its stage's share of the repeated layers
+        size = dtype_bytes(op.dtype)
+        if weight_use(op) in ("dense", "table") and layout.tp > 1 and split:  # TP: dense matmuls, vocab-parallel tables
+            x, w = data_operands(op)[0], op.parsed.inputs[weight_operand(op)]
+            w_split = any(a in split for a in w)
+            x_split = any(a in split for a in x)
+            y_split = any(a in split for a in op.parsed.output)
+            if w_split and not y_split:  # row-parallel (or vocab-parallel lookup): all-reduce the output
+                tp += _ring(layout.tp) * elements(op.parsed.output, op.size) * size * count
+            elif w_split and not x_split and weight_use(op) == "dense" and (data["inputs"][0], count) not in col_inputs:
+                col_inputs.add((data["inputs"][0], count))
+                tp += _ring(layout.tp) * elements(x, op.size) * size * count
+        route = op.attr("route")
+        dispatch = route in op.parsed.output
+        if layout.ep > 1 and op.attr("experts") and route and (not dispatch or (data["inputs"][0], count) not in sent):
+            if dispatch:  # matmuls routing the same tokens (SwiGLU's gate and up) share one dispatch
+                sent.add((data["inputs"][0], count))
+            routed = op.parsed.inputs[0] if dispatch else op.parsed.output
+            tokens = elements(tuple(routed), op.size) * op.size[str(route)]  # one copy per routed expert
+            ep += 2 * sympy.Rational(layout.ep - 1, layout.ep) * tokens * size * count
+        if layout.sp > 1 and "kv_cache" in data.get("tags", ()):
+            kv = elements(op.parsed.output, op.size) * size * count
+            if layout.tp > 1 and any(a in split for a in op.parsed.output):
+                kv /= layout.tp
+            sp += 2 * sympy.Rational(layout.sp - 1, layout.sp) * kv
+    if layout.pp > 1:
+        for block in repeated_blocks(G):
+            for kept in block_inputs(G, block).values():
+                pp += 2 * kept.saved.bytes
+    out["tp"] = tp / layout.sp * micro_batches
+    out["pp"] = pp / (layout.tp if layout.megatron_sp else 1) / layout.sp * micro_batches
+    out["sp"] = sp * micro_batches
+    out["ep"] = ep / (layout.tp if layout.megatron_sp else 1) / layout.sp * micro_batches
+    out = {k: sympy.expand(v) for k, v in out.items()}
+    out["total"] = sympy.expand(sum(out.values(), Zero))
+    return out

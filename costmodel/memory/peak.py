@@ -1,0 +1,142 @@
+"""Peak memory of a training step by liveness in the graph's order, not only a sum.
+
+The step is walked as PyTorch runs it: the forward in topological order, the
+backward in reverse, each repeated block's iterations one after another (the
+block is not unrolled: an iteration's bytes are multiplied by its count). Live at a point:
+
+* every tensor kept for backward (:func:`costmodel.memory.activations.activations`) from the
+  forward of the first op that saves it to the backward of that op;
+* under recompute, an iteration's recomputed tensors from the start of its
+  backward until the op that used them is done;
+* the running op's transients: in forward its input and output tensors that
+  are not kept anyway, in backward the gradients of its output and inputs
+  (in the op's dtype, none for an input its kind never differentiates) and its kind's
+  backward workspace (the loss: the gradient of its log-probs).
+
+Not counted: tensors held across ops without being saved (the forward
+residual stream, the running gradient of the residual stream beyond the op
+that touches it), allocator caching and fragmentation, kernels' workspaces,
+the CUDA context. Model states are added as one constant.
+
+The result is symbolic: the live bytes at every point of the walk are expressions of the graph's
+sizes, and the peak is their maximum (:class:`Peak`), evaluated when numbers are known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import networkx as nx
+import sympy
+
+from ..graph.analysis import in_block, order, repeated_blocks
+from ..graph.cost import Zero, dtype_bytes
+from ..graph.pattern import elements
+from ..graph.quantities import maximum, whole
+from ..graph.registry import data_operands, kind_of
+from ..options import Counting
+from .activations import Kept, activations
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Live activation bytes at every point of a step, as expressions, and where each point is.
+
+    ``candidates[i]`` are the live bytes at ``labels[i]`` (``"backward of loss"``); the peak is their
+    maximum plus ``states``.
+    """
+
+    candidates: tuple[sympy.Expr, ...]
+    labels: tuple[str, ...]
+    states: sympy.Expr = Zero
+
+    @property
+    def bytes(self) -> sympy.Expr:
+        """The peak as one expression: states + the largest candidate."""
+        return self.states + maximum(*self.candidates)
+
+    def at(self, values: Mapping) -> tuple[int, str]:
+        """(peak bytes, where) for numbers; of equal points, the last label in alphabetical order."""
+        from ..graph.analysis import evaluate
+
+        nums = [evaluate(c, values, f"live bytes at {label}") for c, label in zip(self.candidates, self.labels)]
+        i = max(range(len(nums)), key=lambda j: (nums[j], self.labels[j]))
+        return int(evaluate(self.states, values, "model states")) + int(nums[i]), self.labels[i]
+
+
+def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]]]:
+    blocks = repeated_blocks(G)
+    segs: list[tuple[str | None, list[str]]] = []
+    for n in ops:
+        block = next((b for b in blocks if in_block(n, b)), None)
+        if segs and segs[-1][0] == block:
+            segs[-1][1].append(n)
+        else:
+            segs.append((block, [n]))
+    return segs
+
+
+def _ledger(tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr]) -> dict[str, sympy.Expr]:
+    """Per first saver: bytes it allocates/frees per iteration of its block (rounded up to whole bytes)."""
+    at: dict[str, list[sympy.Expr]] = {}
+    for k in tensors.values():
+        first = k.savers[0]
+        block = next((b for b in iters if b and in_block(first, b) and all(in_block(s, b) for s in k.savers)), None)
+        at.setdefault(first, []).append(whole(k.bytes / iters[block], force=True))
+    return {n: sympy.Add(*v) for n, v in at.items()}
+
+
+def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr, sympy.Expr]:
+    """(forward transient bytes, backward gradient bytes) of one run of op ``name``."""
+    op = G.nodes[name]["op"]
+    kind = kind_of(op)
+    p = op.parsed
+    data = data_operands(op)  # a weight operand is a parameter, not a transient activation
+    size = dtype_bytes(op.dtype)
+    fwd = [elements(axes, op.size) * size for axes, src in zip(data, G.nodes[name]["inputs"]) if src not in skip]
+    out = elements(p.output, op.size) * size
+    if name not in skip:
+        fwd.append(out)
+    grads = [out] + [elements(a, op.size) * size for i, a in enumerate(data) if i not in kind.no_grad]
+    return sympy.expand(sympy.Add(*fwd)), sympy.expand(sympy.Add(*grads) + kind.backward_workspace(op))
+
+
+def peak(G: nx.DiGraph, recompute: str = "none", states: sympy.Expr = Zero,
+         counting: Counting = Counting()) -> Peak:
+    """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`."""
+    ops = order(G)
+    segs = _segments(G, ops)
+    iters: dict[str | None, sympy.Expr] = {None: sympy.Integer(1), **repeated_blocks(G)}
+    kept = activations(G, recompute, counting).tensors
+    full = activations(G, "none", counting).tensors
+    alloc_kept = _ledger(kept, iters)
+    alloc_full = _ledger(full, iters)
+    skip = {k.node for k in kept.values()}
+    transient = {n: _operand_bytes(G, n, skip) for n in ops}
+
+    candidates: list[sympy.Expr] = []
+    labels: list[str] = []
+    live = Zero
+    for block, nodes in segs:
+        n = iters[block]
+        per_iter = sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes))
+        running = live + (n - 1) * per_iter  # the last iteration holds the most
+        for x in nodes:
+            running += alloc_kept.get(x, Zero)
+            candidates.append(sympy.expand(running + transient[x][0]))
+            labels.append(f"forward of {x}")
+        live += n * per_iter
+    for block, nodes in reversed(segs):
+        n = iters[block]
+        kept_iter = sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes))
+        full_iter = sympy.Add(*(alloc_full.get(x, Zero) for x in nodes))
+        running = live - kept_iter + full_iter  # the iteration's recomputed tensors are back
+        for x in reversed(nodes):
+            candidates.append(sympy.expand(running + transient[x][1]))
+            labels.append(f"backward of {x}")
+            running -= alloc_full.get(x, Zero)
+        live -= n * kept_iter
+    if not candidates:
+        candidates, labels = [Zero], ["nothing"]
+    return Peak(tuple(candidates), tuple(labels), states)

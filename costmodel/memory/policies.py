@@ -1,0 +1,122 @@
+"""The choices of a training or inference run, as data: precision policies, optimizers, recompute
+choices, inference weight formats. Plain records, no sympy: :mod:`costmodel.options` validates names
+against them at start-up; :mod:`costmodel.memory.states` derives bytes from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import CostModelError, closest
+
+#: Activation recompute choices (see :mod:`costmodel.memory.activations`).
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Which dtype holds each per-parameter training state (``None``: not kept)."""
+
+    name: str
+    weights: str
+    grads: str
+    master: str | None
+    states: str  # optimizer moments
+    activations: str
+    about: str
+    compute_copy: str | None = None  # a low-precision weight copy kept for compute (fp8)
+
+
+PRECISIONS: dict[str, Precision] = {p.name: p for p in (
+    Precision("fp32", "fp32", "fp32", None, "fp32", "fp32", "everything in fp32"),
+    Precision("bf16-mixed", "bf16", "bf16", "fp32", "fp32", "bf16",
+              "bf16 weights and grads, fp32 master weights and moments (default)"),
+    Precision("bf16-mixed-fp32-grads", "bf16", "fp32", "fp32", "fp32", "bf16",
+              "as bf16-mixed, gradients accumulated in fp32"),
+    Precision("bf16-pure", "bf16", "bf16", None, "fp32", "bf16",
+              "bf16 weights and grads, no master copy, fp32 moments"),
+    Precision("fp16-mixed", "fp16", "fp16", "fp32", "fp32", "fp16",
+              "fp16 weights and grads (with loss scaling), fp32 master weights and moments"),
+    Precision("fp8-mixed", "bf16", "bf16", "fp32", "fp32", "bf16",
+              "fp8 matmuls (Transformer Engine): bf16 weights + a cached fp8 copy, bf16 grads, fp32 master "
+              "and moments", compute_copy="fp8"),
+    Precision("fp8-bf16-states", "bf16", "fp32", "fp32", "bf16", "bf16",
+              "fp8 matmuls, fp32 grads and master, bf16 moments (DeepSeek-V3 report, sec. 3.3)",
+              compute_copy="fp8"),
+)}
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """The state tensors an optimizer keeps.
+
+    ``states`` are parameter-shaped (in the policy's ``states`` dtype);
+    ``factored`` are Adafactor-style second moments (rows + columns of a matrix,
+    the full vector for a vector); ``quantized`` are 8-bit block-wise states
+    (1 byte per element plus one fp32 absmax per ``block`` elements);
+    ``scalars`` are 0-dim fp32 tensors kept per weight tensor (torch's ``step``).
+    """
+
+    name: str
+    states: tuple[str, ...]
+    about: str
+    factored: tuple[str, ...] = ()
+    quantized: tuple[str, ...] = ()
+    scalars: tuple[str, ...] = ()
+    block: int = 2048
+
+
+OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
+    Optimizer("sgd", (), "plain SGD: no state"),
+    Optimizer("sgd-momentum", ("momentum",), "SGD with a momentum buffer"),
+    Optimizer("adam", ("m", "v"), "Adam: first and second moments", scalars=("step",)),
+    Optimizer("adamw", ("m", "v"), "AdamW: first and second moments (decoupled weight decay)", scalars=("step",)),
+    Optimizer("adam-amsgrad", ("m", "v", "v_max"), "Adam with amsgrad: also the running max of v",
+              scalars=("step",)),
+    Optimizer("adamw-amsgrad", ("m", "v", "v_max"), "AdamW with amsgrad", scalars=("step",)),
+    Optimizer("adafactor", (), "Adafactor (torch.optim.Adafactor, no first moment): factored second moment",
+              factored=("v",), scalars=("step",)),
+    Optimizer("adam-8bit", (), "8-bit Adam (bitsandbytes, block-wise): int8 m and v + fp32 absmax per 2048",
+              quantized=("m", "v")),
+    Optimizer("lion", ("m",), "Lion: one momentum buffer"),
+)}
+
+
+def precision(name: str) -> Precision:
+    if name not in PRECISIONS:
+        raise CostModelError(f"unknown precision policy {name!r}{closest(name, PRECISIONS)}; known: {sorted(PRECISIONS)}")
+    return PRECISIONS[name]
+
+
+def optimizer(name: str) -> Optimizer:
+    if name not in OPTIMIZERS:
+        raise CostModelError(f"unknown optimizer {name!r}{closest(name, OPTIMIZERS)}; known: {sorted(OPTIMIZERS)}")
+    return OPTIMIZERS[name]
+
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """How inference weights of matmuls are stored: bits per element + one scale set per group."""
+
+    name: str
+    bits: int
+    group: int | None  # elements along the input axes sharing a scale; None: one per output row
+    scale_bytes: int  # bytes of scales (and zero points) per group
+    about: str
+
+
+WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in (
+    WeightFormat("fp32", 32, None, 0, "fp32, no scales"),
+    WeightFormat("bf16", 16, None, 0, "bf16, no scales"),
+    WeightFormat("fp16", 16, None, 0, "fp16, no scales"),
+    WeightFormat("fp8", 8, 128, 4, "fp8 e4m3 with one fp32 scale per 128 input elements"),
+    WeightFormat("int8", 8, None, 2, "int8 with one fp16 scale per output channel (LLM.int8-style)"),
+    WeightFormat("int4", 4, 128, 4, "int4 with an fp16 scale and fp16 zero point per 128 (GPTQ/AWQ)"),
+)}
+
+
+def weight_format(name: str) -> WeightFormat:
+    if name not in WEIGHT_FORMATS:
+        raise CostModelError(f"unknown weights dtype {name!r}{closest(name, WEIGHT_FORMATS)}; expected one of {sorted(WEIGHT_FORMATS)}")
+    return WEIGHT_FORMATS[name]

@@ -1,0 +1,197 @@
+"""Model-state memory of training: precision policies × optimizers.
+
+Bytes per parameter are *summed from components*, never typed in as a total:
+weights + gradients + master weights + optimizer moments. With bf16 mixed
+precision (bf16 weights and gradients, fp32 master weights) and AdamW (fp32 m
+and v) the sum is 2 + 2 + 4 + 4 + 4 = 16. The lecture's table, 2 + 2 + 4 + 4 =
+12, is the same without master weights (``bf16-pure``); accumulating gradients
+in fp32 gives 18 (``bf16-mixed-fp32-grads``).
+
+We count master weights under ``optimizer``, as the ZeRO paper does (its K = 12
+for Adam is master weights + m + v), so ZeRO-1 shards exactly that.
+
+:func:`model_state` sums the same components over the weights *of a graph*:
+frozen weights (``trainable=False``, LoRA's base weights) hold no gradient,
+master copy or optimizer state; Adafactor's factored second moment is sized
+from each weight's axes (rows + columns of a matrix); torch's per-tensor
+``step`` counters are counted per weight tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import networkx as nx
+import sympy
+
+from ..graph.analysis import op_nodes
+from ..graph.cost import Param, dtype_bytes
+from ..graph.registry import op_cost
+from .policies import OPTIMIZERS, PRECISIONS, optimizer, precision  # noqa: F401 (re-exported for readers)
+
+
+def bytes_per_param(policy: str = "bf16-mixed", opt: str = "adamw") -> dict[str, sympy.Expr]:
+    """Bytes each (trainable) parameter costs, by component.
+
+    Adafactor's factored moment and torch's per-tensor ``step`` depend on the
+    weights' shapes, not on the parameter count: see :func:`model_state`.
+
+    >>> parts = bytes_per_param("bf16-mixed", "adamw")
+    >>> parts
+    {'weights': 2, 'grads': 2, 'master': 4, 'm': 4, 'v': 4}
+    >>> sum(parts.values())
+    16
+    >>> bytes_per_param("bf16-mixed", "adam-8bit")["m"]  # 1 byte + a 4-byte absmax per 2048
+    513/512
+    """
+    p, o = precision(policy), optimizer(opt)
+    parts = {"weights": dtype_bytes(p.weights)}
+    if p.compute_copy is not None:
+        parts["compute_copy"] = dtype_bytes(p.compute_copy)
+    parts["grads"] = dtype_bytes(p.grads)
+    if p.master is not None:
+        parts["master"] = dtype_bytes(p.master)
+    for state in o.states:
+        parts[state] = dtype_bytes(p.states)
+    for state in o.quantized:
+        parts[state] = dtype_bytes("int8") + sympy.Rational(dtype_bytes("fp32"), o.block)
+    return parts
+
+
+def _split(parts: dict[str, sympy.Expr]) -> dict[str, sympy.Expr]:
+    """Per-parameter components grouped into ``params``, ``grads``, ``optimizer`` (master + states)."""
+    return {
+        "params": parts["weights"] + parts.get("compute_copy", 0),
+        "grads": parts["grads"],
+        "optimizer": sum((v for k, v in parts.items() if k not in ("weights", "compute_copy", "grads")),
+                         sympy.Integer(0)),
+    }
+
+
+def model_state_bytes(params: sympy.Expr, policy: str = "bf16-mixed", opt: str = "adamw") -> dict[str, sympy.Expr]:
+    """Model-state bytes for ``params`` parameters: ``params``, ``grads``, ``optimizer`` (master + moments).
+
+    A function of the parameter count only (every parameter trainable, no
+    factored state); :func:`model_state` is the same from a graph's weights.
+
+    >>> from sympy import Symbol
+    >>> model_state_bytes(Symbol("Psi"), "fp16-mixed", "adam")  # the ZeRO paper: 2 + 2 + K, K = 12
+    {'params': 2*Psi, 'grads': 2*Psi, 'optimizer': 12*Psi}
+    """
+    return {k: params * v for k, v in _split(bytes_per_param(policy, opt)).items()}
+
+
+@dataclass(frozen=True)
+class Weight:
+    """One parameter tensor of a graph: the :class:`~costmodel.graph.cost.Param` an op's rule declares,
+    where it lives (``node``), how many copies a step has (``count``: one per layer) and whether it trains."""
+
+    node: str
+    param: Param
+    count: sympy.Expr
+    trainable: bool
+
+    @property
+    def name(self) -> str:
+        return self.param.name
+
+    @property
+    def elements(self) -> sympy.Expr:
+        return self.param.elements
+
+    @property
+    def axes(self) -> tuple[tuple[str, sympy.Expr], ...]:
+        return self.param.axes
+
+    @property
+    def rows(self) -> sympy.Expr | None:
+        return self.param.rows
+
+    @property
+    def cols(self) -> sympy.Expr | None:
+        return self.param.cols
+
+    @property
+    def stack(self) -> sympy.Expr:
+        return self.param.stack
+
+
+def weights(G: nx.DiGraph) -> list[Weight]:
+    """Every parameter tensor of ``G``, as the op rules declare them (a fused op: its parts'); a tied
+    weight is counted at its owner."""
+    out: list[Weight] = []
+    for name, data in op_nodes(G):
+        for op in data["op"].attr("parts") or (data["op"],):
+            trainable = op.attr("trainable", True) is not False
+            out += [Weight(name, p, data["count"], trainable) for p in op_cost(op).weights]
+    return out
+
+
+def _factored(w: Weight) -> sympy.Expr:
+    """Adafactor's second moment: rows + columns of each stacked matrix, the whole of a vector."""
+    return w.elements if w.rows is None or w.cols in (None, 1) or w.rows == 1 else w.stack * (w.rows + w.cols)
+
+
+def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
+                share: Callable[[Weight], sympy.Expr] | None = None, scalars: bool = False) -> dict[str, sympy.Expr]:
+    """Model-state bytes of ``G``'s weights, by component, summed from every weight tensor.
+
+    Keys: ``weights``, ``compute_copy`` (fp8 policies), ``grads``, ``master``,
+    one per optimizer state, and the groups ``params`` (weights + compute copy),
+    ``grads``, ``optimizer`` (master + states), ``trainable`` and ``frozen``
+    (parameter counts). Frozen weights cost only their ``weights`` bytes.
+    ``share(weight)`` is the fraction of each weight one device holds (tensor,
+    pipeline or expert parallelism: see :mod:`costmodel.memory.parallel`); 1 by default.
+    ``scalars``: count torch's 0-dim fp32 ``step`` per weight tensor (4 bytes
+    each; the ZeRO paper's K and the report leave them out).
+
+    >>> from costmodel.kit import GraphBuilder, symbols as s
+    >>> b = GraphBuilder("fc", b=s.B, d=s.d, f=s.d_ff)
+    >>> _ = b.matmul("fc", b.input("x", "b d", dtype="bf16"), "b d, d f -> b f")
+    >>> st = model_state(b.graph, "fp32", "adafactor", scalars=True)
+    >>> st["v"], st["step"]  # factored: rows + cols in fp32; one fp32 step per tensor
+    (4*d + 4*d_ff, 4)
+    """
+    p, o = precision(policy), optimizer(opt)
+    parts = bytes_per_param(policy, opt)
+    zero = sympy.Integer(0)
+    out: dict[str, sympy.Expr] = dict.fromkeys(("weights", "compute_copy", "grads", "master"), zero)
+    counters = o.scalars if scalars else ()
+    out.update(dict.fromkeys((*o.states, *o.quantized, *o.factored, *counters), zero))
+    trainable = frozen = zero
+    for w in weights(G):
+        part = share(w) if share is not None else 1
+        n = w.elements * w.count * part
+        out["weights"] += n * parts["weights"]
+        out["compute_copy"] += n * parts.get("compute_copy", 0)
+        if not w.trainable:
+            frozen += n
+            continue
+        trainable += n
+        for key in ("grads", "master", *o.states, *o.quantized):
+            out[key] += n * parts.get(key, 0)
+        for key in o.factored:
+            out[key] += _factored(w) * w.count * part * dtype_bytes(p.states)
+        for key in counters:
+            out[key] += w.count * dtype_bytes("fp32") * (1 if part != 0 else 0)  # a scalar per tensor: every shard keeps one
+    out = {k: sympy.expand(v) for k, v in out.items()}
+    out["params"] = out["weights"] + out["compute_copy"]
+    out["optimizer"] = sympy.expand(sum((out[k] for k in ("master", *o.states, *o.quantized, *o.factored,
+                                                           *counters)), zero))
+    out["trainable"], out["frozen"] = sympy.expand(trainable), sympy.expand(frozen)
+    return out
+
+
+def policy_table(optimizers: tuple[str, ...] = ("sgd", "sgd-momentum", "adamw", "adam-8bit", "lion")) -> str:
+    """Bytes per trainable parameter, by component, for every policy × ``optimizers`` (a Markdown table).
+
+    ``docs/memory.md`` carries this table; a test fails when the two drift.
+    """
+    rows = ["| precision | optimizer | bytes per parameter, by component | total |", "| --- | --- | --- | --- |"]
+    for p in PRECISIONS:
+        for o in optimizers:
+            parts = bytes_per_param(p, o)
+            rows.append(f"| {p} | {o} | {' + '.join(f'{v} {k}' for k, v in parts.items())} | "
+                        f"{sum(parts.values())} |")
+    return "\n".join(rows)

@@ -1,0 +1,298 @@
+"""The one record of a user's choices: :class:`Options` (with :class:`Counting` and :class:`Layout`).
+
+Every verb (``estimate``, ``derive``, ``sweep``, ``fit``, ``report``...) takes its choices as one frozen,
+validated :class:`Options`; keyword arguments are turned into one by :meth:`Options.make`, which refuses a
+misspelt name and suggests the closest valid ones. Nothing reads options with ``.get()``: a field that
+exists is honoured by every entry point it applies to, and one that does not is an error.
+
+This module imports no sympy or networkx (a cached estimate starts without them): numbers are ``int`` or
+``fractions.Fraction``.
+
+>>> Options.make(recompute="full", tp=2).layout.tp
+2
+>>> Options.make(recompte="full")
+Traceback (most recent call last):
+...
+costmodel.errors.CostModelError: unknown option 'recompte' (did you mean 'recompute' ...?); valid options: ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+
+from .dtypes import DTYPE_BYTES, check_dtype
+from .errors import CostModelError, closest
+from .memory.policies import OPTIMIZERS, PRECISIONS, RECOMPUTE, WEIGHT_FORMATS
+from .sizes import parse_count, parse_rate
+
+
+@dataclass(frozen=True)
+class Counting:
+    """Counting choices that change FLOP numbers at the level of one op. Say which you use. The named
+    conventions of ``costmodel compare`` (6ND, Kaplan, PaLM, Chinchilla, Megatron) are these choices plus
+    how the step is summed.
+
+    Attributes
+    ----------
+    causal : ``"full"`` counts causal attention over the whole T×T square (dense kernels,
+        ``FlopCounterMode``); ``"half"`` counts half of it (what a causal kernel skips to).
+    embedding : ``"lookup"``: a gather does no FLOPs forward; ``"matmul"``: it counts as a one-hot
+        matmul, 2 × ids × table, backward 2 × forward (Chinchilla, Appendix F).
+    elementwise : which non-matmul FLOPs count: ``"all"`` (the element-wise table and the rules),
+        ``"none"`` (``FlopCounterMode``, 6ND) or ``"softmax"`` (Chinchilla).
+    softmax_flops : per score, (forward, backward): (5, 4) = max, subtract, exp, sum, divide; Chinchilla (3, 6).
+    """
+
+    causal: str = "full"
+    embedding: str = "lookup"
+    elementwise: str = "all"
+    softmax_flops: tuple[int, int] = (5, 4)
+
+    def __post_init__(self) -> None:
+        choices = {"causal": ("full", "half"), "embedding": ("lookup", "matmul"),
+                   "elementwise": ("all", "none", "softmax")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise CostModelError(f"counting: {name} must be one of {', '.join(map(repr, allowed))}, "
+                                     f"received {getattr(self, name)!r}")
+        sf = self.softmax_flops
+        if not (isinstance(sf, tuple) and len(sf) == 2
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sf)):
+            raise CostModelError(f"counting: softmax_flops must be two whole numbers (forward, backward), "
+                                 f"received {sf!r}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Degrees of data (``dp``), tensor (``tp``), pipeline (``pp``), sequence/context (``sp``) and expert
+    (``ep``) parallelism, the ZeRO stage (0 = none) and Megatron sequence parallelism inside the TP group."""
+
+    dp: int = 1
+    tp: int = 1
+    pp: int = 1
+    sp: int = 1
+    ep: int = 1
+    zero: int = 0
+    megatron_sp: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "tp", "pp", "sp", "ep"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise CostModelError(f"layout: {name} must be a positive whole number, received {v!r}")
+        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
+            raise CostModelError(f"layout: zero must be 0, 1, 2 or 3, received {self.zero!r}")
+        if not isinstance(self.megatron_sp, bool):
+            raise CostModelError(f"layout: megatron_sp must be true or false, received {self.megatron_sp!r}")
+        if self.dp % self.ep:
+            raise CostModelError(f"layout: ep ({self.ep}) must divide dp ({self.dp}): experts are spread over "
+                                 "the data-parallel devices")
+
+    @property
+    def devices(self) -> int:
+        return self.dp * self.tp * self.pp * self.sp
+
+
+def _choice(value: object, allowed, what: str) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise CostModelError(f"{what}: expected one of {', '.join(sorted(allowed))}, received {value!r}"
+                             + (closest(value, allowed) if isinstance(value, str) else ""))
+    return value
+
+
+def _count(value: object, what: str, *, length: bool = False) -> int | None:
+    return None if value is None else parse_count(value, what, length=length)
+
+
+def _rate(value: object, what: str) -> Fraction | None:
+    if value is None:
+        return None
+    if isinstance(value, float):
+        raise CostModelError(f"{what}: expected an exact number (an int, a Fraction or a decimal string such as "
+                             f"'0.45'), received the float {value!r}")
+    if hasattr(value, "p") and hasattr(value, "q"):  # a sympy Rational, without importing sympy
+        value = Fraction(int(value.p), int(value.q))
+    return parse_rate(value, what)
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a user chooses for one run, validated once.
+
+    The step: ``batch`` (B, default 1), ``seq`` (T, default the model's), ``tokens`` (D: whole-run
+    totals). Counting: ``counting`` (:class:`Counting`). Training memory: ``precision``, ``optimizer``,
+    ``recompute`` (none/selective/full), ``flash`` (FlashAttention: no T×T scores), ``layout``
+    (:class:`Layout`), ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C),
+    ``weights_dtype``, ``kv_dtype``. Time: ``hardware`` (a name, a ``.toml``/``.json`` file or a Device),
+    ``devices``, one of ``achieved_flops`` (per device), ``mfu``, ``tokens_per_s`` (measured, all devices),
+    ``dtype`` (whose peak), ``comm_bytes`` and ``comm_links`` (extra traffic and its links), ``overlap``
+    (communication hidden behind compute), ``pipeline`` ((stages, micro-batches)).
+    """
+
+    batch: int | None = None
+    seq: int | None = None
+    tokens: int | None = None
+    counting: Counting = field(default_factory=Counting)
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    flash: bool = False
+    layout: Layout = field(default_factory=Layout)
+    micro_batch: int | None = None
+    inference: bool = False
+    context: int | None = None
+    weights_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    hardware: object = None
+    devices: int = 1
+    achieved_flops: Fraction | None = None
+    mfu: Fraction | None = None
+    tokens_per_s: Fraction | None = None
+    dtype: str | None = None
+    comm_bytes: tuple[tuple[str, int], ...] = ()
+    comm_links: tuple[tuple[str, str], ...] = ()
+    overlap: bool = False
+    pipeline: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
+        set_("batch", _count(self.batch, "batch"))
+        set_("seq", _count(self.seq, "seq", length=True))
+        set_("tokens", _count(self.tokens, "tokens"))
+        set_("micro_batch", _count(self.micro_batch, "micro_batch"))
+        set_("context", _count(self.context, "context", length=True))
+        set_("devices", parse_count(self.devices, "devices"))
+        if not isinstance(self.counting, Counting):
+            raise CostModelError(f"counting: expected a Counting record, received {self.counting!r}")
+        if not isinstance(self.layout, Layout):
+            raise CostModelError(f"layout: expected a Layout record, received {self.layout!r}")
+        _choice(self.precision, PRECISIONS, "precision")
+        _choice(self.optimizer, OPTIMIZERS, "optimizer")
+        _choice(self.recompute, RECOMPUTE, "recompute")
+        _choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
+        if self.kv_dtype is not None:
+            check_dtype(self.kv_dtype, "kv_dtype")
+        if self.dtype is not None:
+            check_dtype(self.dtype, "dtype")
+        for name in ("flash", "inference", "overlap"):
+            if not isinstance(getattr(self, name), bool):
+                raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
+        if self.hardware is not None and not isinstance(self.hardware, str) and not hasattr(self.hardware, "peak"):
+            raise CostModelError(f"hardware: expected a device name, a .toml/.json file or a Device, "
+                                 f"received {self.hardware!r}")
+        for name in ("achieved_flops", "mfu", "tokens_per_s"):
+            set_(name, _rate(getattr(self, name), name))
+        given = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise CostModelError(f"give one of achieved_flops, mfu and tokens_per_s, received {' and '.join(given)}")
+        if self.mfu is not None and self.mfu > 1:
+            raise CostModelError(f"MFU is a share of peak: expected 0 < MFU <= 1, received {float(self.mfu):g}")
+        if given and self.hardware is None:
+            raise CostModelError("an achieved FLOP/s, MFU or throughput needs a device: give --hardware NAME")
+        if self.context is not None and not self.inference:
+            raise CostModelError("context is the KV-cache length of an inference estimate; give --inference too")
+        if self.layout.zero and self.layout.dp == 1:
+            raise CostModelError(f"--zero {self.layout.zero} shards over data-parallel devices; expected --dp > 1, "
+                                 "received --dp 1")
+        if self.inference and self.layout.zero:
+            raise CostModelError("ZeRO shards training state; an inference estimate has none (drop --zero)")
+        set_("comm_bytes", tuple(sorted((str(k), parse_count(v, f"comm_bytes[{k}]", minimum=0))
+                                        for k, v in dict(self.comm_bytes).items())))
+        set_("comm_links", tuple(sorted((str(k), str(v)) for k, v in dict(self.comm_links).items())))
+        if self.pipeline is not None:
+            stages, micro = self.pipeline
+            set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
+
+    # -- making one ---------------------------------------------------------------------------------
+
+    #: Flat names accepted by :meth:`make` that set a field of a sub-record.
+    SHORTCUTS = {"causal": "counting", "embedding": "counting", "elementwise": "counting",
+                 "softmax_flops": "counting", "dp": "layout", "tp": "layout", "pp": "layout", "sp": "layout",
+                 "ep": "layout", "zero": "layout", "megatron_sp": "layout"}
+
+    #: How each option typed as text is read (:meth:`parse`): counts, lengths (8k = 8192), exact rates.
+    PARSERS = {"batch": "count", "seq": "length", "tokens": "count", "micro_batch": "count", "context": "length",
+               "devices": "count", "dp": "count", "tp": "count", "pp": "count", "sp": "count", "ep": "count",
+               "achieved_flops": "rate", "mfu": "rate", "tokens_per_s": "rate"}
+
+    @classmethod
+    def parse(cls, name: str, text: str, what: str | None = None) -> object:
+        """One option typed as text (``"300B"``, ``"8k"``, ``"0.45"``), read as that option reads it."""
+        how = cls.PARSERS.get(name)
+        what = what or name
+        if how == "count":
+            return parse_count(text, what)
+        if how == "length":
+            return parse_count(text, what, length=True)
+        if how == "rate":
+            return parse_rate(text, what)
+        raise CostModelError(f"option {name!r} is not read from text")
+
+    @classmethod
+    def choices(cls, name: str) -> list[str]:
+        """The values a named option accepts (``precision``, ``optimizer``, ``recompute``, ``weights_dtype``,
+        ``kv_dtype``/``dtype``, ``causal``, ``zero``)."""
+        table = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE,
+                 "weights_dtype": WEIGHT_FORMATS, "kv_dtype": DTYPE_BYTES, "dtype": DTYPE_BYTES,
+                 "causal": ("full", "half"), "embedding": ("lookup", "matmul"),
+                 "elementwise": ("all", "none", "softmax")}
+        if name not in table:
+            raise CostModelError(f"option {name!r} has no fixed choices{closest(name, table)}")
+        return list(table[name]) if name in ("recompute", "causal", "embedding", "elementwise") \
+            else sorted(table[name])
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Every name :meth:`make` accepts."""
+        return [f.name for f in fields(cls)] + list(cls.SHORTCUTS)
+
+    @classmethod
+    def make(cls, options: Options | Mapping[str, object] | None = None, /, **kwargs: object) -> Options:
+        """Options from keyword arguments (on top of ``options``); flat shortcuts such as ``tp=2`` or
+        ``causal="half"`` set the field of :attr:`layout` or :attr:`counting`. A name that is not an
+        option is an error naming the closest valid ones.
+        """
+        base = options if isinstance(options, Options) else cls()
+        extra = dict(options) if isinstance(options, Mapping) else {}
+        extra.update(kwargs)
+        if not extra:
+            return base
+        valid = cls.names()
+        for name in extra:
+            if name not in valid:
+                raise CostModelError(f"unknown option {name!r}{closest(name, valid)}; valid options: "
+                                     + ", ".join(valid))
+        own = {k: v for k, v in extra.items() if k not in cls.SHORTCUTS}
+        subs: dict[str, dict[str, object]] = {}
+        for k, v in extra.items():
+            if k in cls.SHORTCUTS:
+                subs.setdefault(cls.SHORTCUTS[k], {})[k] = v
+        for record, changes in subs.items():
+            current = own.get(record, getattr(base, record))
+            own[record] = dataclasses.replace(current, **changes)
+        return dataclasses.replace(base, **own)
+
+    def replace(self, **kwargs: object) -> Options:
+        """A copy with some options changed (validated again, shortcuts allowed)."""
+        return Options.make(self, **kwargs)
+
+    def describe(self) -> dict[str, object]:
+        """Plain values of every option (for a report's header or a cache key)."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (Counting, Layout)):
+                out.update({f"{f.name}.{g.name}": getattr(v, g.name) for g in fields(v)})
+            elif isinstance(v, Fraction):
+                out[f.name] = str(v)
+            elif v is not None and not isinstance(v, (str, int, bool, tuple)):
+                out[f.name] = getattr(v, "name", str(v))
+            else:
+                out[f.name] = v
+        return out
+
+
+__all__ = ["Counting", "DTYPE_BYTES", "Layout", "Options"]

@@ -1,0 +1,222 @@
+"""Named counting conventions, side by side: why tools disagree about FLOPs.
+
+Every published rule for "training FLOPs" is the same graph counted with
+different choices. Here each is *derived by the engine* from the model's graph
+with the choices written down (:class:`~costmodel.ops.Conventions` for op-level
+choices, plus how the step is counted), and the symbolic difference between any
+two is an exact sympy expression.
+
+Two ways of counting appear in the literature:
+
+``method="ops"``
+    sum every op's FLOPs (forward + backward) under the op-level choices, plus,
+    when ``recompute`` is set, the forward of every op inside a repeated block
+    again (full activation checkpointing of each layer, as Megatron counts it);
+``method="params"``
+    6 FLOPs per non-embedding parameter per token (2 forward, 4 backward), plus,
+    when ``attention`` is set, 3 × the forward FLOPs of the activation ×
+    activation contractions (the T-dependent attention term) under the
+    convention's causal choice.
+
+>>> from costmodel.reports.compare import CONVENTIONS
+>>> sorted(CONVENTIONS)[:3]
+['6nd', 'chinchilla', 'engine']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError, closest
+from ..graph.analysis import as_int, evaluate, op_nodes, totals
+from ..graph.cost import Zero
+from ..graph.registry import is_activation_product, op_cost
+from ..memory.activations import activations
+from ..memory.states import model_state
+from ..families import Model
+from ..options import Counting, Options
+from ..symbols import B, T
+from .results import Comparison
+
+
+@dataclass(frozen=True)
+class Convention:
+    """A named way of counting training FLOPs (and memory), with its source.
+
+    Parameters
+    ----------
+    name, about, source:
+        What it is called, what it counts, where it is published (with the formula as published).
+    ops:
+        The op-level choices (causal, embedding, element-wise FLOPs, softmax FLOPs).
+    method:
+        ``"ops"`` (sum of op costs) or ``"params"`` (6 per non-embedding parameter per token).
+    attention:
+        ``method="params"`` only: add 3 × the forward FLOPs of the contractions.
+    recompute:
+        ``method="ops"`` only: the forward of every op inside a repeated block runs
+        again during backward (and only the blocks' inputs are saved).
+    policy:
+        Precision policy of the model-state memory (:mod:`costmodel.training`).
+    """
+
+    name: str
+    about: str
+    source: str
+    ops: Counting = field(default_factory=Counting)
+    method: str = "ops"
+    attention: bool = True
+    recompute: bool = False
+    policy: str = "bf16-mixed"
+
+    def __post_init__(self) -> None:
+        if self.method not in ("ops", "params"):
+            raise CostModelError(f"convention {self.name!r}: method must be 'ops' or 'params', "
+                                 f"received {self.method!r}")
+
+
+_MATMUL_ONLY = Counting(elementwise="none")
+
+#: The named conventions, in the order ``costmodel compare`` prints them.
+CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
+    Convention("engine", "costmodel's default: every op's FLOPs, causal attention over the full square",
+               "docs/conventions.md"),
+    Convention("flopcounter", "matmuls and contractions only, full causal square, embedding lookups free",
+               "PyTorch torch/utils/flop_counter.py (FlopCounterMode counts only registered matmul-like ops)",
+               _MATMUL_ONLY),
+    Convention("6nd", "6 per non-embedding parameter per token; attention term dropped",
+               "Kaplan et al. 2020, Sec. 2.1: C ≈ 6N per token", _MATMUL_ONLY, "params", attention=False),
+    Convention("kaplan", "6N plus the one T term, causal (half) attention: C_fwd = 2N + 2 n_layer n_ctx d_attn",
+               "Kaplan et al. 2020, Table 1 and Eq. 2.2", Counting(causal="half", elementwise="none"),
+               "params"),
+    Convention("palm", "6N + 12·L·H·Q·T per token: full attention square (also torchtitan, nanoGPT's MFU)",
+               "Chowdhery et al. 2022 (PaLM), Appendix B", _MATMUL_ONLY, "params"),
+    Convention("chinchilla", "every matmul incl. embeddings as one-hot matmuls, softmax 3 FLOPs per score, "
+               "backward 2 × forward", "Hoffmann et al. 2022 (Chinchilla), Appendix F",
+               Counting(embedding="matmul", elementwise="softmax", softmax_flops=(3, 6))),
+    Convention("megatron", "matmuls only, full attention square, each layer's forward recomputed: "
+               "96·B·T·L·d²(1 + T/6d + V/16Ld)",
+               "Narayanan et al. 2021 (Megatron-LM at scale), Appendix: FLOPs with activation recomputation",
+               _MATMUL_ONLY, recompute=True),
+    Convention("megatron-causal", "as megatron with causal attention halved (what a causal kernel skips): "
+               "96·B·T·L·d²(1 + T/12d + V/16Ld)",
+               "Narayanan et al. 2021, Appendix, with the attention term halved for the causal mask",
+               Counting(causal="half", elementwise="none"), recompute=True),
+)}
+
+
+def convention(name: str) -> Convention:
+    """The named convention, or a :class:`CostModelError` naming the known ones."""
+    if name not in CONVENTIONS:
+        raise CostModelError(f"unknown convention {name!r}{closest(name, CONVENTIONS)}; "
+                             f"known: {', '.join(CONVENTIONS)}")
+    return CONVENTIONS[name]
+
+
+def _repeated(data: Mapping) -> bool:
+    count = data["count"]
+    return not (getattr(count, "is_number", False) and count == 1)
+
+
+def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
+    """Training FLOPs of one step (B sequences of T tokens) of ``G`` under ``conv``, as an expression.
+
+    >>> from costmodel.kit import GraphBuilder, symbols as s
+    >>> b = GraphBuilder("mlp", b=s.B, t=s.T, d=s.d)
+    >>> x = b.input("x", "b t d", dtype="bf16")
+    >>> with b.repeat("layers", s.L):
+    ...     x = b.matmul("w", x, "b t d, d e -> b t d", e=s.d)
+    >>> training_flops(b.graph, CONVENTIONS["megatron"])  # 3 passes + the recomputed forward
+    8*B*L*T*d**2
+    """
+    t = totals(G, conv.ops)
+    if conv.method == "params":
+        flops = 6 * t.params_active_non_embedding * B * T  # N: what a token uses (MoE: top_k experts)
+        if conv.attention:
+            for _, data in op_nodes(G):
+                if is_activation_product(data["op"], conv.ops):  # the T-dependent attention term
+                    flops += 3 * op_cost(data["op"], conv.ops).forward.matmul_flops * data["count"]
+        return sympy.expand(flops)
+    flops = t.training.flops
+    if conv.recompute:
+        flops += sum((op_cost(d["op"], conv.ops).forward.flops * d["count"]
+                      for _, d in op_nodes(G) if _repeated(d)), Zero)
+    return sympy.expand(flops)
+
+
+def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
+    """Bytes saved for backward under ``conv``: everything, or with ``recompute`` (full
+    activation checkpointing) only each repeated block's inputs and what ops outside the blocks save."""
+    return sympy.expand(activations(G, "full" if conv.recompute else "none", conv.ops).bytes)
+
+
+def quantities(G: nx.DiGraph, conv: Convention) -> dict[str, sympy.Expr]:
+    """``flops.training`` and ``memory_bytes.*`` of one step under ``conv``, as expressions."""
+    states = model_state(G, conv.policy, "adamw")
+    q = {"flops.training": training_flops(G, conv),
+         "memory_bytes.model_states": sympy.expand(states["params"] + states["grads"] + states["optimizer"]),
+         "memory_bytes.activations": activation_bytes(G, conv)}
+    q["memory_bytes.total"] = sympy.expand(q["memory_bytes.model_states"] + q["memory_bytes.activations"])
+    return q
+
+
+def difference(G: nx.DiGraph, a: str | Convention, b: str | Convention,
+               key: str = "flops.training") -> sympy.Expr:
+    """``key`` under ``a`` minus under ``b``, exact and expanded (0 when they agree)."""
+    ca = a if isinstance(a, Convention) else convention(a)
+    cb = b if isinstance(b, Convention) else convention(b)
+    return sympy.expand(quantities(G, ca)[key] - quantities(G, cb)[key])
+
+
+def compare(G: nx.DiGraph, names: Iterable[str] | None = None) -> dict[str, dict[str, sympy.Expr]]:
+    """Quantities per named convention (all of them by default), plus each one's difference from
+    the first, per token (``flops.training`` / (B·T)) under the key ``"per_token_minus_first"``."""
+    names = list(names or CONVENTIONS)
+    if not names:
+        raise CostModelError("compare: expected at least one convention name, received none")
+    rows = {n: quantities(G, convention(n)) for n in names}
+    first = rows[names[0]]["flops.training"]
+    for row in rows.values():
+        row["flops.per_token"] = sympy.expand(row["flops.training"] / (B * T))
+        row["per_token_minus_first"] = sympy.expand((row["flops.training"] - first) / (B * T))
+    return rows
+
+
+def compare_conventions(model: Model | str, conventions: Iterable[str] | str | None = None, *,
+                        settings: Mapping[str, object] | None = None, options: Options | None = None,
+                        **kwargs: object) -> Comparison:
+    """Exact numbers and formulas of ``model`` per named convention (the ``compare --json`` shape).
+
+    ``conventions``: names (or one comma-separated string), the first is the reference; default all.
+    Options used: ``batch``, ``seq``, ``tokens`` (whole-run totals).
+    """
+    from .estimate import model_for, resolve
+
+    opts = Options.make(options, **kwargs)
+    if isinstance(conventions, str):
+        conventions = [n.strip() for n in conventions.split(",") if n.strip()]
+    names = list(CONVENTIONS) if conventions is None else list(conventions)
+    if not names:
+        raise CostModelError(f"compare: expected at least one convention name; known: {', '.join(CONVENTIONS)}")
+    m = model_for(model, settings, opts)
+    values = resolve(m, opts)
+    rows = compare(m.graph, names)
+    step_tokens = values[B] * values[T]
+    out = {"model": m.name, "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
+           "reference": names[0], "conventions": {}}
+    for name, q in rows.items():
+        c = CONVENTIONS[name]
+        number = {k: as_int(evaluate(q[k], values, f"{name}: {k}"), k) for k in
+                  ("flops.training", "memory_bytes.model_states", "memory_bytes.activations", "memory_bytes.total")}
+        if opts.tokens is not None:  # every term of a step's FLOPs carries B*T, so per token × D is exact
+            number["flops.training_total"] = number["flops.training"] * opts.tokens // step_tokens
+        out["conventions"][name] = {
+            "about": c.about, "source": c.source, **number,
+            "flops.per_token": str(q["flops.per_token"]),
+            "flops.per_token_minus_reference": str(q["per_token_minus_first"]),
+        }
+    return Comparison(out)

@@ -1,0 +1,73 @@
+"""Every number of one run, derived once per key: the counts, then memory, then time.
+
+:func:`quantities` is the one derivation behind ``estimate`` (which substitutes numbers), ``derive``
+(which prints the expressions), ``sweep`` (which compiles them) and the documents. A new capability adds
+a function to :data:`SECTIONS` that returns more keys; it never grows ``estimate`` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy
+
+from ..devices.timing import time_quantities
+from ..graph.analysis import totals
+from ..graph.quantities import Quantities
+from ..memory.device import memory_quantities
+from ..options import Options
+from ..symbols import B, T
+
+
+def count_quantities(model, options: Options, q: Quantities) -> Quantities:
+    """``params.*``, ``flops.*``, ``bytes.*`` and ``tokens.*`` of one step (B sequences of T tokens)."""
+    t = totals(model.graph, options.counting)
+    out = Quantities()
+    active = t.params if t.params_active is None else t.params_active
+    exprs = {
+        "params.total": t.params,
+        "params.embedding": t.params_embedding,
+        "params.non_embedding": t.params_non_embedding,
+        # active: what one token uses (a mixture of experts: top_k of n_experts), embeddings
+        # included (Mixtral's "12.9B active"); active_non_embedding drops the embedding
+        # tables and is the N of 6·N·D. Dense models: active = total.
+        "params.active": active,
+        "params.active_non_embedding": t.params_active_non_embedding,
+        "flops.forward": t.forward.flops,
+        "flops.backward": t.backward.flops,
+        "flops.training": t.training.flops,
+        "flops.six_nd": 6 * t.params_active_non_embedding * B * T,
+        "flops.matmul.forward": t.forward.matmul_flops,
+        "flops.matmul.backward": t.backward.matmul_flops,
+        "flops.matmul.training": t.training.matmul_flops,
+        "bytes.forward": t.forward.bytes,
+        "bytes.backward": t.backward.bytes,
+    }
+    for key, expr in exprs.items():
+        out.add(key, sympy.expand(expr))
+    if options.tokens is not None:
+        per_step = B * T  # every term of a step carries B·T, so per token × D is exact
+        for key in ("flops.training", "flops.matmul.training"):
+            out.add(key + "_total", sympy.expand(exprs[key] * options.tokens / per_step))
+        out.add("flops.six_nd", sympy.expand(6 * t.params_active_non_embedding * options.tokens))
+    total = out.exprs.get("flops.training_total", out.exprs["flops.training"])
+    out.add("flops.six_nd_share", out.exprs["flops.six_nd"] / total, "float")
+    out.add("tokens.per_step", B * T)
+    out.info["tokens.total"] = options.tokens
+    return out
+
+
+#: The sections of a run, in order; each sees the keys of those before it.
+SECTIONS: list[Callable[[object, Options, Quantities], Quantities]] = [
+    count_quantities,
+    lambda model, options, q: memory_quantities(model.graph, options),
+    time_quantities,
+]
+
+
+def quantities(model, options: Options) -> Quantities:
+    """Every key of an estimate of ``model`` under ``options``, as expressions of the graph's symbols."""
+    q = Quantities()
+    for section in SECTIONS:
+        q.update(section(model, options, q))
+    return q
