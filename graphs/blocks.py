@@ -197,40 +197,79 @@ def mixture_of_experts(b: GraphBuilder, x: Tensor, *, act: str = "silu", shared:
 # -- layers and the decoder ----------------------------------------------------------------------
 
 
-def pre_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = True) -> Tensor:
-    """``x + attn(norm(x))``, then ``x + mlp(norm(x))`` (LLaMA, GPT-2)."""
+def pre_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = True,
+                   post_norms: bool = False, norm_bias: bool | None = None) -> Tensor:
+    """``x + attn(norm(x))``, then ``x + mlp(norm(x))`` (LLaMA, GPT-2).
+
+    ``post_norms``: each sublayer's output is normed again before the residual add (Gemma 2 and 3:
+    four norms per layer). ``norm_bias``: LayerNorm biases (default: on for LayerNorm, off for RMSNorm).
+    """
     with b.scope("attn"):
-        y = attention(b, b.norm("norm", x, "b t d", rms=rms))
+        y = attention(b, b.norm("norm", x, "b t d", rms=rms, bias=norm_bias))
+        if post_norms:
+            y = b.norm("post_norm", y, "b t d", rms=rms, bias=norm_bias)
     x = residual(b, "attn_residual", x, y)
     with b.scope("mlp"):
-        y = mlp(b, b.norm("norm", x, "b t d", rms=rms))
+        y = mlp(b, b.norm("norm", x, "b t d", rms=rms, bias=norm_bias))
+        if post_norms:
+            y = b.norm("post_norm", y, "b t d", rms=rms, bias=norm_bias)
     return residual(b, "mlp_residual", x, y)
 
 
-def parallel_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = False) -> Tensor:
-    """``x + attn(norm(x)) + mlp(norm(x))`` with one shared norm (GPT-J, PaLM)."""
-    h = b.norm("norm", x, "b t d", rms=rms)
+def post_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = True,
+                    norm_bias: bool | None = None) -> Tensor:
+    """``x + norm(attn(x))``, then ``x + norm(mlp(x))`` (OLMo 2: the norms on the sublayers' outputs only)."""
     with b.scope("attn"):
-        a = attention(b, h)
+        y = b.norm("post_norm", attention(b, x), "b t d", rms=rms, bias=norm_bias)
+    x = residual(b, "attn_residual", x, y)
     with b.scope("mlp"):
-        m = mlp(b, h)
+        y = b.norm("post_norm", mlp(b, x), "b t d", rms=rms, bias=norm_bias)
+    return residual(b, "mlp_residual", x, y)
+
+
+def parallel_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = False,
+                   shared_norm: bool = True, norm_bias: bool | None = None) -> Tensor:
+    """``x + attn(norm(x)) + mlp(norm(x))``: attention and MLP read the same input in parallel (GPT-J, PaLM,
+    GPT-NeoX, Falcon). ``shared_norm``: one norm for both (GPT-J, PaLM, Falcon 7B); otherwise each has its
+    own (GPT-NeoX, Falcon 40B)."""
+    if shared_norm:
+        h = b.norm("norm", x, "b t d", rms=rms, bias=norm_bias)
+        with b.scope("attn"):
+            a = attention(b, h)
+        with b.scope("mlp"):
+            m = mlp(b, h)
+    else:
+        with b.scope("attn"):
+            a = attention(b, b.norm("norm", x, "b t d", rms=rms, bias=norm_bias))
+        with b.scope("mlp"):
+            m = mlp(b, b.norm("norm", x, "b t d", rms=rms, bias=norm_bias))
     return residual(b, "mlp_residual", residual(b, "attn_residual", x, a), m)
 
 
-def decoder(b: GraphBuilder, stacks: Sequence[tuple[str, object, Block]], *, tied: bool,
-            rms: bool = True) -> nx.DiGraph:
+def decoder(b: GraphBuilder, stacks: Sequence[tuple[str, object, Block]], *, tied: bool, rms: bool = True,
+            embed_scale: bool = False, final_norm: bool = True, norm_bias: bool | None = None,
+            head_bias: bool = False, logit_softcap: bool = False) -> nx.DiGraph:
     """Token embedding, each stack of layers ``(name, count, layer)`` in turn, final norm, unembedding, loss.
 
     ``layer(b, x)`` builds one layer; a stack is one subgraph with a count
     (DeepSeek-V3: ``("dense_layers", L_dense, ...)`` then ``("layers", L - L_dense, ...)``).
-    ``tied``: the unembedding reuses the token embedding's table.
+    ``tied``: the unembedding reuses the token embedding's table. ``embed_scale``: the embeddings are
+    multiplied by a constant (Gemma: √d). ``head_bias``: the unembedding has a bias over the vocabulary.
+    ``logit_softcap``: the logits go through ``c·tanh(x/c)`` (Gemma 2). ``final_norm``: a norm before the
+    unembedding (every model here but the earliest).
     """
     ids = b.input("ids", "b t")
     x = b.gather("embed", ids, "b t, v d -> b t d")
+    if embed_scale:
+        x = b.elementwise("embed_scale", "scale", x, "b t d")
     for name, count, layer in stacks:
         with b.repeat(name, count):
             x = layer(b, x)
-    x = b.norm("norm", x, "b t d", rms=rms)
-    logits = b.matmul("lm_head", x, "b t d, v d -> b t v", tied="embed" if tied else None)
+    if final_norm:
+        x = b.norm("norm", x, "b t d", rms=rms, bias=norm_bias)
+    logits = b.matmul("lm_head", x, "b t d, v d -> b t v", tied="embed" if tied else None,
+                      bias="v" if head_bias else None)
+    if logit_softcap:
+        logits = b.elementwise("logit_softcap", "softcap", logits, "b t v")
     b.loss("loss", logits, "b t v -> b t")
     return b.graph

@@ -1,7 +1,13 @@
-"""Shared test settings: hypothesis profiles (CI is derandomised)."""
+"""Shared test settings: hypothesis profiles (CI is derandomised) and the ``torch`` marker.
+
+A test module that imports torch or transformers (at its top or inside a test) is marked ``torch``, so
+``pytest -m "not torch"`` runs the engine's own tests alone, with no torch installed.
+"""
 
 import os
+import re
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60,
@@ -9,3 +15,22 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60
 settings.register_profile("dev", deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fuzz", deadline=None, max_examples=5000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+_USES_TORCH = re.compile(r"^\s*(import|from)\s+(torch|transformers)\b", re.M)
+_seen: dict[str, bool] = {}
+
+
+def _uses_torch(path: str) -> bool:
+    if path not in _seen:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                _seen[path] = bool(_USES_TORCH.search(fh.read()))
+        except OSError:
+            _seen[path] = False
+    return _seen[path]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if str(item.fspath).endswith(".py") and _uses_torch(str(item.fspath)):
+            item.add_marker(pytest.mark.torch)

@@ -160,6 +160,7 @@ ELEMENTWISE: dict[str, Elementwise] = {
     "relu": Elementwise(1, 1, ("output",)),
     "dropout": Elementwise(1, 1, ("mask",)),  # multiply by a saved 1-byte mask (and 1/(1-p))
     "rope": Elementwise(3, 3),  # x·cos + rotate(x)·sin; cos and sin are constants
+    "softcap": Elementwise(3, 4, ("output",)),  # c·tanh(x/c): divide, tanh, multiply; grad (1 − (y/c)²)·g
 }
 
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from costmodel.cli import main
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "hardware.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "hardware.md"
 
 
 def test_docs_table_matches_the_command(capsys):

@@ -16,7 +16,7 @@ import pytest
 
 from tests.golden.generate import run
 
-CASES = sorted((pathlib.Path(__file__).parent / "golden" / "cases").glob("*.json"))
+CASES = sorted((pathlib.Path(__file__).parents[1] / "golden" / "cases").glob("*.json"))
 
 
 def _flat(obj, prefix=""):

@@ -15,7 +15,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from costmodel.reports.estimate import estimate
 
-from .reference_gpt import ReferenceGPT, count
+from tests.reference_gpt import ReferenceGPT, count
 
 
 def assert_engine_matches(counted: tuple[int, int, int], batch: int, seq: int, d_ff: int | None,

@@ -16,7 +16,7 @@ from costmodel import CostModelError
 from costmodel.kit import GraphBuilder
 from costmodel.cli import main
 
-CASES = json.loads((pathlib.Path(__file__).parent / "corpus" / "bad_inputs.json").read_text())
+CASES = json.loads((pathlib.Path(__file__).parents[1] / "corpus" / "bad_inputs.json").read_text())
 
 
 def test_corpus_is_large_and_ids_unique():

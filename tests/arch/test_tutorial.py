@@ -11,7 +11,7 @@ import pytest
 
 from costmodel.cli import main
 
-TUTORIAL = Path(__file__).resolve().parent.parent / "docs" / "tutorial.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 
 
 def code_blocks(language: str) -> list[str]:
