@@ -13,14 +13,16 @@ symbolically (sympy) and stay exact until numbers are substituted. The verbs:
 ``estimate``, ``derive``, ``compare``, ``sweep``, ``roofline``, ``fit`` and ``report`` take a model (a
 preset or family name, a Hugging Face ``config.json``, ``file.py:builder``, or a :class:`Model` from
 ``load``) and :class:`Options` as keywords (``recompute="full"``, ``tp=2``, ``hardware="h100-sxm"``...);
-a misspelt option is an error naming the closest. ``hardware`` lists devices. Writing architectures and
-op rules: :mod:`costmodel.kit`.
+a misspelt option is an error naming the closest. ``hardware`` lists devices, ``models`` the families and
+presets, :mod:`costmodel.conventions` the named counting conventions. Writing architectures and op rules:
+:mod:`costmodel.kit`.
 """
 
 from __future__ import annotations
 
 import importlib
 
+from . import conventions
 from .errors import CostModelError
 from .options import Counting, Layout, Options
 
@@ -43,7 +45,7 @@ _VERBS = {
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "Options", "Model", "CostModelError", "Counting", "Layout"]
+           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions"]
 
 
 def __getattr__(name: str) -> object:

@@ -109,15 +109,15 @@ def parse_expr(text: str, symbols: Mapping[str, sympy.Symbol] = SYMBOLS, what: s
 
     def atom() -> sympy.Expr:
         nonlocal depth
-        kind, value = take()
-        if kind == "num":
+        token, value = take()
+        if token == "num":
             return parse_number(value, what)
-        if kind == "name":
+        if token == "name":
             if value not in symbols:
                 raise CostModelError(f"{what}: unknown symbol {value!r} in {text!r}{closest(value, symbols)}; "
                                      f"known: {', '.join(sorted(symbols))}")
             return symbols[value]
-        if (kind, value) == ("op", "("):
+        if (token, value) == ("op", "("):
             depth += 1
             if depth > 32:
                 raise CostModelError(f"{what}: parentheses nested too deeply in {text!r}")

@@ -10,14 +10,13 @@ from ._common import add_model_args, add_step_args, nbytes, options, sci, settin
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    from costmodel.reports.compare import CONVENTIONS  # the names, for --help
-
+    names = ",".join(costmodel.conventions.CONVENTIONS)
     p = sub.add_parser("compare", help="training FLOPs under named conventions (6ND, Kaplan, PaLM, ...)",
                        description="One model's training FLOPs and memory under named counting conventions, "
                                    "each derived from the same graph, with exact symbolic differences.")
     add_model_args(p)
-    p.add_argument("--conventions", default=",".join(CONVENTIONS), metavar="A,B,...",
-                   help=f"conventions to compare, the first is the reference (default: {','.join(CONVENTIONS)})")
+    p.add_argument("--conventions", default=names, metavar="A,B,...",
+                   help=f"conventions to compare, the first is the reference (default: {names})")
     add_step_args(p)
     p.add_argument("--tokens", type=typed("tokens", "--tokens"), help="training tokens D: FLOPs for the whole run")
     p.add_argument("--json", action="store_true", help="one JSON object: exact integers and formulas")

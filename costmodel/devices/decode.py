@@ -180,6 +180,10 @@ def _absorb(H: nx.DiGraph, marks: dict[str, set[str]]) -> None:
         marks[m] = set()  # S keeps its key axes: the latent's positions are the expansion's
 
 
+def _ops(value: object) -> bool:
+    return isinstance(value, tuple) and bool(value) and all(isinstance(p, Op) for p in value)
+
+
 def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     """One decode step: each sequence computes one new token and reads C cached positions.
 
@@ -207,7 +211,7 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
 
     def decoded(op: Op, keys: set[str]) -> Op:
         sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)
-        attrs = tuple((k, tuple(decoded(p, keys) for p in v) if k == "parts" else v)
+        attrs = tuple((k, tuple(decoded(p, keys) for p in v) if _ops(v) else v)  # fused parts, epilogue steps
                       for k, v in op.attrs if k != "causal")
         return Op(op.kind, op.pattern, sizes, op.dtype, attrs)
 

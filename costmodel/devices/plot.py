@@ -19,11 +19,11 @@ FORMATS = (".png", ".svg", ".pdf")
 
 def _pyplot():
     try:
-        import matplotlib
+        import matplotlib  # the optional plot extra: imported only when a chart is drawn
     except ModuleNotFoundError:
         raise CostModelError("plotting needs matplotlib: pip install 'costmodel[plot]'") from None
     matplotlib.use("Agg", force=True)  # files only, no display
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the Agg backend above
 
     return plt
 
@@ -68,12 +68,12 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
     groups: dict[tuple, list] = {}  # ops at the same spot share one stacked label
     for r, x in zip(points, xs):
         groups.setdefault((round(math.log10(x), 2), r.bound), []).append((r, x))
-    for i, ((_, kind), members) in enumerate(sorted(groups.items())):
+    for i, ((_, side), members) in enumerate(sorted(groups.items())):
         x = members[0][1]
         y = min(peak, x * bw)
         names = [r.name for r, _ in members]
         label = "\n".join(names[:16] + ([f"(+{len(names) - 16} more)"] if len(names) > 16 else []))
-        color = "tab:red" if kind == "compute" else "tab:blue"
+        color = "tab:red" if side == "compute" else "tab:blue"
         ax.scatter([x], [y], color=color, s=30, zorder=3)
         below = i % 2 == 0  # neighbours alternate sides of the roof so their labels do not collide
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, -6) if below else (-6, 6), fontsize=7,

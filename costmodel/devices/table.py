@@ -161,7 +161,7 @@ def read_file(path: str | Path) -> dict[str, Device]:
             data = json.loads(text, parse_float=str)  # 3.35e12 kept as its exact decimal text
         else:
             try:
-                import tomllib
+                import tomllib  # hardware files in TOML are rare: the parser loads only then
             except ModuleNotFoundError:  # Python 3.10
                 import tomli as tomllib  # type: ignore[no-redef]
             data = tomllib.loads(text, parse_float=str)

@@ -13,13 +13,19 @@ from __future__ import annotations
 
 import functools
 import inspect
+import importlib.util
+import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 
 import networkx as nx
 import sympy
 
 from ..errors import CostModelError, closest
+from ..expr import parse_value
+from ..graph.analysis import as_int, evaluate, totals
 
 ENTRY_POINT_GROUP = "costmodel.architectures"
 
@@ -57,8 +63,6 @@ class Family:
 @functools.lru_cache(maxsize=1)
 def families() -> dict[str, Family]:
     """Every family registered under the ``costmodel.architectures`` entry-point group."""
-    from importlib.metadata import entry_points
-
     found: dict[str, Family] = {}
     # the same distribution seen twice (an editable install plus a venv, say) is one source
     unique = {(ep.name, ep.value): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
@@ -90,6 +94,7 @@ class Model:
     values: Mapping[sympy.Symbol, object]
     family: Family
     preset: Preset | None = None
+    key: tuple | None = None  # the graph's identity (family, builder options) when that determines it: a cache key
 
 
 def graph_symbols(G: nx.DiGraph) -> set[sympy.Symbol]:
@@ -115,8 +120,14 @@ def _option(name: str, value: object, default: object, where: str) -> object:
     return value
 
 
-def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.DiGraph, dict]:
-    """Build with the config's builder options; the rest must be symbols the graph uses."""
+def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = True
+           ) -> tuple[nx.DiGraph, dict, tuple | None]:
+    """Build with the config's builder options; the rest must be symbols the graph uses.
+
+    Returns the graph, the values of its symbols and the graph's identity (the family and its builder
+    options) when the builder is known to be a pure function of them (``cache``): the same identity is the
+    same graph, built once per process.
+    """
     opts = fam.options
     options, sized = {}, {}
     for k, v in config.items():
@@ -127,22 +138,37 @@ def _build(fam: Family, config: Mapping[str, object], where: str) -> tuple[nx.Di
             sized[opts[k]] = v  # a size option defaulting to a symbol (d_ff): keep the symbol, give it the number
         else:
             options[k] = v
-    graph = fam.build(**options)
-    if not isinstance(graph, nx.DiGraph):
-        raise CostModelError(f"{where}: the builder returned {type(graph).__name__}; expected the "
-                             "networkx.DiGraph of a GraphBuilder (return b.graph)")
+    key = (fam.name, _frozen(options)) if cache else None
+    if key is not None and key[1] is None:
+        key = None
+    if key is not None and key in _GRAPHS:
+        graph = _GRAPHS[key]
+    else:
+        graph = fam.build(**options)
+        if not isinstance(graph, nx.DiGraph):
+            raise CostModelError(f"{where}: the builder returned {type(graph).__name__}; expected the "
+                                 "networkx.DiGraph of a GraphBuilder (return b.graph)")
+        if key is not None:
+            if len(_GRAPHS) >= 64:
+                _GRAPHS.pop(next(iter(_GRAPHS)))
+            _GRAPHS[key] = graph
     used = {str(s): s for s in graph_symbols(graph)}
     values = {}
-    for key, value in config.items():
-        if key in opts:
+    for name, value in config.items():
+        if name in opts:
             continue
-        if key not in used:
+        if name not in used:
             known = sorted(set(opts) | set(used))
-            raise CostModelError(f"{where}: unknown setting {key!r}{closest(key, known)}; expected a symbol "
+            raise CostModelError(f"{where}: unknown setting {name!r}{closest(name, known)}; expected a symbol "
                                  f"of the graph or an option of family {fam.name!r}: {', '.join(known)}")
-        values[used[key]] = value
+        values[used[name]] = value
     values.update({sym: v for sym, v in sized.items() if sym in used.values()})
-    return graph, values
+    return graph, values, key
+
+
+#: Graphs built by a family's builder, by (family, builder options); graphs are never changed after they
+#: are built (passes return copies).
+_GRAPHS: dict[tuple, nx.DiGraph] = {}
 
 
 def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str | None = None) -> Model:
@@ -181,15 +207,22 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
                              f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families")
     if dtype is not None and "dtype" in fam.options and "dtype" not in settings:
         config["dtype"] = dtype
-    graph, values = _build(fam, config, f"model {spec!r}")
-    return Model(spec, graph, values, fam, preset)
+    graph, values, key = _build(fam, config, f"model {spec!r}", cache=not is_builder_spec(spec))
+    return Model(spec, graph, values, fam, preset, key)
+
+
+def _frozen(config: Mapping[str, object]) -> tuple | None:
+    try:
+        items = tuple(sorted(config.items()))
+        hash(items)
+        return items
+    except TypeError:
+        return None
 
 
 def parse_settings(settings: Mapping[str, object] | None) -> dict[str, object]:
     """Settings with string values read by the restricted parser (never ``eval``): ``"8*d/3"`` is an
     expression of symbols, ``"true"``/``"false"`` a bool, a bare name (``"fp32"``) a name."""
-    from ..expr import parse_value
-
     out: dict[str, object] = {}
     for name, value in dict(settings or {}).items():
         if not isinstance(name, str) or not name.isidentifier():
@@ -210,10 +243,6 @@ def load_builder(spec: str) -> Family:
     Loading a Python file **executes it**, with your permissions: only load files
     you trust. (A ``config.json`` is data and is never executed.)
     """
-    import importlib.util
-    import os
-    import sys
-
     path, _, name = spec.rpartition(":")
     if not os.path.isfile(path):
         raise CostModelError(f"model {spec!r}: no file {path!r}; expected path/to/file.py:builder_function")
@@ -248,8 +277,6 @@ def load_builder(spec: str) -> Family:
 def catalogue() -> dict[str, object]:
     """Every family (with its Hugging Face model types) and every preset with its exact parameter counts:
     what ``costmodel models`` lists."""
-    from ..graph.analysis import as_int, evaluate, totals
-
     rows = []
     for fam in families().values():
         for preset in fam.presets:

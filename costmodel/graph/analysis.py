@@ -17,6 +17,7 @@ from ..errors import CostModelError
 from ..options import Counting
 from ..symbols import symbol
 from .cost import Cost, OpCost, Zero
+from .printing import cost_latex
 from .registry import op_cost
 
 
@@ -57,8 +58,6 @@ class Totals:
         return self.forward + self.backward
 
     def _repr_latex_(self) -> str:  # Jupyter
-        from ..reports.latex import cost_latex  # reports sit above the graph layer: imported when rendered
-
         return cost_latex({"params": self.params, "params (embedding)": self.params_embedding,
                            "flops (forward)": self.forward.flops, "flops (backward)": self.backward.flops})
 

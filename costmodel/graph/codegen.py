@@ -163,7 +163,7 @@ EXACT = (Fraction, _exact_div, max, min, _exact_ceil, _exact_floor, _exact_where
 
 
 def _float_mode():
-    import numpy as np
+    import numpy as np  # deferred: only the vectorised modes need numpy; exact evaluation does not
 
     def const(p, q):
         return p / q
@@ -184,7 +184,7 @@ def _float_mode():
 
 
 def _object_mode():
-    import numpy as np
+    import numpy as np  # deferred: only the vectorised modes need numpy; exact evaluation does not
 
     def reduce(fn):
         ufunc = np.frompyfunc(fn, 2, 1)

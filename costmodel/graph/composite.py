@@ -12,7 +12,7 @@ from ..options import Counting
 from .cost import Cost, OpCost, Saved, Zero, dtype_bytes
 from .pattern import elements, parse
 from .registry import Op, data_operands, op_cost, rule, weight_operand
-from .rules import causal_scale, contraction, elementwise_spec, elements_of, matrix, trainable
+from .rules import causal_scale, contraction, elements_of, matrix, trainable
 
 
 def _attention_cache_operands(op: Op) -> dict[int, int | None]:
@@ -30,8 +30,9 @@ def _attention(op: Op, counting: Counting) -> OpCost:
 
     Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
     ``causal``, ``repeats`` (indices of operands that are an earlier operand's
-    tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (element-wise fns applied to the scores before the
-    softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
+    tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (the element-wise ops applied to the
+    scores before the softmax and to the probabilities after it, as ops: a scale, a soft-cap, a mask, a
+    dropout; their FLOPs are their rules'). The FLOPs are those of the unfused ops;
     the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
     recomputes the scores (``recompute_flops``), as FlashAttention does.
     """
@@ -51,19 +52,20 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     # the softmax and epilogue run over every score, as the unfused ops count them: ``causal`` halves
     # only the contractions, so the flash_attention pass preserves FLOPs under either convention
     n_scores = elements_of(op, scores)
-    epilogue = op.attr("epilogue", ()) if counting.elementwise == "all" else ()
-    per_score_fwd = counting.softmax_flops[0] + sum(elementwise_spec(fn).forward for fn in epilogue)
-    per_score_bwd = counting.softmax_flops[1] + sum(elementwise_spec(fn).backward for fn in epilogue)
+    epilogue = [op_cost(part, counting) for part in op.attr("epilogue", ())]
+    epilogue_fwd = sum((c.forward.flops for c in epilogue), Zero)
+    epilogue_bwd = sum((c.backward.flops for c in epilogue), Zero)
     size = dtype_bytes(op.dtype)
     rows = elements_of(op, tuple(a for a in scores if a in q))  # one log-sum-exp per query row
     again = op.attr("repeats", ())  # operands that are an earlier operand's tensor (MLA's absorbed latent): read once
     io_read = sum((elements_of(op, axes) for i, axes in enumerate(p.inputs) if i not in again), Zero) * size
-    forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
+    softmax_fwd, softmax_bwd = (n * n_scores for n in counting.softmax_flops)
+    forward = Cost(flops=qk.flops + pv.flops + softmax_fwd + epilogue_fwd, matmul_flops=qk.flops + pv.flops,
                    bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
     grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
-    backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
+    backward = Cost(flops=grads + softmax_bwd + epilogue_bwd, matmul_flops=grads,
                     bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
-                    bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
+                    bytes_written=io_read, recompute_flops=qk.flops + softmax_fwd + epilogue_fwd)
     names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"]
     saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
              Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 import sympy
 
 from ..dtypes import DTYPE_BYTES, check_dtype
+from .printing import cost_latex
 
 Zero = sympy.Integer(0)
 
@@ -71,8 +72,6 @@ class Cost:
         return self.map(sympy.expand)
 
     def _repr_latex_(self) -> str:  # Jupyter
-        from ..reports.latex import cost_latex  # reports sit above the graph layer: imported when rendered
-
         return cost_latex({f.name: getattr(self, f.name) for f in fields(self)})
 
 

@@ -147,9 +147,8 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         operands = [axes for s_op in s_ops for axes in s_op.parsed.inputs] + [c_op.parsed.inputs[1]]
         pattern = ", ".join(" ".join(a) for a in operands) + " -> " + " ".join(c_op.parsed.output)
         sizes = {k: v for s_op in s_ops for k, v in s_op.size.items()} | c_op.size
-        fns = tuple(G.nodes[n]["op"].attr("fn") for n in epilogue) + tuple(G.nodes[n]["op"].attr("fn")
-                                                                         for n in dropouts)
-        attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": fns, "causal": s_ops[0].attr("causal")}
+        steps = tuple(G.nodes[n]["op"] for n in [*epilogue, *dropouts])  # their FLOPs are their own rules'
+        attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": steps, "causal": s_ops[0].attr("causal")}
         op = Op("attention", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), c_op.dtype,
                 tuple(sorted((k, v) for k, v in attrs.items() if v)))
         sources = tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)

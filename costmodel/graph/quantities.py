@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import sympy
 
 from ..errors import CostModelError
-from .analysis import as_int, evaluate
+from .codegen import EXACT, compile_exprs
 
 
 class maximum(sympy.Function):  # noqa: N801 (printed as a function of the formulas: maximum(a, b, ...))
@@ -125,35 +126,86 @@ class Quantities:
         self.info.update(other.info)
         self.checks += other.checks
 
+    # -- numbers ---------------------------------------------------------------------------------------
+
+    def compiled(self):
+        """Every expression, candidate and check as one plain-Python function of the symbols (exact mode:
+        Python ints and fractions), compiled once (:mod:`costmodel.graph.codegen`). Returns
+        ``(symbols, function)``; the function returns the values in the order of :meth:`_layout`."""
+        if getattr(self, "_compiled", None) is None:
+            exprs = self._layout()
+            symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs)), key=str))
+            object.__setattr__(self, "_compiled", (symbols, compile_exprs(exprs, symbols)))
+        return self._compiled
+
+    def _layout(self) -> list[sympy.Basic]:
+        out = list(self.exprs.values())
+        for cands, _ in self.choices.values():
+            out += cands
+        out += [relation for relation, _ in self.checks]
+        return out
+
+    def _numbers(self, values: Mapping) -> list[object]:
+        symbols, fn = self.compiled()
+        missing = sorted(str(s) for s in symbols if s not in values)
+        if missing:
+            raise CostModelError(f"cannot evaluate: no value for {', '.join(missing)}; expected values for every "
+                                 f"symbol, received {sorted(map(str, values))}")
+        for s in symbols:
+            v = values[s]
+            if isinstance(v, bool) or not isinstance(v, int) and not getattr(v, "is_Integer", False):
+                raise CostModelError(f"cannot evaluate: {s} = {v!r}; expected a whole number")
+        try:
+            return fn(EXACT, *(int(values[s]) for s in symbols))
+        except ZeroDivisionError:
+            raise CostModelError("cannot evaluate: a division by zero at these values") from None
+
     def check(self, values: Mapping) -> None:
         """Raise the message of the first check that fails at ``values``."""
-        subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
-        for relation, message in self.checks:
-            if relation.xreplace(subs) is sympy.false:
+        nums = self._numbers(values)
+        self._check(nums, values)
+
+    def _check(self, nums: list, values: Mapping) -> None:
+        first = len(nums) - len(self.checks)
+        for (relation, message), holds in zip(self.checks, nums[first:]):
+            if not holds:
                 raise CostModelError(message(values) if callable(message) else message)
 
     def value(self, key: str, values: Mapping, flat: Mapping[str, object] | None = None) -> object:
         """The number (or label) of one key at ``values`` (``flat``: keys already evaluated, for texts)."""
-        if key in self.choices:
-            cands, labels = self.choices[key]
-            nums = [evaluate(c, values, key) for c in cands]
-            if key in self.label_ties:
-                return labels[max(range(len(nums)), key=lambda j: (nums[j], labels[j]))]
-            return labels[max(range(len(nums)), key=lambda j: (nums[j], -j))]
-        if key in self.info:
-            v = self.info[key]
-            return v(flat or {}, values) if callable(v) else v
-        v = evaluate(self.exprs[key], values, key)
-        if key in self.floats:
-            return float(v)
-        if key in self.numbers:
-            return int(v) if v.q == 1 else float(v)
-        return as_int(v, key)
+        return self.evaluate(values, keys=(key,))[key] if flat is None else self._value(key, values, flat)
 
-    def evaluate(self, values: Mapping) -> dict[str, object]:
-        """Every key at ``values`` (after the checks), in the order the keys were added."""
-        self.check(values)
+    def _value(self, key, values, flat):
+        v = self.info[key]
+        return v(flat, values) if callable(v) else v
+
+    def evaluate(self, values: Mapping, keys: tuple[str, ...] | None = None) -> dict[str, object]:
+        """Every key (or ``keys``) at ``values``, after the checks: exprs, then choices, then info."""
+        nums = self._numbers(values)
+        self._check(nums, values)
         out: dict[str, object] = {}
-        for key in (*self.exprs, *self.choices, *self.info):
-            out[key] = self.value(key, values, out)
+        i = 0
+        for key in self.exprs:
+            v = nums[i]
+            i += 1
+            if isinstance(v, Fraction) and v.denominator == 1:
+                v = v.numerator
+            if key in self.floats:
+                out[key] = float(v)
+            elif key in self.numbers:
+                out[key] = v if isinstance(v, int) else float(v)
+            elif isinstance(v, int):
+                out[key] = v
+            else:
+                raise CostModelError(f"{key} is not a whole number: {v}")
+        for key, (cands, labels) in self.choices.items():
+            n = len(cands)
+            got = nums[i:i + n]
+            i += n
+            tie = (lambda j: (got[j], labels[j])) if key in self.label_ties else (lambda j: (got[j], -j))
+            out[key] = labels[max(range(n), key=tie)]
+        for key in self.info:
+            out[key] = self._value(key, values, out)
+        if keys is not None:
+            return {k: out[k] for k in keys}
         return out

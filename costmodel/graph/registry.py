@@ -206,8 +206,3 @@ def op_cost(op: Op, counting: Counting = Counting()) -> OpCost:
     return OpCost(*(Cost(flops=c.matmul_flops, matmul_flops=c.matmul_flops, bytes_read=c.bytes_read,
                          bytes_written=c.bytes_written, recompute_flops=c.recompute_flops)
                     for c in (cost.forward, cost.backward)), cost.weights, cost.saved, cost.active)
-
-
-# The rules (core, composite) live in their own modules; importing them registers them, so every rule
-# is known once the registry is imported.
-from . import composite, rules  # noqa: E402,F401

@@ -116,7 +116,8 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.add("memory.parameters_frozen", put(states["frozen"]))
     if layout.tp == layout.pp == layout.sp == 1:
         p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting)
-        cands = tuple(put(c.xreplace(on_device)) for c in p.candidates)
+        # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
+        cands = tuple(c.xreplace(on_device).xreplace(final) for c in p.candidates)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
         q.choices["memory.peak_at"] = (cands, p.labels)
         q.label_ties.add("memory.peak_at")

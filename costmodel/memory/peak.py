@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import networkx as nx
 import sympy
 
-from ..graph.analysis import in_block, order, repeated_blocks
+from ..graph.analysis import evaluate, in_block, order, repeated_blocks
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.quantities import maximum, whole
@@ -58,8 +58,6 @@ class Peak:
 
     def at(self, values: Mapping) -> tuple[int, str]:
         """(peak bytes, where) for numbers; of equal points, the last label in alphabetical order."""
-        from ..graph.analysis import evaluate
-
         nums = [evaluate(c, values, f"live bytes at {label}") for c, label in zip(self.candidates, self.labels)]
         i = max(range(len(nums)), key=lambda j: (nums[j], self.labels[j]))
         return int(evaluate(self.states, values, "model states")) + int(nums[i]), self.labels[i]

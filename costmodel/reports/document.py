@@ -22,7 +22,7 @@ import sympy
 
 from ..devices.roofline import roofline
 from ..devices.table import device
-from ..errors import CostModelError
+from ..errors import CostModelError, closest
 from ..files import write_atomic
 from ..graph.analysis import breakdown
 from ..options import Options
@@ -322,8 +322,6 @@ def equation(model, key: str, *, settings: Mapping[str, object] | None = None, *
     \end{split}
     \end{equation*}
     """
-    from ..errors import closest
-
     exprs = derive(model, settings=settings, **options)["expressions"]
     if key not in exprs:
         raise CostModelError(f"equation: unknown quantity {key!r}{closest(key, exprs)}; known: {', '.join(exprs)}")

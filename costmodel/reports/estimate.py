@@ -15,6 +15,7 @@ import sympy
 from ..errors import CostModelError
 from ..graph.analysis import check_values
 from ..families import Model, graph_symbols, load
+from ..memory.policies import precision
 from ..options import Options
 from ..symbols import B, T
 from .quantities import quantities
@@ -29,8 +30,6 @@ def model_for(model: Model | str, settings: Mapping[str, object] | None, options
             raise CostModelError("settings apply when a model is loaded by name; this Model is already built "
                                  "(load it again with the settings)")
         return model
-    from ..memory.policies import precision
-
     return load(model, settings, dtype=precision(options.precision).activations)
 
 

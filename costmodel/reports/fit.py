@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import sympy
 
+from ..devices.table import device
 from ..errors import CostModelError
 from ..graph.analysis import check_values
 from ..graph.passes import flash_attention
@@ -81,8 +82,6 @@ def fit(model: Model | str, memory: object = None, *, hardware: object = None, s
     if (memory is None) == (hardware is None):
         raise CostModelError("fit: give a memory size (80GB) or a device whose memory to fill, one of the two")
     if memory is None:
-        from ..devices.table import device
-
         memory = int(device(hardware).memory_bytes)
     memory = parse_memory(memory)
     opts = Options.make(options, **kwargs)

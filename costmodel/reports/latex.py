@@ -9,19 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import sympy
-from sympy.printing.latex import LatexPrinter
 
-_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})
-
-
-def latex(expr: sympy.Expr) -> str:
-    r"""LaTeX of an expression, terms in a stable order.
-
-    >>> from costmodel.symbols import B, T, d, d_ff
-    >>> latex(6*B*T*d*d_ff)
-    '6 \\cdot B \\cdot T \\cdot d \\cdot d_{ff}'
-    """
-    return _PRINTER.doprint(expr)
+from ..graph.printing import cost_latex, escape, latex  # noqa: F401 (the document helpers build on them)
 
 
 def key_latex(key: str) -> str:
@@ -48,15 +37,6 @@ def ops_table(ops: Mapping[str, Mapping[str, object]]) -> str:
         rows.append(" & ".join(cells) + r" \\")
     rows += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(rows)
-
-
-_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
-
-
-def escape(text: str) -> str:
-    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``."""
-    return "".join(_SPECIAL.get(c, c) for c in str(text))
 
 
 def number(value: int | float) -> str:
@@ -107,9 +87,3 @@ def derivation(rows: list[tuple[str, sympy.Expr, sympy.Expr]], lhs: str, total: 
     lines.append(rf"  &= {first}" + (r" \\" if rest else ""))
     lines += [rf"  &\quad {line}" + (r" \\" if i < len(rest) - 1 else "") for i, line in enumerate(rest)]
     return "\\begin{align*}\n" + "\n".join(lines) + "\n\\end{align*}"
-
-
-def cost_latex(fields: Mapping[str, sympy.Expr]) -> str:
-    """``$\\begin{aligned}...\\end{aligned}$`` of named expressions (Jupyter's ``_repr_latex_``)."""
-    body = r" \\ ".join(rf"\mathrm{{{escape(k)}}} &= {latex(v)}" for k, v in fields.items())
-    return rf"$\begin{{aligned}}{body}\end{{aligned}}$"

@@ -65,9 +65,30 @@ SECTIONS: list[Callable[[object, Options, Quantities], Quantities]] = [
 ]
 
 
+_CACHE: dict[tuple, Quantities] = {}
+_CACHE_SIZE = 64
+
+
 def quantities(model, options: Options) -> Quantities:
-    """Every key of an estimate of ``model`` under ``options``, as expressions of the graph's symbols."""
+    """Every key of an estimate of ``model`` under ``options``, as expressions of the graph's symbols.
+
+    Derived once per (model, options) in a process: a model loaded by name with the same settings and the
+    same options gives the same quantities (and their compiled evaluation) without deriving again.
+    """
+    key = None
+    if model.key is not None:
+        try:
+            key = (model.key, options.replace(batch=None, seq=None))  # B and T are values, not choices
+            hash(key)
+        except TypeError:
+            key = None
+    if key is not None and key in _CACHE:
+        return _CACHE[key]
     q = Quantities()
     for section in SECTIONS:
         q.update(section(model, options, q))
+    if key is not None:
+        if len(_CACHE) >= _CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        _CACHE[key] = q
     return q

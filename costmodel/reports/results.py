@@ -13,6 +13,10 @@ from collections.abc import Iterator, Mapping
 
 import sympy
 
+from ..devices.plot import memory_chart
+from ..errors import CostModelError
+from .latex import cost_latex, equations, ops_table
+
 
 def nest(flat: Mapping[str, object]) -> dict:
     """``{"a.b": 1}`` → ``{"a": {"b": 1}}``."""
@@ -105,8 +109,6 @@ class Result(Mapping):
         exprs = {k: v for k, v in self._rows() if isinstance(v, sympy.Basic)}
         if not exprs:
             return None
-        from .latex import cost_latex
-
         return cost_latex(exprs)
 
 
@@ -129,8 +131,6 @@ class Estimate(Result):
 
     def plot_memory(self, path: str, *, capacity: int | None = None):
         """A bar chart of the memory breakdown (``.png``/``.svg``/``.pdf``; needs matplotlib)."""
-        from ..devices.plot import memory_chart
-
         parts = {k: v for k, v in self._data["memory_bytes"].items() if k not in ("total", "peak")
                  and isinstance(v, int)}
         return memory_chart(parts, path, title=f"{self._data['model']} memory", capacity=capacity)
@@ -157,8 +157,6 @@ class Derivation(Result):
 
     def to_latex(self) -> str:
         """An ``align*`` environment of every expression and a table of the ops."""
-        from .latex import equations, ops_table
-
         return equations(self._data["expressions"]) + "\n" + ops_table(self._data["ops"])
 
 
@@ -182,15 +180,15 @@ class Sweep(Result):
     def column(self, key: str) -> list:
         """A column as Python numbers: floats that hold whole numbers exactly (< 2^53) as ints, exact
         values as ints (or their fraction as a string), booleans as booleans, non-finite floats as None."""
-        import numpy as np
+        import numpy as np  # deferred: numpy is imported when a sweep's columns are read, not at start-up
 
         a = self._data[key]
-        if a.dtype.kind == "f":
+        if np.issubdtype(a.dtype, np.floating):
             whole = np.isfinite(a) & (a == np.floor(a)) & (np.abs(a) < 2.0**53)
             if whole.all():
                 return a.astype(np.int64).tolist()
             return [int(v) if w else (v if np.isfinite(v) else None) for v, w in zip(a.tolist(), whole.tolist())]
-        if a.dtype.kind in "iub":
+        if np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_):
             return a.tolist()
         return [v if isinstance(v, int) else str(v) for v in a.tolist()]
 
@@ -207,10 +205,8 @@ class Sweep(Result):
     def to_pandas(self):
         """A pandas DataFrame of the columns (pandas must be installed)."""
         try:
-            import pandas as pd
+            import pandas as pd  # an optional package: imported when asked for
         except ModuleNotFoundError:
-            from ..errors import CostModelError
-
             raise CostModelError("Sweep.to_pandas needs pandas: pip install pandas") from None
         return pd.DataFrame({k: v for k, v in self._data.items()})
 

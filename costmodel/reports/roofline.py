@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from ..errors import CostModelError
 from ..graph.analysis import as_int
 from ..graph.passes import flash_attention, fuse_elementwise
+from ..devices.plot import roofline_chart
 from ..devices.decode import decode_graph, prefill_graph, summary
 from ..devices.roofline import Bound, roofline as op_rows, total, variants
 from ..devices.table import device
@@ -82,8 +83,6 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
         if mode == "prefill":
             out["ttft_s"] = float(tot.time_s)
     if plot:
-        from ..devices.plot import roofline_chart
-
         roofline_chart(rows, dev, plot, dtype=dtype,
                        title=f"{m.name} {mode} on {dev.name} (B={out['config']['B']}"
                              + (f", C={values[C]})" if decode else f", T={values[T]})"))

@@ -25,6 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import sympy
 
 from ..errors import CostModelError, closest
@@ -84,8 +85,6 @@ class Formulas:
     fn: object = field(repr=False)
 
     def __call__(self, values: Mapping[str, object] | None = None, *, exact: bool = False) -> dict[str, object]:
-        import numpy as np
-
         given = dict(values or {})
         unknown = [k for k in given if k not in {str(s) for s in self.symbols}]
         if unknown:
@@ -115,7 +114,11 @@ def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[st
         raise CostModelError(f"sweep: unknown metric {unknown[0]!r}{closest(unknown[0], q.exprs)}; "
                              f"known: {', '.join(q.exprs)}")
     symbols = tuple(sorted(base, key=str))
-    return Formulas(tuple(metrics), symbols, dict(base), compile_exprs([q.exprs[k] for k in metrics], symbols))
+    cache = q.__dict__.setdefault("_formulas", {})  # compiled once per metrics and symbols of these quantities
+    key = (tuple(metrics), symbols)
+    if key not in cache:
+        cache[key] = compile_exprs([q.exprs[k] for k in metrics], symbols)
+    return Formulas(tuple(metrics), symbols, dict(base), cache[key])
 
 
 def _axis_checks(G) -> tuple[list[tuple[sympy.Expr, sympy.Expr]], list[sympy.Basic]]:
@@ -157,8 +160,6 @@ def sweep(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str],
     ``budget``: a FLOP budget C; the result's ``optimal`` gives the compute-optimal N and D
     (C = 6ND, D = ``ratio``·N) and the swept config closest to it.
     """
-    import numpy as np
-
     extra = ["params.non_embedding", "flops.training", "tokens.per_step"] if budget is not None else []
     metrics = list(dict.fromkeys(metrics))
     wanted = list(dict.fromkeys([*metrics, *extra]))
@@ -212,15 +213,16 @@ def _fits_int64(a) -> bool:
 
 def _valid(m: Model, q, symbols, columns: Mapping, base: Mapping, n: int):
     """Exact validity of every point: the graph's axis checks and the options' checks, with Python ints."""
-    import numpy as np
-
     fractions, relations = _axis_checks(m.graph)
     relations = relations + [r for r, _ in q.checks]
     valid = np.ones(n, dtype=bool)
     if not (fractions or relations):
         return valid
     exprs = [e for pair in fractions for e in pair] + relations
-    f = compile_exprs(exprs, symbols)
+    cache = q.__dict__.setdefault("_validity", {})  # compiled once per symbols of these quantities
+    if symbols not in cache:
+        cache[symbols] = compile_exprs(exprs, symbols)
+    f = cache[symbols]
     args = [columns[str(s)] if str(s) in columns else base[s] for s in symbols]
     res = f(object_mode(), *args)
     for j in range(len(fractions)):
@@ -254,8 +256,6 @@ def closest_to_optimal(columns: Mapping[str, object], budget: object, tokens_per
     Needs the metrics ``params.non_embedding`` and ``flops.training`` and ``tokens.per_step``:
     D = budget ÷ (training FLOPs per token), N = non-embedding params.
     """
-    import numpy as np
-
     for key in ("params.non_embedding", "flops.training", "tokens.per_step"):
         if key not in columns:
             raise CostModelError(f"compute-optimal: the sweep needs metric {key!r}")

@@ -1,0 +1,39 @@
+"""LaTeX of expressions through sympy's printer, with costmodel's symbol names (``d_ff`` → ``d_{ff}``).
+
+Printing is configured through printer settings, not string munging. The graph layer renders cost records
+with it in notebooks; the report layer's documents build on it (:mod:`costmodel.reports.latex`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+from sympy.printing.latex import LatexPrinter
+
+_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})
+
+
+def latex(expr: sympy.Expr) -> str:
+    r"""LaTeX of an expression, terms in a stable order.
+
+    >>> from costmodel.symbols import B, T, d, d_ff
+    >>> latex(6*B*T*d*d_ff)
+    '6 \\cdot B \\cdot T \\cdot d \\cdot d_{ff}'
+    """
+    return _PRINTER.doprint(expr)
+
+
+_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def escape(text: str) -> str:
+    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``."""
+    return "".join(_SPECIAL.get(c, c) for c in str(text))
+
+
+def cost_latex(fields: Mapping[str, sympy.Expr]) -> str:
+    """``$\\begin{aligned}...\\end{aligned}$`` of named expressions (Jupyter's ``_repr_latex_``)."""
+    body = r" \\ ".join(rf"\mathrm{{{escape(k)}}} &= {latex(v)}" for k, v in fields.items())
+    return rf"$\begin{{aligned}}{body}\end{{aligned}}$"
