@@ -150,6 +150,8 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         fns = tuple(G.nodes[n]["op"].attr("fn") for n in epilogue) + tuple(G.nodes[n]["op"].attr("fn")
                                                                          for n in dropouts)
         attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": fns, "causal": s_ops[0].attr("causal")}
+        norm_op = G.nodes[softmax]["op"]  # what the normalizer's kind says the fused op keeps (a sink)
+        attrs.update({a: norm_op.attr(a) for a in kind_of(norm_op).attention_attrs})
         op = Op("attention", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), c_op.dtype,
                 tuple(sorted((k, v) for k, v in attrs.items() if v)))
         sources = tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)
