@@ -114,10 +114,10 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     if layer_types != expected:
         raise CostModelError(f"{where}: layer_types {layer_types!r} do not alternate sliding_attention and "
                              "full_attention from layer 0; expected that pattern (every gpt-oss model has it)")
-    window = get("sliding_window", int, None)
-    if window is None:
-        raise CostModelError(f"{where}: missing field 'sliding_window' (expected int): the sliding layers need it")
-    out["cache_window"] = window  # bounds the sliding layers' KV cache; their FLOPs stay dense
+    if "sliding_window" in cfg and cfg["sliding_window"] is None:
+        raise CostModelError(f"{where}: sliding_window is null; expected the window of the sliding layers")
+    # absent: transformers' default, 128. It bounds the sliding layers' KV cache; their FLOPs stay dense
+    out["cache_window"] = get("sliding_window", int, 128)
     return out
 
 

@@ -148,7 +148,9 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     if (get("no_rope_layers", list, []) or rope_layers) != rope_layers:  # empty: transformers' default
         raise CostModelError(f"{where}: no_rope_layers {cfg['no_rope_layers']!r} do not follow "
                              f"no_rope_layer_interval = {interval}; expected {rope_layers}")
-    chunk = get("attention_chunk_size", int, None)
+    # absent: transformers' default chunk, 8192; null: no chunks (every layer attends to everything)
+    chunk = None if "attention_chunk_size" in cfg and cfg["attention_chunk_size"] is None else \
+        get("attention_chunk_size", int, 8192)
     types = ["chunked_attention" if rope and chunk is not None else "full_attention" for rope in rope_layers]
     if get("layer_types", list, types) != types:
         raise CostModelError(f"{where}: layer_types {cfg['layer_types']!r} are not the chunked RoPE layers and "
