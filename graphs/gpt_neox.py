@@ -12,8 +12,8 @@ Sources of the presets:
   Training and Scaling", Table 1 (layers, width, heads; non-embedding parameters), and
   ``EleutherAI/pythia-{70m,...,12b}/config.json`` (vocab 50304, 50432 for 6.9B, 50688 for 12B;
   context 2048; rotary_pct 0.25; untied ``embed_out``).
-* GPT-NeoX-20B: Black et al. 2022, "GPT-NeoX-20B: An Open-Source Autoregressive Language Model",
-  Table 1 (44 layers, width 6144, 64 heads), and ``EleutherAI/gpt-neox-20b/config.json`` (vocab
+* GPT-NeoX-20B: Black et al. 2022, "GPT-NeoX-20B: An Open-Source Autoregressive Language Model"
+  (44 layers, width 6144, 64 heads), and ``EleutherAI/gpt-neox-20b/config.json`` (vocab
   50432, context 2048, rotary_pct 0.25).
 """
 
@@ -136,7 +136,7 @@ PRESETS = (
     _pythia("6.9b", 32, 4096, 32, 50432),
     _pythia("12b", 36, 5120, 40, 50688),
     Preset("gpt-neox-20b", "gpt_neox", {"L": 44, "d": 6144, "h": 64, "V": 50432, "T": 2048},
-           "Black et al. 2022 (GPT-NeoX-20B), Table 1; EleutherAI/gpt-neox-20b config.json", "GPT-NeoX-20B"),
+           "Black et al. 2022 (GPT-NeoX-20B); EleutherAI/gpt-neox-20b config.json", "GPT-NeoX-20B"),
 )
 
 FAMILY = Family("gpt_neox", gpt_neox, "GPT-NeoX/Pythia: parallel attention + MLP, partial RoPE, LayerNorm biases",
