@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ..errors import CostModelError
 from ..options import Counting
-from .cost import Cost, OpCost, Saved, Zero, dtype_bytes
+from .cost import Cost, OpCost, Param, Saved, Zero, dtype_bytes
 from .pattern import elements, parse
 from .registry import Op, data_operands, op_cost, rule, weight_operand
-from .rules import causal_scale, contraction, elements_of, matrix, trainable
+from .rules import causal_scale, contraction, elements_of, matrix, sink_axes, trainable, vector
 
 
 def _attention_cache_operands(op: Op) -> dict[int, int | None]:
@@ -32,7 +32,9 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     ``causal``, ``repeats`` (indices of operands that are an earlier operand's
     tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (the element-wise ops applied to the
     scores before the softmax and to the probabilities after it, as ops: a scale, a soft-cap, a mask, a
-    dropout; their FLOPs are their rules'). The FLOPs are those of the unfused ops;
+    dropout; their FLOPs are their rules'), ``sink`` (the axes of learned sink logits that join each row of the
+    softmax, kept from the softmax it fused: their parameters, and softmax FLOPs over one more column
+    per row). The FLOPs are those of the unfused ops;
     the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
     recomputes the scores (``recompute_flops``), as FlashAttention does.
     """
@@ -60,16 +62,22 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     again = op.attr("repeats", ())  # operands that are an earlier operand's tensor (MLA's absorbed latent): read once
     io_read = sum((elements_of(op, axes) for i, axes in enumerate(p.inputs) if i not in again), Zero) * size
     softmax_fwd, softmax_bwd = (n * n_scores for n in counting.softmax_flops)
-    forward = Cost(flops=qk.flops + pv.flops + softmax_fwd + epilogue_fwd, matmul_flops=qk.flops + pv.flops,
-                   bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
+    sinks = sink_axes(op)
+    weights = (vector(op, sinks, "sink"),) if sinks else ()
+    # a sink adds one column to each row of the softmax (not to the epilogue, which sees only the scores)
+    sink_fwd, sink_bwd = (counting.softmax_flops[0] * rows, counting.softmax_flops[1] * rows) if sinks else (0, 0)
+    sink_read = sum((w.elements for w in weights), Zero) * size
+    forward = Cost(flops=qk.flops + pv.flops + softmax_fwd + epilogue_fwd + sink_fwd,
+                   matmul_flops=qk.flops + pv.flops,
+                   bytes_read=io_read + sink_read, bytes_written=elements_of(op, out) * size + rows * 4)
     grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
-    backward = Cost(flops=grads + softmax_bwd + epilogue_bwd, matmul_flops=grads,
+    backward = Cost(flops=grads + softmax_bwd + epilogue_bwd + sink_bwd, matmul_flops=grads,
                     bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
-                    bytes_written=io_read, recompute_flops=qk.flops + softmax_fwd + epilogue_fwd)
+                    bytes_written=io_read, recompute_flops=qk.flops + softmax_fwd + epilogue_fwd + sink_fwd)
     names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"]
     saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
              Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))
-    return OpCost(forward, backward, (), saved)
+    return OpCost(forward, backward, weights, saved)
 
 
 @rule("routed_matmul", weight_operand=1, weight_use="routed")
@@ -87,6 +95,11 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     *without* ``experts``; backward is the input and the weight gradient, each as
     much (no weight gradient when ``trainable=False``, as for a matmul). Parameters
     are all ``e`` weight sets; ``active`` ones are the ``r`` a token uses (``params · r / e``).
+
+    Attribute ``bias`` (axes: ``experts`` and output axes, e.g. ``"e i"``): each expert has its own bias
+    (gpt-oss), added to each routed copy's output before the ``r`` copies are summed: one FLOP per
+    routed output element (``B·T·r·f``) forward, as many for its gradient; its parameters are stacked
+    per expert like the weight, and ``r`` of the ``e`` are active.
     """
     p = op.parsed
     if len(p.inputs) != 2:
@@ -110,11 +123,23 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     backward = contraction(op, (y, per_token_w), x) + Cost(bytes_read=extra)  # input gradient
     if trainable(op):  # weight gradient, written for every expert
         backward += contraction(op, (x, y), per_token_w) + Cost(bytes_written=extra)
-    weight = matrix(op, w, y, stacked=(e,))  # one matrix per expert
-    active = weight.elements * op.size[r] / op.size[e]
+    weights = [matrix(op, w, y, stacked=(e,))]  # one matrix per expert
+    if op.attr("bias"):
+        b_axes = parse(str(op.attr("bias"))).output
+        if e not in b_axes or any(a != e and a not in y for a in b_axes):
+            raise CostModelError(f"routed_matmul pattern {p.text!r}: bias {op.attr('bias')!r} must have the experts "
+                                 f"axis {e!r} and output axes only (e.g. '{e} {y[-1]}')")
+        routed_out = elements_of(op, tuple(dict.fromkeys((*y, r))))  # one add per routed copy, before the r-sum
+        bias = Param("bias", tuple((a, op.size[a]) for a in b_axes), stack=op.size[e])
+        size = dtype_bytes(op.dtype)
+        forward += Cost(flops=routed_out, bytes_read=bias.elements * size)
+        if trainable(op):
+            backward += Cost(flops=routed_out, bytes_written=bias.elements * size)
+        weights.append(bias)
+    active = sum((wt.elements for wt in weights), Zero) * op.size[r] / op.size[e]
     # as for a matmul: the input is kept only for the weight gradient (none for a frozen weight)
     saved = (Saved("input", "input0", elements_of(op, x), op.dtype),) if trainable(op) else ()
-    return OpCost(forward, backward, (weight,), saved, active)
+    return OpCost(forward, backward, tuple(weights), saved, active)
 
 
 # ---------------------------------------------------------------------------

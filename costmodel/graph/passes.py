@@ -149,6 +149,8 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         sizes = {k: v for s_op in s_ops for k, v in s_op.size.items()} | c_op.size
         steps = tuple(G.nodes[n]["op"] for n in [*epilogue, *dropouts])  # their FLOPs are their own rules'
         attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": steps, "causal": s_ops[0].attr("causal")}
+        norm_op = G.nodes[softmax]["op"]  # what the normalizer's kind says the fused op keeps (a sink)
+        attrs.update({a: norm_op.attr(a) for a in kind_of(norm_op).attention_attrs})
         op = Op("attention", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), c_op.dtype,
                 tuple(sorted((k, v) for k, v in attrs.items() if v)))
         sources = tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)

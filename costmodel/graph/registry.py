@@ -105,6 +105,8 @@ class Kind:
     cache_operands : for one decode step, the operands that may read a KV cache, each with the operand it
         is contracted against (``None``: it meets the probabilities, as a value does).
     dedupes_inputs : reads a tensor given twice once (a fused kernel); attribute ``repeats`` lists them.
+    attention_attrs : attributes of a normalizer that the fused ``attention`` op made from its chain keeps
+        (a softmax's ``sink``: the learned logit per head joins the fused softmax too).
     """
 
     name: str
@@ -122,6 +124,7 @@ class Kind:
     backward_workspace: Callable[[Op], sympy.Expr] = _no_workspace
     cache_operands: Callable[[Op], Mapping[int, int | None]] | None = None
     dedupes_inputs: bool = False
+    attention_attrs: tuple[str, ...] = ()
 
 
 KINDS: dict[str, Kind] = {}

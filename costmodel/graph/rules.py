@@ -215,16 +215,44 @@ def _reduced(op: Op) -> tuple[str, sympy.Expr, sympy.Expr]:
     return axis, n / op.size[axis], op.size[axis]
 
 
-@rule("softmax", normalizer=True, counts_softmax=True)
+def sink_axes(op: Op) -> Axes:
+    """The axes of a softmax's (or fused attention's) learned sink logits (attribute ``sink``); () without."""
+    sink = op.attr("sink")
+    if not sink:
+        return ()
+    axes = parse(str(sink)).output
+    stray = [a for a in axes if a not in op.size]
+    if stray:
+        raise CostModelError(f"{op.kind} pattern {op.pattern!r}: sink axes {stray} are not axes of the op; "
+                             "expected some of its non-reduced axes (the heads, e.g. sink='g m')")
+    return axes
+
+
+@rule("softmax", normalizer=True, counts_softmax=True, attention_attrs=("sink",))
 def _softmax(op: Op, counting: Counting) -> OpCost:
     """Softmax over ``axis`` (default: the last): ``counting.softmax_flops``
-    per element, (5, 4) by default (max, subtract, exp, sum, divide); saves its output."""
+    per element, (5, 4) by default (max, subtract, exp, sum, divide); saves its output.
+
+    Attribute ``sink`` (axes, e.g. ``"g m"``): attention sinks (gpt-oss; Xiao et al. 2023). One learned
+    logit per sink index joins every row as an extra column, so each row is normalised over ``axis``
+    + 1 columns, and the sink's column is dropped from the output: the FLOPs and the saved
+    probabilities count ``size(axis) + 1`` columns, and the op owns the sink logits (a parameter
+    vector over those axes).
+    """
+    axis, rows, width = _reduced(op)
+    sinks = sink_axes(op)
+    columns = width + 1 if sinks else width  # the sink column is normalised with the others
+    n = rows * columns
     out = elements_of(op, op.parsed.output)
     size = dtype_bytes(op.dtype)
     per_fwd, per_bwd = counting.softmax_flops
-    forward = elementwise_cost(op, sympy.Integer(per_fwd))
-    backward = Cost(flops=per_bwd * out, bytes_read=2 * out * size, bytes_written=out * size)
-    return OpCost(forward, backward, (), (Saved("output", "output", out, op.dtype),))
+    forward = Cost(flops=per_fwd * n, bytes_read=out * size, bytes_written=out * size)
+    backward = Cost(flops=per_bwd * n, bytes_read=2 * out * size, bytes_written=out * size)
+    weights: tuple[Param, ...] = ()
+    if sinks:
+        weights = (vector(op, sinks, "sink"),)
+        forward += Cost(bytes_read=weights[0].elements * size)
+    return OpCost(forward, backward, weights, (Saved("output", "output", n, op.dtype),))
 
 
 @rule("norm")
@@ -233,18 +261,21 @@ def _norm(op: Op, counting: Counting) -> OpCost:
 
     LayerNorm: 7 FLOPs per element forward (mean, subtract, square, sum, scale,
     affine ×, affine +), RMSNorm 4; backward twice that. Parameters: a gain (and a
-    bias when ``bias=True``, the default for LayerNorm) over the axis. Saves its input and per-row fp32
-    statistics (mean and 1/std; RMSNorm only 1/rms), as PyTorch does.
+    bias when ``bias=True``, the default for LayerNorm) over the axis. ``affine=False``: no gain and no
+    bias, and one FLOP per element fewer for each (Llama 4's L2 norm of q and k: RMSNorm without a
+    gain, 3). Saves its input and per-row fp32 statistics (mean and 1/std; RMSNorm only 1/rms), as
+    PyTorch does.
     """
     axis, rows, width = _reduced(op)
     rms = bool(op.attr("rms", False))
-    per = sympy.Integer(4 if rms else 7)
+    affine = op.attr("affine", True) is not False
+    per = sympy.Integer((4 if rms else 7) - (0 if affine else 1 if rms else 2))
     forward = elementwise_cost(op, per)
     n = rows * width
     size = dtype_bytes(op.dtype)
     backward = Cost(flops=2 * per * n, bytes_read=2 * n * size, bytes_written=n * size)
     parts = ("gain", "bias") if op.attr("bias", not rms) else ("gain",)
-    weights = tuple(vector(op, (axis,), part) for part in parts)
+    weights = tuple(vector(op, (axis,), part) for part in parts) if affine else ()
     saved = (Saved("input", "input0", n, op.dtype),
              Saved("stats", "own", rows * (1 if rms else 2), "fp32", role="stats"))
     return OpCost(forward, backward, weights, saved)
