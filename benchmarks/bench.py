@@ -17,10 +17,10 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
+import statistics
+import subprocess
+import sys
+import time
 
 
 def median_time(fn, repeat: int = 5) -> float:
@@ -89,8 +89,8 @@ def process_time() -> tuple[float, float, float]:
 
 def derive_time(layers: int) -> float:
     """Seconds to build and derive (totals) GPT-3 with `layers` layers, caches cleared."""
-    from costmodel.kit import totalsNone
     from costmodel.families import load
+    from costmodel.graph.analysis import totals
     from costmodel.graph.registry import op_cost
 
     def run():

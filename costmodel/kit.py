@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from . import symbols
 from .errors import CostModelError
+from .families import Family, Model, Preset
+from .families.hf import field
 from .graph.analysis import Totals, breakdown, evaluate, intensity, leading_term, limit, subgraph_cost, totals
 from .graph.builder import GraphBuilder, Tensor
 from .graph.cost import Cost, OpCost, Param, Saved, dtype_bytes
@@ -22,8 +24,6 @@ from .graph.finetune import freeze, lora
 from .graph.passes import flash_attention, fuse_elementwise
 from .graph.registry import Kind, Op, data_operands, kind_of, op_cost, rule, weight_operand
 from .graph.rules import ELEMENTWISE, Elementwise, contraction, elementwise_cost, matrix, register_elementwise, vector
-from .families import Family, Model, Preset
-from .families.hf import field
 from .options import Counting
 from .symbols import symbol
 

@@ -17,20 +17,20 @@ from pathlib import Path
 
 import sympy
 
-from costmodel.kit import GraphBuilder, totals
-from costmodel.graph.analysis import leading_term, op_nodes
-from costmodel.reports.compare import CONVENTIONS, training_flops
-from costmodel.dtypes import DTYPE_BYTES
 from costmodel.devices.table import device
-from costmodel.reports.latex import latex
+from costmodel.dtypes import DTYPE_BYTES
 from costmodel.families import load
+from costmodel.graph.analysis import leading_term, op_nodes
 from costmodel.graph.registry import op_cost
 from costmodel.graph.rules import ELEMENTWISE
-from costmodel.options import Counting
-from costmodel.reports.estimate import estimate
-from costmodel.symbols import SYMBOLS, B, L, T, V, d, describe
-from costmodel.memory.states import PRECISIONS, bytes_per_param
+from costmodel.kit import GraphBuilder, totals
 from costmodel.memory.activations import activations as kept_activations
+from costmodel.memory.states import PRECISIONS, bytes_per_param
+from costmodel.options import Counting
+from costmodel.reports.compare import CONVENTIONS, training_flops
+from costmodel.reports.estimate import estimate
+from costmodel.reports.latex import latex
+from costmodel.symbols import SYMBOLS, B, L, T, V, d, describe
 
 DOCS = Path(__file__).resolve().parent
 MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)",
@@ -238,10 +238,11 @@ def memory_policies() -> str:
 
 def korthikanti() -> str:
     """One GPT-3 layer's saved bytes (bf16, dropout on) under each choice, as the engine derives them."""
-    from costmodel.memory.activations import activations as kept, per_iteration
+    from costmodel.graph.passes import flash_attention
+    from costmodel.memory.activations import activations as kept
+    from costmodel.memory.activations import per_iteration
     from costmodel.memory.parallel import activation_share
     from costmodel.options import Layout
-    from costmodel.graph.passes import flash_attention
 
     G = load("gpt", {"dropout_p": True}).graph
 

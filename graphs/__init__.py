@@ -11,8 +11,7 @@ from __future__ import annotations
 
 def architectures() -> list:
     """Every family this package provides (the entry point's target)."""
-    from . import deepseek_v3, gpt, llama, mistral, mixtral, qwen2
-    from . import falcon, gpt_neox, gpt_oss, llama4, starcoder2
+    from . import deepseek_v3, falcon, gpt, gpt_neox, gpt_oss, llama, llama4, mistral, mixtral, qwen2, starcoder2
 
     return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY,
             gpt_neox.FAMILY, falcon.FAMILY, starcoder2.FAMILY, gpt_oss.FAMILY, llama4.FAMILY]

@@ -21,12 +21,28 @@ from collections.abc import Mapping
 import networkx as nx
 
 from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, field
-from costmodel.symbols import (B, L, L_dense, T, V, d, d_expert, d_ff, d_nope, d_rope, d_v, h, n_experts, n_shared,
-                               r_kv, r_q, top_k)
+from costmodel.symbols import (
+    B,
+    L,
+    L_dense,
+    T,
+    V,
+    d,
+    d_expert,
+    d_ff,
+    d_nope,
+    d_rope,
+    d_v,
+    h,
+    n_experts,
+    n_shared,
+    r_kv,
+    r_q,
+    top_k,
+)
 
 from .blocks import decoder, gated_mlp, latent_attention, mixture_of_experts, pre_norm_layer
 from .llama import hf_experts
-
 
 
 def deepseek_v3(*, q_latent: bool = True, dense_layers: bool = True, shared: bool = True, tied: bool = False,
@@ -94,7 +110,7 @@ PRESETS = (
             "d_v": 128, "d_ff": 18432, "d_expert": 2048, "n_experts": 256, "top_k": 8, "n_shared": 1,
             "V": 129280, "T": 4096},
            "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report), section 4.2; deepseek-ai/DeepSeek-V3 config.json",
-           "DeepSeek-V3 671B (37B active), without the MTP module"),
+           "DeepSeek-V3 671B (37B active), without the MTP module", ("deepseek-ai/DeepSeek-V3",)),
 )
 
 FAMILY = Family("deepseek_v3", deepseek_v3, "DeepSeek-V3: MLA, shared + routed experts, leading dense layers",

@@ -55,16 +55,16 @@ _GPT3 = "Brown et al. 2020, Table 2.1 (n_vocab 50257, n_ctx 2048)"
 
 
 def _preset(name: str, layers: int, width: int, heads: int, vocab: int, context: int, source: str,
-            about: str = "") -> Preset:
+            about: str = "", aliases: tuple[str, ...] = ()) -> Preset:
     return Preset(name, "gpt", {"L": layers, "d": width, "h": heads, "V": vocab, "T_max": context, "T": context},
-                  source, about)
+                  source, about, aliases)
 
 
 PRESETS = (
-    _preset("gpt2-small", 12, 768, 12, 50257, 1024, _GPT2, "GPT-2 124M"),
-    _preset("gpt2-medium", 24, 1024, 16, 50257, 1024, _GPT2, "GPT-2 355M"),
-    _preset("gpt2-large", 36, 1280, 20, 50257, 1024, _GPT2, "GPT-2 774M"),
-    _preset("gpt2-xl", 48, 1600, 25, 50257, 1024, _GPT2, "GPT-2 1.5B"),
+    _preset("gpt2-small", 12, 768, 12, 50257, 1024, _GPT2, "GPT-2 124M", ("gpt2", "openai-community/gpt2")),
+    _preset("gpt2-medium", 24, 1024, 16, 50257, 1024, _GPT2, "GPT-2 355M", ("openai-community/gpt2-medium",)),
+    _preset("gpt2-large", 36, 1280, 20, 50257, 1024, _GPT2, "GPT-2 774M", ("openai-community/gpt2-large",)),
+    _preset("gpt2-xl", 48, 1600, 25, 50257, 1024, _GPT2, "GPT-2 1.5B", ("openai-community/gpt2-xl",)),
     _preset("gpt3-small", 12, 768, 12, 50257, 2048, _GPT3, "GPT-3 Small 125M"),
     _preset("gpt3-medium", 24, 1024, 16, 50257, 2048, _GPT3, "GPT-3 Medium 350M"),
     _preset("gpt3-large", 24, 1536, 16, 50257, 2048, _GPT3, "GPT-3 Large 760M"),

@@ -29,7 +29,7 @@ import networkx as nx
 import sympy
 
 from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, field
-from costmodel.symbols import L, T, d, d_ff, d_head, n_experts, top_k
+from costmodel.symbols import L, T, d_ff, d_head, n_experts, top_k
 
 from . import attention_parts as parts
 from .blocks import decoder, pre_norm_layer

@@ -97,25 +97,25 @@ _L2 = "Touvron et al. 2023 (Llama 2), Table 1; meta-llama/Llama-2-{}-hf config.j
 _L3 = "Llama Team 2024 (The Llama 3 Herd of Models), Table 3; meta-llama/{} config.json"
 
 
-def _preset(name: str, about: str, source: str, **config: object) -> Preset:
-    return Preset(name, "llama", config, source, about)
+def _preset(name: str, about: str, source: str, hf_id: str, **config: object) -> Preset:
+    return Preset(name, "llama", config, source, about, (hf_id,))
 
 
 PRESETS = (
-    _preset("llama1-7b", "LLaMA 7B", _L1.format("7b"), L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=2048),
-    _preset("llama1-65b", "LLaMA 65B", _L1.format("65b"),
+    _preset("llama1-7b", "LLaMA 7B", _L1.format("7b"), "huggyllama/llama-7b", L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=2048),
+    _preset("llama1-65b", "LLaMA 65B", _L1.format("65b"), "huggyllama/llama-65b",
             L=80, d=8192, h=64, n_kv=64, d_ff=22016, V=32000, T=2048),
-    _preset("llama2-7b", "LLaMA-2 7B", _L2.format("7b"),
+    _preset("llama2-7b", "LLaMA-2 7B", _L2.format("7b"), "meta-llama/Llama-2-7b-hf",
             L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=4096),
-    _preset("llama2-13b", "LLaMA-2 13B", _L2.format("13b"),
+    _preset("llama2-13b", "LLaMA-2 13B", _L2.format("13b"), "meta-llama/Llama-2-13b-hf",
             L=40, d=5120, h=40, n_kv=40, d_ff=13824, V=32000, T=4096),
-    _preset("llama2-70b", "LLaMA-2 70B (GQA, 8 KV heads)", _L2.format("70b"),
+    _preset("llama2-70b", "LLaMA-2 70B (GQA, 8 KV heads)", _L2.format("70b"), "meta-llama/Llama-2-70b-hf",
             L=80, d=8192, h=64, n_kv=8, d_ff=28672, V=32000, T=4096),
-    _preset("llama3-8b", "Llama 3 8B", _L3.format("Meta-Llama-3-8B"),
+    _preset("llama3-8b", "Llama 3 8B", _L3.format("Meta-Llama-3-8B"), "meta-llama/Meta-Llama-3-8B",
             L=32, d=4096, h=32, n_kv=8, d_ff=14336, V=128256, T=8192),
-    _preset("llama3-70b", "Llama 3 70B", _L3.format("Meta-Llama-3-70B"),
+    _preset("llama3-70b", "Llama 3 70B", _L3.format("Meta-Llama-3-70B"), "meta-llama/Meta-Llama-3-70B",
             L=80, d=8192, h=64, n_kv=8, d_ff=28672, V=128256, T=8192),
-    _preset("llama3-405b", "Llama 3.1 405B", _L3.format("Llama-3.1-405B"),
+    _preset("llama3-405b", "Llama 3.1 405B", _L3.format("Llama-3.1-405B"), "meta-llama/Llama-3.1-405B",
             L=126, d=16384, h=128, n_kv=8, d_ff=53248, V=128256, T=8192),
 )
 

@@ -69,7 +69,7 @@ _CONFIG = {"L": 32, "d": 4096, "h": 32, "n_kv": 8, "d_ff": 14336, "V": 32000, "T
 
 PRESETS = (
     Preset("mistral-7b", "mistral", {**_CONFIG, "cache_window": 4096}, _SOURCE,
-           "Mistral 7B v0.1, dense T×T attention count"),
+           "Mistral 7B v0.1, dense T×T attention count", ("mistralai/Mistral-7B-v0.1",)),
     Preset("mistral-7b-swa", "mistral", {**_CONFIG, "window": W, "W": 4096}, _SOURCE,
            "Mistral 7B v0.1, sliding-window count T×W (W = 4096)"),
 )

@@ -48,7 +48,7 @@ PRESETS = (
     Preset("mixtral-8x7b", "mixtral", {"L": 32, "d": 4096, "h": 32, "n_kv": 8, "d_ff": 14336, "V": 32000,
                                        "n_experts": 8, "top_k": 2, "T": 32768},
            "Jiang et al. 2024 (Mixtral of Experts), Table 1; mistralai/Mixtral-8x7B-v0.1 config.json",
-           "Mixtral 8x7B (top-2 of 8 experts)"),
+           "Mixtral 8x7B (top-2 of 8 experts)", ("mistralai/Mixtral-8x7B-v0.1",)),
 )
 
 FAMILY = Family("mixtral", mixtral, "Mixtral: Mistral attention, top-k routed SwiGLU experts", PRESETS,

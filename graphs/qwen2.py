@@ -40,7 +40,8 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
 
 PRESETS = (
     Preset("qwen2-7b", "qwen2", {"L": 28, "d": 3584, "h": 28, "n_kv": 4, "d_ff": 18944, "V": 152064, "T": 32768},
-           "Qwen Team 2024 (Qwen2 Technical Report), Table 1; Qwen/Qwen2-7B config.json", "Qwen2 7B"),
+           "Qwen Team 2024 (Qwen2 Technical Report), Table 1; Qwen/Qwen2-7B config.json", "Qwen2 7B",
+           ("Qwen/Qwen2-7B",)),
 )
 
 FAMILY = Family("qwen2", qwen2, "Qwen2: LLaMA layers with q/k/v biases", PRESETS, defaults={"T": 32768},

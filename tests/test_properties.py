@@ -6,11 +6,13 @@ import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costmodel.memory import activations as memory, parallel, states as training
-from costmodel.kit import evaluate, totals
-from costmodel.graph.analysis import op_nodes
 from costmodel.families import load
+from costmodel.graph.analysis import op_nodes
 from costmodel.graph.registry import op_cost
+from costmodel.kit import evaluate, totals
+from costmodel.memory import activations as memory
+from costmodel.memory import parallel
+from costmodel.memory import states as training
 from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, L, T, T_max, V, d, h
 
@@ -97,8 +99,8 @@ def _attention_graph(block, **sizes):
 
 
 def test_gqa_with_as_many_kv_heads_as_heads_equals_mha():
-    from costmodel_graphs.blocks import causal_self_attention, grouped_query_attention
     from costmodel.symbols import n_kv
+    from costmodel_graphs.blocks import causal_self_attention, grouped_query_attention
 
     gqa = totals(_attention_graph(lambda b, x: grouped_query_attention(b, x, rope=False), g=n_kv, m=h / n_kv,
                                   k=d / h))
@@ -110,8 +112,8 @@ def test_gqa_with_as_many_kv_heads_as_heads_equals_mha():
 
 
 def test_moe_with_one_expert_routed_to_equals_the_dense_mlp_plus_its_router():
-    from costmodel_graphs.blocks import gated_mlp, mixture_of_experts
     from costmodel.graph.analysis import node_cost
+    from costmodel_graphs.blocks import gated_mlp, mixture_of_experts
 
     f = sympy.Symbol("f", positive=True, integer=True)
     moe_g = _attention_graph(lambda b, x: mixture_of_experts(b, x), e=1, r=1, i=f)

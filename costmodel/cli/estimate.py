@@ -6,8 +6,19 @@ import argparse
 
 import costmodel
 
-from ._common import (add_counting_args, add_hardware_args, add_memory_args, add_model_args, add_precision_args,
-                      add_step_args, nbytes, options, sci, settings, typed)
+from ._common import (
+    add_counting_args,
+    add_hardware_args,
+    add_memory_args,
+    add_model_args,
+    add_precision_args,
+    add_step_args,
+    nbytes,
+    options,
+    sci,
+    settings,
+    typed,
+)
 from .hardware import time_text
 
 

@@ -8,7 +8,7 @@ import sys
 
 import costmodel
 
-from ._common import (add_counting_args, add_memory_args, add_model_args, add_step_args, options, sci, settings)
+from ._common import add_counting_args, add_memory_args, add_model_args, add_step_args, options, sci, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:

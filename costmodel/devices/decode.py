@@ -27,7 +27,7 @@ from ..graph.registry import Op, kind_of, weight_use
 from ..memory.inference import kv_cache
 from ..options import Counting
 from ..symbols import B, C, T
-from .roofline import Bound, op_bounds, roofline, total
+from .roofline import Bound, roofline, total
 from .table import Device
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CostModelError
-from .table import Device
 from .roofline import Bound
+from .table import Device
 
 FORMATS = (".png", ".svg", ".pdf")
 

@@ -32,10 +32,10 @@ import sympy
 from ..errors import CostModelError
 from ..graph.analysis import evaluate, op_nodes
 from ..graph.cost import Cost
+from ..graph.passes import flash_attention, fuse_elementwise
 from ..graph.quantities import maximum
 from ..graph.registry import op_cost
 from ..options import Counting
-from ..graph.passes import flash_attention, fuse_elementwise
 from .table import Device
 
 PHASES = ("forward", "backward", "training")

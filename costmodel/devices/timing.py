@@ -21,9 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from fractions import Fraction
 
-import sympy
-
 import networkx as nx
+import sympy
 
 from ..errors import CostModelError
 from ..graph.analysis import totals

@@ -12,8 +12,8 @@ Families and presets come from the entry-point group ``costmodel.architectures``
 from __future__ import annotations
 
 import functools
-import inspect
 import importlib.util
+import inspect
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -39,6 +39,7 @@ class Preset:
     config: Mapping[str, object]
     source: str
     about: str = ""
+    aliases: tuple[str, ...] = ()  # the familiar ids (Hugging Face "gpt2", "meta-llama/Llama-2-7b-hf"); no hub
 
 
 @dataclass(frozen=True)
@@ -62,16 +63,70 @@ class Family:
 
 @functools.lru_cache(maxsize=1)
 def families() -> dict[str, Family]:
-    """Every family registered under the ``costmodel.architectures`` entry-point group."""
+    """Every family registered under the ``costmodel.architectures`` entry-point group.
+
+    A plugin that fails to load is left out and named (:func:`broken_plugins`), never a crash. A plain
+    checkout that was never installed has no entry points: the architectures in the ``graphs/`` folder beside
+    ``costmodel/`` are loaded directly, as ``costmodel_graphs``.
+    """
     found: dict[str, Family] = {}
+    _BROKEN.clear()
     # the same distribution seen twice (an editable install plus a venv, say) is one source
     unique = {(ep.name, ep.value): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    for ep in unique.values():
-        for fam in ep.load()():
+    sources = [(f"entry point {ep.name} ({ep.value})", ep.load) for ep in unique.values()]
+    if not any(ep.value.startswith("costmodel_graphs") for ep in unique.values()):
+        sources.append(("the bundled graphs/ folder", _bundled))
+    for where, load_plugin in sources:
+        try:
+            provided = load_plugin()()
+        except Exception as exc:  # a plugin's own bug or a stale install: name it, keep the others
+            _BROKEN[where] = f"{type(exc).__name__}: {exc}"
+            continue
+        for fam in provided:
             if fam.name in found:
-                raise CostModelError(f"architecture family {fam.name!r} is registered twice (again by {ep.value})")
+                raise CostModelError(f"architecture family {fam.name!r} is registered twice (again by {where})")
             found[fam.name] = fam
     return found
+
+
+_BROKEN: dict[str, str] = {}
+
+
+def broken_plugins() -> dict[str, str]:
+    """Architecture plugins that failed to load, with why (after :func:`families` ran)."""
+    families()
+    return dict(_BROKEN)
+
+
+def _bundled():
+    """``graphs/architectures`` of a checkout beside this package, imported as ``costmodel_graphs``."""
+    try:
+        import costmodel_graphs  # an installed copy (a wheel without its entry point metadata)
+
+        return costmodel_graphs.architectures
+    except ModuleNotFoundError:  # a plain checkout: the folder is graphs/, the package name costmodel_graphs
+        pass
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "graphs")
+    init = os.path.join(folder, "__init__.py")
+    if not os.path.isfile(init):
+        raise CostModelError("no architectures installed: expected the costmodel_graphs package (pip install "
+                             "costmodel) or a checkout with its graphs/ folder")
+    spec = importlib.util.spec_from_file_location("costmodel_graphs", init, submodule_search_locations=[folder])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["costmodel_graphs"] = module
+    spec.loader.exec_module(module)
+    return module.architectures
+
+
+def aliases() -> dict[str, str]:
+    """Familiar ids (Hugging Face model ids) → preset names; offline, nothing is downloaded."""
+    out: dict[str, str] = {}
+    for p in presets().values():
+        for alias in p.aliases:
+            if alias in out and out[alias] != p.name:
+                raise CostModelError(f"alias {alias!r} names two presets: {out[alias]!r} and {p.name!r}")
+            out[alias] = p.name
+    return out
 
 
 def presets() -> dict[str, Preset]:
@@ -186,6 +241,10 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
                              f"received {spec!r}")
     settings = parse_settings(settings)
     fams, pres = families(), presets()
+    if spec not in pres and spec not in fams and spec in aliases():
+        spec = aliases()[spec]
+    if os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "config.json")):
+        spec = os.path.join(spec, "config.json")  # a Hugging Face model folder: its config.json
     if spec in pres:
         preset = pres[spec]
         fam = fams[preset.family]
@@ -203,8 +262,9 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         preset, fam = None, load_builder(spec)
         config = settings
     else:
-        raise CostModelError(f"unknown model {spec!r}{closest(spec, [*pres, *fams])}; "
-                             f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families")
+        broken = "".join(f"; {where} failed to load ({why})" for where, why in _BROKEN.items())
+        raise CostModelError(f"unknown model {spec!r}{closest(spec, [*pres, *fams, *aliases()])}; "
+                             f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families{broken}")
     if dtype is not None and "dtype" in fam.options and "dtype" not in settings:
         config["dtype"] = dtype
     graph, values, key = _build(fam, config, f"model {spec!r}", cache=not is_builder_spec(spec))

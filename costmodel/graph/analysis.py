@@ -16,7 +16,7 @@ import sympy
 from ..errors import CostModelError
 from ..options import Counting
 from ..symbols import symbol
-from .cost import Cost, OpCost, Zero
+from .cost import Cost, OpCost
 from .printing import cost_latex
 from .registry import op_cost
 
@@ -80,7 +80,7 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
     (2*B*d**2, 4*B*d**2, d**2)
     """
     params, emb, active, fwd, bwd = [], [], [], [], []
-    for name, data in op_nodes(G):
+    for _, data in op_nodes(G):
         cost, count = op_cost(data["op"], counting), data["count"]
         fwd.append(cost.forward * count)
         bwd.append(cost.backward * count)

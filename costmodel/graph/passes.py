@@ -19,8 +19,8 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from .registry import Op, is_activation_product, kind_of
 from .pattern import parse
+from .registry import Op, is_activation_product, kind_of
 
 
 def copy_for(G: nx.DiGraph, name: str, rewritten: tuple[str, ...] = ()) -> nx.DiGraph:

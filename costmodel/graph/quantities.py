@@ -25,7 +25,7 @@ from ..errors import CostModelError
 from .codegen import EXACT, compile_exprs
 
 
-class maximum(sympy.Function):  # noqa: N801 (printed as a function of the formulas: maximum(a, b, ...))
+class maximum(sympy.Function):
     """The largest of its arguments, evaluated only when they are all numbers.
 
     sympy's ``Max`` compares symbolic arguments pairwise to drop dominated ones: quadratic, and slow for
@@ -44,7 +44,7 @@ class maximum(sympy.Function):  # noqa: N801 (printed as a function of the formu
         return r"\max\left(" + ", ".join(printer._print(a) for a in self.args) + r"\right)"
 
 
-class roundup(sympy.Function):  # noqa: N801
+class roundup(sympy.Function):
     """⌈x⌉, evaluated only for a number (a ZeRO shard or a per-iteration share rounded up to whole bytes)."""
 
     nargs = 1
@@ -59,7 +59,7 @@ class roundup(sympy.Function):  # noqa: N801
         return r"\left\lceil " + printer._print(self.args[0]) + r" \right\rceil"
 
 
-class choose(sympy.Function):  # noqa: N801
+class choose(sympy.Function):
     """``choose(x, y, a, b)``: ``a`` where x ≥ y, else ``b`` (the fuller pipeline stage's numbers)."""
 
     nargs = 4
@@ -85,6 +85,13 @@ def whole(expr: sympy.Expr, *, force: bool = False) -> sympy.Expr:
     if any(not coeff.is_Integer for coeff in expr.as_coefficients_dict().values()):
         return roundup(expr)
     return expr
+
+
+def _largest(values: list, labels: tuple[str, ...], by_label: bool) -> int:
+    """The index of the largest value: of equal ones the first, or (``by_label``) the last label alphabetically."""
+    if by_label:
+        return max(range(len(values)), key=lambda j: (values[j], labels[j]))
+    return max(range(len(values)), key=lambda j: (values[j], -j))
 
 
 @dataclass
@@ -167,7 +174,7 @@ class Quantities:
 
     def _check(self, nums: list, values: Mapping) -> None:
         first = len(nums) - len(self.checks)
-        for (relation, message), holds in zip(self.checks, nums[first:]):
+        for (_, message), holds in zip(self.checks, nums[first:]):
             if not holds:
                 raise CostModelError(message(values) if callable(message) else message)
 
@@ -202,8 +209,7 @@ class Quantities:
             n = len(cands)
             got = nums[i:i + n]
             i += n
-            tie = (lambda j: (got[j], labels[j])) if key in self.label_ties else (lambda j: (got[j], -j))
-            out[key] = labels[max(range(n), key=tie)]
+            out[key] = labels[_largest(got, labels, key in self.label_ties)]
         for key in self.info:
             out[key] = self._value(key, values, out)
         if keys is not None:

@@ -172,7 +172,7 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
             axes = data_operands(op)[i]
             n = elements(axes, op.size)
             dtype = "int64" if "op" not in G.nodes[src] else op.dtype
-            out[src] = Kept(src, Saved("block_input", "input%d" % i, n, dtype), tuple((a, op.size[a]) for a in axes),
+            out[src] = Kept(src, Saved("block_input", f"input{i}", n, dtype), tuple((a, op.size[a]) for a in axes),
                             count, (name,))
     return out
 

@@ -21,8 +21,7 @@ from ..options import Layout, Options
 from ..symbols import B, C, T
 from .activations import activations
 from .inference import inference_weights, kv_cache, working_set
-from .parallel import (activation_share, communication, device_states, in_flight, layout_checks,
-                       weight_share)
+from .parallel import activation_share, communication, device_states, in_flight, layout_checks, weight_share
 from .peak import peak
 from .policies import precision, weight_format
 

@@ -24,7 +24,7 @@ def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -
     ``2 · L · B · C · n_kv · d_head · bytes``.
     """
     total = Zero
-    for name, data in op_nodes(G):
+    for _, data in op_nodes(G):
         if "kv_cache" in data.get("tags", ()):
             op = data["op"]
             kept = data.get("kv_positions", T).subs(T, context)  # a sliding window keeps only its last tokens

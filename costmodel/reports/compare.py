@@ -30,14 +30,14 @@ from collections.abc import Iterable, Mapping
 import networkx as nx
 import sympy
 
-from ..conventions import CONVENTIONS, Convention, convention  # noqa: F401 (re-exported)
+from ..conventions import CONVENTIONS, Convention, convention
 from ..errors import CostModelError
+from ..families import Model
 from ..graph.analysis import as_int, evaluate, op_nodes, totals
 from ..graph.cost import Zero
 from ..graph.registry import is_activation_product, op_cost
 from ..memory.activations import activations
 from ..memory.states import model_state
-from ..families import Model
 from ..options import Options
 from ..symbols import B, T
 from .estimate import model_for, resolve

@@ -14,11 +14,11 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
+from ..families import Model
 from ..graph.analysis import breakdown, check_values
 from ..graph.passes import flash_attention
 from ..memory.activations import activations
 from ..memory.inference import kv_cache
-from ..families import Model
 from ..options import Counting, Options
 from ..symbols import SYMBOLS, C, describe
 from .estimate import model_for

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 import sympy
 
 from ..errors import CostModelError
-from ..graph.analysis import check_values
 from ..families import Model, graph_symbols, load
+from ..graph.analysis import check_values
 from ..memory.policies import precision
 from ..options import Options
 from ..symbols import B, T

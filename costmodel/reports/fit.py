@@ -18,12 +18,12 @@ import sympy
 
 from ..devices.table import device
 from ..errors import CostModelError
+from ..families import Model
 from ..graph.analysis import check_values
 from ..graph.passes import flash_attention
 from ..memory.activations import activations
-from ..families import Model
-from ..sizes import parse_memory
 from ..options import Options
+from ..sizes import parse_memory
 from ..symbols import B, T
 from .estimate import model_for, resolve
 from .quantities import quantities

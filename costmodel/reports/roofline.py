@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..devices.decode import decode_graph, prefill_graph, summary
+from ..devices.plot import roofline_chart
+from ..devices.roofline import Bound, total, variants
+from ..devices.roofline import roofline as op_rows
+from ..devices.table import device
 from ..errors import CostModelError
+from ..families import Model
 from ..graph.analysis import as_int
 from ..graph.passes import flash_attention, fuse_elementwise
-from ..devices.plot import roofline_chart
-from ..devices.decode import decode_graph, prefill_graph, summary
-from ..devices.roofline import Bound, roofline as op_rows, total, variants
-from ..devices.table import device
-from ..families import Model
-from ..sizes import parse_count
 from ..options import Options
+from ..sizes import parse_count
 from ..symbols import C, T
 from .estimate import model_for, resolve
 from .results import Roofline

@@ -29,12 +29,11 @@ import numpy as np
 import sympy
 
 from ..errors import CostModelError, closest
+from ..expr import parse_int, parse_number
+from ..families import Model
 from ..graph.analysis import op_nodes
 from ..graph.codegen import compile_exprs, float_mode, object_mode
-from ..families import Model
 from ..options import Options
-from ..symbols import B, T
-from ..expr import parse_int, parse_number
 from .estimate import model_for, resolve
 from .quantities import quantities
 from .results import Sweep

@@ -6,9 +6,9 @@ import pytest
 import sympy
 
 from costmodel import CostModelError, load
-from costmodel.kit import GraphBuilder, totals
 from costmodel.graph.analysis import op_nodes
 from costmodel.graph.passes import flash_attention
+from costmodel.kit import GraphBuilder, totals
 from costmodel.symbols import d_rope, h, n_kv, r_kv
 
 

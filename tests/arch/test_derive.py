@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import sympy
 
-from costmodel import load
+from costmodel import derive, load
 from costmodel.kit import breakdown, leading_term, limit, totals
-from costmodel import derive
 from costmodel.symbols import B, T, d, d_ff, h, n_kv, top_k
 
 
@@ -73,9 +72,9 @@ def test_derive_llama_shows_gqa_and_swiglu():
 def test_flash_attention_fuses_mla_split_scores_keeping_every_flop():
     # MLA's scores are q_nope·k_nope + q_rope·k_rope: the pass fuses both contractions, the add,
     # the epilogue, the softmax and the context into one attention op per layer
-    from costmodel.kit import totals
     from costmodel.families import load
     from costmodel.graph.passes import flash_attention
+    from costmodel.kit import totals
 
     G = load("deepseek_v3").graph
     H = flash_attention(G)

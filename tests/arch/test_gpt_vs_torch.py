@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from costmodel.reports.estimate import estimate
-
 from tests.reference_gpt import ReferenceGPT, count
 
 

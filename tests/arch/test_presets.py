@@ -14,8 +14,8 @@ import pytest
 import torch
 import transformers
 
-from costmodel.graph.analysis import as_int, evaluate, totals
 from costmodel.families import load
+from costmodel.graph.analysis import as_int, evaluate, totals
 from costmodel.reports.estimate import estimate
 
 LLAMA = {"model_type": "llama", "max_position_embeddings": 4096, "tie_word_embeddings": False}
@@ -65,10 +65,10 @@ def preset_params(name: str) -> int:
 
 
 def test_every_preset_is_checked():
-    from costmodel.families import presets
-
     import importlib.util
     import pathlib
+
+    from costmodel.families import presets
 
     spec = importlib.util.spec_from_file_location("_test_hf_tables", pathlib.Path(__file__).parent / "test_hf.py")
     test_hf = importlib.util.module_from_spec(spec)

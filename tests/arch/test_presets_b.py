@@ -18,9 +18,9 @@ import torch
 import transformers
 
 from costmodel import symbols
+from costmodel.cli import main
 from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
-from costmodel.cli import main
 from costmodel.graph.passes import flash_attention
 
 

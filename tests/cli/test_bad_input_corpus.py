@@ -13,8 +13,8 @@ import pathlib
 import pytest
 
 from costmodel import CostModelError
-from costmodel.kit import GraphBuilder
 from costmodel.cli import main
+from costmodel.kit import GraphBuilder
 
 CASES = json.loads((pathlib.Path(__file__).parents[1] / "corpus" / "bad_inputs.json").read_text())
 

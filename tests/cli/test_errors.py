@@ -6,11 +6,11 @@ import pytest
 import sympy
 
 from costmodel import CostModelError
-from costmodel.kit import GraphBuilder
 from costmodel.expr import parse_expr, parse_setting
 from costmodel.families import load
-from costmodel.graph.registry import KINDS, rule
 from costmodel.graph.pattern import parse
+from costmodel.graph.registry import KINDS, rule
+from costmodel.kit import GraphBuilder
 from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, T, d
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from costmodel import CostModelError
-from costmodel.kit import GraphBuilder
 from costmodel.cli import main
 from costmodel.expr import parse_expr
 from costmodel.graph.pattern import parse
+from costmodel.kit import GraphBuilder
 from costmodel.reports.estimate import estimate
 
 FUZZ_EXAMPLES = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES",

@@ -4,12 +4,20 @@ import pytest
 import sympy
 
 from costmodel import CostModelError, load
+from costmodel.devices.decode import (
+    critical_batch,
+    decode_cost,
+    decode_graph,
+    decode_step,
+    kv_cache_bytes,
+    prefill,
+    summary,
+    weight_bytes,
+)
+from costmodel.devices.table import device
+from costmodel.graph.analysis import evaluate
 from costmodel.kit import GraphBuilder, limit
 from costmodel.kit import symbols as s
-from costmodel.graph.analysis import evaluate
-from costmodel.devices.table import device
-from costmodel.devices.decode import (critical_batch, decode_cost, decode_graph, decode_step, kv_cache_bytes, prefill,
-                                 summary, weight_bytes)
 from costmodel.symbols import B, C, L, T, V, d
 
 H100 = device("h100-sxm")

@@ -3,12 +3,12 @@
 import matplotlib  # noqa: F401  (in the test extra: a missing one fails, never skips)
 import pytest
 
-from costmodel import CostModelError, load  # noqa: E402
-from costmodel.devices.table import device  # noqa: E402
-from costmodel.devices.decode import decode_graph, prefill_graph  # noqa: E402
-from costmodel.devices.plot import memory_chart, roofline_chart  # noqa: E402
-from costmodel.devices.roofline import roofline  # noqa: E402
-from costmodel.symbols import B, C  # noqa: E402
+from costmodel import CostModelError, load
+from costmodel.devices.decode import decode_graph, prefill_graph
+from costmodel.devices.plot import memory_chart, roofline_chart
+from costmodel.devices.roofline import roofline
+from costmodel.devices.table import device
+from costmodel.symbols import B, C
 
 H100 = device("h100-sxm")
 

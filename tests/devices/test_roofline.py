@@ -4,12 +4,12 @@ import pytest
 import sympy
 
 from costmodel import load
+from costmodel.devices.decode import decode_graph, prefill_graph
+from costmodel.devices.roofline import roofline, total, variants
+from costmodel.devices.table import device
+from costmodel.graph.passes import flash_attention, fuse_elementwise
 from costmodel.kit import GraphBuilder, leading_term, limit, totals
 from costmodel.kit import symbols as s
-from costmodel.devices.table import device
-from costmodel.devices.decode import decode_graph, prefill_graph
-from costmodel.graph.passes import flash_attention, fuse_elementwise
-from costmodel.devices.roofline import roofline, total, variants
 from costmodel.symbols import B, C, T
 
 H100 = device("h100-sxm")

@@ -5,9 +5,19 @@ import sympy
 
 from costmodel import CostModelError
 from costmodel.devices.table import device
+from costmodel.devices.timing import (
+    DAY,
+    YEAR,
+    comm_time,
+    gpu_hours,
+    mfu_from_throughput,
+    pipeline_bubble,
+    pipeline_time,
+    step_time,
+    training_time,
+    utilization,
+)
 from costmodel.reports.estimate import estimate
-from costmodel.devices.timing import (DAY, YEAR, comm_time, gpu_hours, mfu_from_throughput, pipeline_bubble,
-                              pipeline_time, step_time, training_time, utilization)
 
 
 def test_lecture_gpt3_on_one_h100_is_25_years():

@@ -11,17 +11,18 @@ import pytest
 import sympy
 
 from costmodel import load
-from costmodel.kit import GraphBuilder, symbols as s
-from costmodel.graph.analysis import evaluate, totals
 from costmodel.cli import main
-from costmodel.graph.cost import Cost, OpCost, Saved
+from costmodel.graph.analysis import evaluate, totals
+from costmodel.graph.cost import OpCost, Saved
 from costmodel.graph.finetune import freeze, lora
-from costmodel.memory.inference import inference_weights, working_set
+from costmodel.graph.passes import fuse_elementwise
 from costmodel.graph.registry import KINDS, Op, data_operands, has_weight, op_cost, rule, weight_operand
 from costmodel.graph.rules import contraction, elements_of, matrix
-from costmodel.options import Counting
-from costmodel.graph.passes import fuse_elementwise
+from costmodel.kit import GraphBuilder
+from costmodel.kit import symbols as s
+from costmodel.memory.inference import inference_weights, working_set
 from costmodel.memory.states import model_state
+from costmodel.options import Counting
 
 B, T, d, h, L, V = s.B, s.T, s.d, s.h, s.L, s.V
 E, K, F, n_kv = s.n_experts, s.top_k, s.d_ff, s.n_kv

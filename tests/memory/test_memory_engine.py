@@ -8,19 +8,19 @@ import json
 
 import sympy
 
-from costmodel import load
-from costmodel.kit import evaluate, symbols as s
+from costmodel import estimate, load
 from costmodel.cli import main
-from costmodel.reports.fit import fit
-from costmodel.sizes import parse_memory as parse_size
+from costmodel.graph.passes import flash_attention
+from costmodel.kit import evaluate
+from costmodel.kit import symbols as s
 from costmodel.memory.activations import activations, per_iteration
 from costmodel.memory.inference import inference_weights
 from costmodel.memory.parallel import activation_share, communication, weight_share, zero_shard
-from costmodel.options import Layout
-from costmodel.graph.passes import flash_attention
 from costmodel.memory.peak import peak
-from costmodel import estimate
 from costmodel.memory.states import bytes_per_param, model_state, model_state_bytes, weights
+from costmodel.options import Layout
+from costmodel.reports.fit import fit
+from costmodel.sizes import parse_memory as parse_size
 
 B, T, d, h, L, V = s.B, s.T, s.d, s.h, s.L, s.V
 GPT3 = load("gpt", {"dropout_p": True}).graph  # the GPT-3 recipe: bf16 activations, dropout on
@@ -254,9 +254,9 @@ def test_derive_gives_memory_formulas():
 
 def test_expert_parallel_all_to_all():
     """Dispatch and combine of top-k routed tokens: 2 all-to-alls forward + 2 backward per MoE layer."""
-    from costmodel.kit import GraphBuilder
     from costmodel.graph.cost import Cost, OpCost
     from costmodel.graph.registry import KINDS, rule
+    from costmodel.kit import GraphBuilder
 
     if "test_routed" not in KINDS:  # a stand-in with the routed matmul's attributes; no costs needed here
         rule("test_routed")(lambda op, conventions: OpCost(Cost(), Cost()))

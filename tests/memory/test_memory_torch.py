@@ -20,19 +20,20 @@ import pytest
 import torch  # the test extra pins torch and transformers: a missing one fails, never skips
 import torch.nn.functional as F
 import transformers
-from einops import rearrange  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.checkpoint import checkpoint  # noqa: E402
+from einops import rearrange
+from torch import nn
+from torch.utils.checkpoint import checkpoint
 
-from costmodel import load  # noqa: E402
-from costmodel.kit import GraphBuilder, evaluate, symbols as s
-from costmodel.graph.finetune import lora  # noqa: E402
+from costmodel import load
+from costmodel.graph.finetune import lora
+from costmodel.graph.passes import flash_attention
+from costmodel.kit import GraphBuilder, evaluate
+from costmodel.kit import symbols as s
 from costmodel.memory.activations import activations
-from costmodel.memory.inference import kv_cache  # noqa: E402
-from costmodel.graph.passes import flash_attention  # noqa: E402
-from costmodel.memory.peak import peak  # noqa: E402
-from costmodel.reports.estimate import estimate  # noqa: E402
-from costmodel.memory.states import model_state  # noqa: E402
+from costmodel.memory.inference import kv_cache
+from costmodel.memory.peak import peak
+from costmodel.memory.states import model_state
+from costmodel.reports.estimate import estimate
 
 SIZES = dict(B=2, T=8, d=16, h=4, L=2, V=40, T_max=12)
 

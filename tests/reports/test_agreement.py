@@ -11,16 +11,15 @@ formulas; ``estimate`` the exact ones.
 from __future__ import annotations
 
 import functools
-from fractions import Fraction
 import json
-import math
 import os
+from fractions import Fraction
 
 import pytest
 import sympy
 from hypothesis import given, settings
-from sympy.printing.pycode import PythonCodePrinter
 from hypothesis import strategies as st
+from sympy.printing.pycode import PythonCodePrinter
 
 import costmodel
 from costmodel.cli import main
@@ -56,7 +55,7 @@ def _numeric(flat: dict) -> dict:
 FUNCTIONS = {name: sympy.Function(name) for name in ("maximum", "roundup", "choose")}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _derived(i: int) -> dict:
     """The formulas of combo ``i`` read back from ``costmodel derive --format json`` (once per combo)."""
     preset, opts = COMBOS[i]

@@ -5,8 +5,8 @@ import sympy
 
 from costmodel import CostModelError, Counting
 from costmodel.cli import main
-from costmodel.reports.compare import CONVENTIONS, compare, convention, difference, training_flops
 from costmodel.families import load
+from costmodel.reports.compare import CONVENTIONS, compare, convention, difference, training_flops
 from costmodel.symbols import B, L, T, T_max, V, d, h
 
 G = load("gpt").graph  # GPT-2/3: learned positions, biases, tied unembedding; head dim k = d/h

@@ -1,15 +1,13 @@
 """The `flopcounter` convention is what PyTorch's FlopCounterMode counts (meta device, forward + backward)."""
 
 import pytest
-
 import torch  # the test extra pins torch and transformers: a missing one fails, never skips
 import transformers
+from torch.utils.flop_counter import FlopCounterMode
 
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
-
-from costmodel.graph.analysis import evaluate  # noqa: E402
-from costmodel.reports.compare import CONVENTIONS, training_flops  # noqa: E402
-from costmodel.families import load  # noqa: E402
+from costmodel.families import load
+from costmodel.graph.analysis import evaluate
+from costmodel.reports.compare import CONVENTIONS, training_flops
 
 
 @pytest.mark.parametrize("L, d, h, V, T, B", [(2, 64, 4, 100, 32, 2), (3, 96, 6, 257, 48, 1)])

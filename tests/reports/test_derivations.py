@@ -9,14 +9,14 @@ import json
 
 import sympy
 
-from costmodel.kit import GraphBuilder, Totals, leading_term, limit, totals
+from costmodel import derive
 from costmodel.cli import main
 from costmodel.families import load
 from costmodel.graph.rules import ELEMENTWISE
-from costmodel import derive
+from costmodel.kit import GraphBuilder, Totals, leading_term, limit, totals
+from costmodel.memory.states import bytes_per_param, model_state_bytes
 from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, L, T, V, d, h
-from costmodel.memory.states import bytes_per_param, model_state_bytes
 
 
 def gpt_totals() -> Totals:

@@ -8,13 +8,13 @@ import subprocess
 import pytest
 import sympy
 
-from costmodel.kit import totals
 from costmodel.cli import main
-from costmodel.reports.document import report
 from costmodel.expr import parse_expr
-from costmodel.reports.latex import derivation, escape, terms
 from costmodel.families import load, presets
-from costmodel.symbols import B, L, T, d
+from costmodel.kit import totals
+from costmodel.reports.document import report
+from costmodel.reports.latex import derivation, escape, terms
+from costmodel.symbols import L, d
 
 PDFLATEX = shutil.which("pdflatex")
 MODELS = [m for m in ("gpt3-175b", "llama3-8b") if m in presets()]  # llama3-8b arrives with the architectures work

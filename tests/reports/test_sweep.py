@@ -4,7 +4,8 @@ import functools
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from costmodel import CostModelError
 from costmodel.cli import main

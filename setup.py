@@ -1,0 +1,12 @@
+"""Package discovery for the wheel and the sdist (the metadata is in pyproject.toml).
+
+Every package under ``costmodel/`` is found, and the architectures in ``graphs/`` are found and installed
+under the import name ``costmodel_graphs`` (a top-level ``graphs`` could collide with other distributions).
+"""
+
+from setuptools import find_packages, setup
+
+ENGINE = find_packages(include=["costmodel", "costmodel.*"])
+ARCHITECTURES = ["costmodel_graphs", *(f"costmodel_graphs.{p}" for p in find_packages("graphs"))]
+
+setup(packages=ENGINE + ARCHITECTURES, package_dir={"costmodel_graphs": "graphs"})
