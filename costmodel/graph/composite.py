@@ -16,8 +16,9 @@ from .rules import causal_scale, contraction, elementwise_spec, elements_of, mat
 
 
 def _attention_cache_operands(op: Op) -> dict[int, int | None]:
-    """Keys (odd operands before v) are contracted with their query; v meets the probabilities."""
-    n = len(op.parsed.inputs)
+    """Keys (odd operands before v) are contracted with their query; v meets the probabilities (additive
+    biases of the scores, after v, read no cache)."""
+    n = len(op.parsed.inputs) - int(op.attr("biases", 0))
     return {**{j: j - 1 for j in range(1, n - 1, 2)}, n - 1: None}
 
 
@@ -31,14 +32,20 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     Attributes: ``scores`` (axes of the score tensor, e.g. ``"b h t s"``),
     ``causal``, ``repeats`` (indices of operands that are an earlier operand's
     tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (element-wise fns applied to the scores before the
-    softmax, e.g. ``("scale", "mask")``). The FLOPs are those of the unfused ops;
-    the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
+    softmax, e.g. ``("scale", "mask")``), ``biases`` (how many operands after v are additive biases of the
+    scores, ``"q, k, v, bias -> out"``: T5's relative positions; each is read once, its gradient written once,
+    and its ``add`` is in the epilogue). The FLOPs are those of the unfused ops;
+    the bytes are only q, k, v, the biases, the output and the per-row log-sum-exp. Backward
     recomputes the scores (``recompute_flops``), as FlashAttention does.
     """
     p = op.parsed
-    if len(p.inputs) < 3 or len(p.inputs) % 2 == 0:
-        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> out')")
-    *qk_operands, v = p.inputs
+    n_bias = int(op.attr("biases", 0))
+    n_qkv = len(p.inputs) - n_bias
+    if n_qkv < 3 or n_qkv % 2 == 0:
+        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> "
+                             f"out'), then {n_bias} bias operand(s)")
+    *qk_operands, v = p.inputs[:n_qkv]
+    bias_operands = p.inputs[n_qkv:]
     pairs = list(zip(qk_operands[::2], qk_operands[1::2]))
     q = pairs[0][0]
     out = p.output
@@ -61,10 +68,12 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     forward = Cost(flops=qk.flops + pv.flops + per_score_fwd * n_scores, matmul_flops=qk.flops + pv.flops,
                    bytes_read=io_read, bytes_written=elements_of(op, out) * size + rows * 4)
     grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
-    backward = Cost(flops=grads + per_score_bwd * n_scores, matmul_flops=grads,
+    # a bias broadcast over some score axes gets its gradient summed back over them, as the unfused add's
+    reduce = sum((n_scores - elements_of(op, axes) for axes in bias_operands), Zero) if epilogue else Zero
+    backward = Cost(flops=grads + per_score_bwd * n_scores + reduce, matmul_flops=grads,
                     bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
                     bytes_written=io_read, recompute_flops=qk.flops + per_score_fwd * n_scores)
-    names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"]
+    names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"] + [f"bias{i}" for i in range(n_bias)]
     saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
              Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))
     return OpCost(forward, backward, (), saved)
