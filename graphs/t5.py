@@ -21,8 +21,9 @@ Sources of the presets: Raffel et al. 2020, "Exploring the Limits of Transfer Le
 Text-to-Text Transformer", §3.7 (Small 60M, Base 220M, Large 770M, 3B, 11B) and the Hugging Face
 ``google-t5/t5-{small,base,large,3b,11b}/config.json``; T5 v1.1 (gated-GELU, untied head, no dropout in
 pre-training): ``google-research/text-to-text-transfer-transformer`` released_checkpoints.md and
-``google/t5-v1_1-{small,base,large,xl,xxl}/config.json``. Step shape: 512 input and 114 target tokens, the
-span-corruption pre-training of §3.1.4 (15% noise, mean span 3: 114 targets for 512 inputs).
+``google/t5-v1_1-{small,base,large,xl,xxl}/config.json``. Step shape: 512 input tokens (§3.1.2) and 114
+targets, what T5's ``random_spans_helper`` gives for 512 inputs under the span-corruption objective of §3.1.4
+(15% noise, mean span 3).
 """
 
 from __future__ import annotations

@@ -38,15 +38,15 @@ HEADS = ("classifier", "pooler", "none")
 
 
 def vit(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, qkv_bias: bool = True, head: str = "classifier",
-        d_pool: sympy.Expr = d, act: str = "gelu", dtype: str = "bf16") -> nx.DiGraph:
+        d_pool: sympy.Expr | None = None, act: str = "gelu", dtype: str = "bf16") -> nx.DiGraph:
     """ViT as an op graph (see the module notes). ``d_head``: the head dim (``d/h`` unless a config gives
-    ``head_dim``); ``qkv_bias``: biases on q, k, v; ``d_pool``: the pooler's width."""
+    ``head_dim``); ``qkv_bias``: biases on q, k, v; ``d_pool``: the pooler's width (None: d)."""
     if head not in HEADS:
         raise CostModelError(f"vit: head {head!r} is not one of {', '.join(HEADS)}")
     side = r_img / r_patch  # patches per side
     tokens = side**2 + 1
     b = GraphBuilder("vit", dtype=dtype, b=B, c=c_in, y=side, x=side, p=r_patch, q=r_patch, n=side**2, t=tokens,
-                     s=tokens, d=d, h=h, k=d_head, f=d_ff, o=n_labels, e=d_pool)
+                     s=tokens, d=d, h=h, k=d_head, f=d_ff, o=n_labels, e=d if d_pool is None else d_pool)
     b.tokens(B * tokens)
     with b.scope("embeddings"):
         pixels = b.input("pixels", "b c (y p) (x q)", dtype=dtype)

@@ -239,9 +239,10 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     for name, data in op_nodes(H):
         data["op"] = decoded(data["op"], marks[name])
     if not any(marks.values()):
-        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache; expected "
-                             "tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that attention reads "
-                             "over a position axis sized by T (e.g. keys 'b h s k')")
+        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache (an encoder "
+                             "with bidirectional attention, BERT's or ViT's, has none: it does not decode token by "
+                             "token); expected tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that "
+                             "attention reads over a position axis sized by T (e.g. keys 'b h s k')")
     H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
     return H
 

@@ -136,19 +136,25 @@ def unfused_attention(G: nx.DiGraph) -> list[tuple[str, str]]:
             continue
         node = G.nodes[softmax]["inputs"][0]
         path = []
+        late = None  # (node, index): an element-wise op that reads the scores as a later input
         while _op(G, node) is not None and not _product(G, node) and _pointwise(G, node):
             path.append(node)
             if _score_parts(G, node) is not None:
                 break
+            late = next(((node, i) for i, src in enumerate(G.nodes[node]["inputs"]) if i and _product(G, src)), None)
+            if late:
+                break
             node = G.nodes[node]["inputs"][0]
-        if not (_product(G, node) or (path and _score_parts(G, path[-1]) is not None)):
+        if not (_product(G, node) or late or (path and _score_parts(G, path[-1]) is not None)):
             continue  # not attention (a router's softmax reads a weight matmul)
         blocker = next((n for n in [*path, node] if _single_consumer(G, n) is None), None)
         if blocker is not None:
             why = f"{blocker!r} has {G.out_degree(blocker)} consumers"
+        elif late:
+            why = f"{late[0]!r} reads the scores as its input {late[1]}, expected as its first"
         else:
             why = next((f"{n!r} has {len(G.nodes[n]['inputs'])} inputs" for n in path
-                        if len(G.nodes[n]["inputs"]) > 1 and _score_parts(G, n) is None),
+                        if len(G.nodes[n]["inputs"]) > 1 and _score_parts(G, n) is None and not _score_bias(G, n)),
                        "the probabilities do not reach a contraction through element-wise ops")
         out.append((softmax, why))
     return out
@@ -191,7 +197,8 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         node, why = left[0]
         raise CostModelError(f"flash_attention: graph {G.graph.get('name')!r}: the attention at {node!r} cannot be "
                              f"fused ({why}), so its T×T scores would stay; expected scores → element-wise ops "
-                             "with one input → softmax → element-wise ops → context (see docs/tutorial.md)")
+                             "(the scores their first input, any other an additive bias) → softmax → element-wise "
+                             "ops → context (see docs/tutorial.md)")
     return H
 
 
