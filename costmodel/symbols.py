@@ -28,6 +28,14 @@ d_nope      non-RoPE part of a query/key head (MLA)
 d_v         value head dimension (MLA)
 L_dense     leading dense layers before the MoE layers
 C           context length of a KV cache (inference)
+T_src       source length of an encoder–decoder (tokens the encoder reads; T is the target)
+L_dec       decoder layers of an encoder–decoder (L is the encoder's)
+n_buckets   relative-position buckets of T5's attention bias
+n_types     token types (segments) of BERT's type embedding
+r_img       image resolution: pixels per side of a square image (ViT)
+r_patch     patch resolution: pixels per side of a square patch (ViT)
+c_in        input channels of an image (ViT: 3)
+n_labels    classes of a classifier head
 ==========  =========================================================
 """
 
@@ -58,6 +66,14 @@ _DESCRIPTIONS = {
     "d_v": "value head dimension (MLA)",
     "L_dense": "leading dense layers of an MoE model",
     "C": "context length of the KV cache",
+    "T_src": "source length of an encoder-decoder (encoder tokens)",
+    "L_dec": "decoder layers of an encoder-decoder",
+    "n_buckets": "relative-position buckets (T5)",
+    "n_types": "token types of BERT's type embedding",
+    "r_img": "image resolution (pixels per side)",
+    "r_patch": "patch resolution (pixels per side)",
+    "c_in": "input channels of an image",
+    "n_labels": "classes of a classifier head",
 }
 
 #: Every declared symbol, by name.
@@ -87,6 +103,14 @@ d_nope = SYMBOLS["d_nope"]
 d_v = SYMBOLS["d_v"]
 L_dense = SYMBOLS["L_dense"]
 C = SYMBOLS["C"]
+T_src = SYMBOLS["T_src"]
+L_dec = SYMBOLS["L_dec"]
+n_buckets = SYMBOLS["n_buckets"]
+n_types = SYMBOLS["n_types"]
+r_img = SYMBOLS["r_img"]
+r_patch = SYMBOLS["r_patch"]
+c_in = SYMBOLS["c_in"]
+n_labels = SYMBOLS["n_labels"]
 
 
 def describe(name: str) -> str:

@@ -265,10 +265,34 @@ def korthikanti() -> str:
     return table(["choice", "per layer: activations + 1-byte masks", "LayerNorm statistics (fp32)"], rows)
 
 
+# -- architectures.md -------------------------------------------------------------------------------
+
+
+def encoder_decoder() -> str:
+    """T5's training matmul FLOPs of one step, by stack, and what each source and target token costs."""
+    from costmodel.graph.analysis import breakdown
+    from costmodel.symbols import T_src
+
+    rows = {"encoder": [], "decoder": [], "head": []}
+    for name, row in breakdown(load("t5").graph, Counting(elementwise="none")).items():
+        rows[name.split(".")[0] if name.split(".")[0] in rows else "head"].append(row.training.matmul_flops)
+    total = {k: sympy.expand(sympy.Add(*v)) for k, v in rows.items()}
+    every = sympy.Add(*total.values())
+    per_source = sympy.expand(sympy.diff(every, T_src, 1).subs(T_src, 0).subs(T, 0) / B)
+    per_target = sympy.expand(sympy.diff(every, T, 1).subs(T, 0).subs(T_src, 0) / B)
+    lines = [table(["stack", "training matmul FLOPs of one step (B pairs of T_src source, T target tokens)"],
+                   [[k, m(v)] for k, v in total.items()]), "",
+             f"- each source token, apart from attention: {m(per_source)} (the encoder, and the decoder's "
+             "cross-attention k, v projections of its output)",
+             f"- each target token, apart from attention: {m(per_target)} (the decoder and the LM head)",
+             f"- attention: {m(sympy.expand(every - B * T_src * per_source - B * T * per_target))}"]
+    return "\n".join(lines)
+
+
 BLOCKS = {"symbols": symbols_table, "elementwise": elementwise_table, "dtypes": dtype_table,
           "precisions": precision_table, "conventions": conventions_table, "six-nd": six_nd,
           "sixteen": sixteen, "intensity": intensity, "lecture": lecture, "activations": activations,
-          "memory-policies": memory_policies, "korthikanti": korthikanti}
+          "memory-policies": memory_policies, "korthikanti": korthikanti, "encoder-decoder": encoder_decoder}
 
 
 def render(text: str, where: str = "docs") -> str:

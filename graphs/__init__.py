@@ -11,7 +11,23 @@ from __future__ import annotations
 
 def architectures() -> list:
     """Every family this package provides (the entry point's target)."""
-    from . import deepseek_v3, falcon, gpt, gpt_neox, gpt_oss, llama, llama4, mistral, mixtral, qwen2, starcoder2
+    from . import (
+        bert,
+        deepseek_v3,
+        falcon,
+        gpt,
+        gpt_neox,
+        gpt_oss,
+        llama,
+        llama4,
+        mistral,
+        mixtral,
+        qwen2,
+        starcoder2,
+        t5,
+        vit,
+    )
 
     return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY,
-            gpt_neox.FAMILY, falcon.FAMILY, starcoder2.FAMILY, gpt_oss.FAMILY, llama4.FAMILY]
+            gpt_neox.FAMILY, falcon.FAMILY, starcoder2.FAMILY, gpt_oss.FAMILY, llama4.FAMILY,
+            bert.FAMILY, bert.ROBERTA, t5.FAMILY, vit.FAMILY]

@@ -23,7 +23,7 @@ import sympy
 from ..errors import CostModelError
 from ..graph.analysis import as_int, evaluate, op_nodes, totals
 from ..graph.pattern import parse
-from ..graph.registry import Op, kind_of, weight_use
+from ..graph.registry import Op, data_operands, kind_of, weight_use
 from ..memory.inference import kv_cache
 from ..options import Counting
 from ..symbols import B, C, T
@@ -58,35 +58,56 @@ def _key_axes(G: nx.DiGraph) -> dict[str, set[str]]:
     (the context), what follows runs on the new token only.
     """
     marks: dict[str, set[str]] = {}  # node → its key axes
-    out_marks: dict[str, tuple[bool, ...]] = {}  # node → which output positions are key, for consumers
+    # node → the mark of each output position, for consumers: 0 none, 1 made from key positions (a window's
+    # unfold), 2 the cache's own positions
+    out_marks: dict[str, tuple[int, ...]] = {}
     for name in nx.topological_sort(G):
         data = G.nodes[name]
         op = data.get("op")
         if op is None:
             continue
         p = op.parsed
-        keyed: set[str] = set()
+        cached: set[str] = set()
+        made: set[str] = set()
         query: set[str] = set()
         for axes, src in zip(p.inputs, data["inputs"]):
             flags = out_marks.get(src)
             src_op = G.nodes[src].get("op")
             if flags is None or src_op is None:
-                flags = (False,) * len(axes)
+                flags = (0,) * len(axes)
             elif len(flags) != len(axes):  # a different shape: match axis names
                 by_name = dict(zip(src_op.parsed.output, flags))
-                flags = tuple(by_name.get(a, False) for a in axes)
-            for a, is_key in zip(axes, flags):
-                (keyed if is_key else query).add(a)
-        keys = {a for a in keyed if a not in query or not op.size[a].has(T)}
+                flags = tuple(by_name.get(a, 0) for a in axes)
+            for a, mark in zip(axes, flags):
+                (cached if mark == 2 else made if mark == 1 else query).add(a)
+        # the cache's positions stay key positions wherever they meet (a bias over query × key positions,
+        # T5's, has them unmarked); an axis made from them yields to a query axis of the same name
+        keys = cached | {a for a in made if a not in query or not op.size[a].has(T)}
         if keys:
             inputs = set().union(*p.inputs)
             keys |= {a for a in p.output if a not in inputs and op.size[a].has(T)}
         marks[name] = keys
         if "kv_cache" in data.get("tags", ()):
-            out_marks[name] = tuple(op.size[a].has(T) for a in p.output)
+            out_marks[name] = tuple(2 * bool(op.size[a].has(T)) for a in p.output)
         else:
-            out_marks[name] = tuple(a in keys for a in p.output)
+            out_marks[name] = tuple(2 if a in cached else int(a in keys) for a in p.output)
     return marks
+
+
+def _precomputed(G: nx.DiGraph) -> list[str]:
+    """Op nodes that depend on no graph input sized by T: run once per sequence before decoding (an encoder,
+    and the cross-attention keys and values made from its output), then read from memory by each step."""
+    fresh: set[str] = set()
+    for name in nx.topological_sort(G):
+        data = G.nodes[name]
+        op = data.get("op")
+        if op is None:
+            continue
+        for axes, src in zip(data_operands(op), data["inputs"]):
+            if src in fresh or ("op" not in G.nodes[src] and any(op.size[a].has(T) for a in axes)):
+                fresh.add(name)
+                break
+    return [n for n, _ in op_nodes(G) if n not in fresh]
 
 
 def _fresh(name: str, taken: set[str]) -> str:
@@ -191,7 +212,9 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     (T → C) is decided per op by data flow from the ``"kv_cache"``-tagged tensors
     (see :func:`_key_axes`), not by axis names: an op downstream of a cached
     tensor, before the contraction that sums the positions away, runs over C
-    positions; every other op over the one new token. A sliding window's key axis
+    positions; every other op over the one new token. Ops that depend on no input sized by T (an
+    encoder over its T_src source tokens, the cross-attention keys and values made from its output) ran
+    once before decoding: a step does not run them, it reads their outputs. A sliding window's key axis
     ``w = min(T, W)`` becomes ``min(C, W)``. Causal masking no longer applies (the
     one query sees every cached key).
 
@@ -206,6 +229,8 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     counted as the graph says, over all C positions each step.
     """
     H = _without_training_ops(G)
+    for name in _precomputed(H):  # no longer an op of the step: a tensor it reads, like a graph input
+        del H.nodes[name]["op"]
     marks = _key_axes(H)
     _absorb(H, marks)
 
@@ -218,9 +243,10 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     for name, data in op_nodes(H):
         data["op"] = decoded(data["op"], marks[name])
     if not any(marks.values()):
-        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache; expected "
-                             "tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that attention reads "
-                             "over a position axis sized by T (e.g. keys 'b h s k')")
+        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache (an encoder "
+                             "with bidirectional attention, BERT's or ViT's, has none: it does not decode token by "
+                             "token); expected tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that "
+                             "attention reads over a position axis sized by T (e.g. keys 'b h s k')")
     H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
     return H
 

@@ -92,6 +92,14 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
                   sympy.Add(*active)).map(sympy.expand)
 
 
+def tokens_per_step(G: nx.DiGraph) -> sympy.Expr:
+    """The tokens one step of ``G`` processes: ``graph["tokens"]`` when the builder says
+    (:meth:`GraphBuilder.tokens`), else B sequences of T tokens."""
+    from ..symbols import B, T
+
+    return G.graph.get("tokens", B * T)
+
+
 def add_costs(costs: list[Cost]) -> Cost:
     """The sum of many costs, each field summed once (``Add(*terms)``: linear in the number of terms)."""
     return Cost(*(sympy.Add(*(getattr(c, f) for c in costs)) for f in Cost.__dataclass_fields__))

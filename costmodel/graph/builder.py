@@ -107,6 +107,12 @@ class GraphBuilder:
             raise CostModelError(f"require: expected a sympy relation such as T <= T_max, received {condition!r}")
         self.graph.graph.setdefault("constraints", []).append((condition, why))
 
+    def tokens(self, per_step: sympy.Expr) -> None:
+        """The tokens one step processes, when not B·T: an encoder–decoder's ``B·(T_src + T)``, a ViT's
+        ``B·((r_img/r_patch)² + 1)``. Stored in ``graph.graph["tokens"]``; what ``tokens.per_step``, 6·N·D and
+        per-token numbers divide by (:func:`costmodel.graph.analysis.tokens_per_step`)."""
+        self.graph.graph["tokens"] = check_size(per_step, f"graph {self.graph.graph['name']!r}: tokens per step")
+
     def tag(self, tensor: Tensor, *tags: str, positions: sympy.Expr | None = None) -> Tensor:
         """Mark the node that makes ``tensor`` (node attribute ``tags``, a set).
 
@@ -126,15 +132,17 @@ class GraphBuilder:
 
     def matmul(self, name: str, x: Tensor, pattern: str, *, bias: str | None = None,
                tied: str | None = None, trainable: bool = True, embedding: bool = False,
-               **sizes: object) -> Tensor:
+               input_grad: bool = True, **sizes: object) -> Tensor:
         """Input × weight: ``"b t d, d f -> b t f"``; the second operand is the weight.
 
         ``bias="f"`` adds a bias over those axes; ``tied="wte"`` reuses the weight of
-        that node (its parameters are counted there).
+        that node (its parameters are counted there). ``input_grad=False``: the input needs no
+        gradient (a graph input such as pixels), so backward has no input-gradient matmul.
         """
         if tied is not None:
             tied = self._tied(tied, pattern)
-        attrs = {"bias": bias, "tied": tied, "trainable": None if trainable else False}
+        attrs = {"bias": bias, "tied": tied, "trainable": None if trainable else False,
+                 "input_grad": None if input_grad else False}
         return self._add(name, "matmul", pattern, [x], attrs, sizes, embedding=embedding)
 
     def contract(self, name: str, a: Tensor, b: Tensor, pattern: str, *, causal: bool = False,

@@ -16,8 +16,9 @@ from .rules import causal_scale, contraction, elements_of, matrix, sink_axes, tr
 
 
 def _attention_cache_operands(op: Op) -> dict[int, int | None]:
-    """Keys (odd operands before v) are contracted with their query; v meets the probabilities."""
-    n = len(op.parsed.inputs)
+    """Keys (odd operands before v) are contracted with their query; v meets the probabilities (additive
+    biases of the scores, after v, read no cache)."""
+    n = len(op.parsed.inputs) - int(op.attr("biases", 0))
     return {**{j: j - 1 for j in range(1, n - 1, 2)}, n - 1: None}
 
 
@@ -32,16 +33,21 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     ``causal``, ``repeats`` (indices of operands that are an earlier operand's
     tensor, read once: MLA decode's latent as both k and v), ``epilogue`` (the element-wise ops applied to the
     scores before the softmax and to the probabilities after it, as ops: a scale, a soft-cap, a mask, a
-    dropout; their FLOPs are their rules'), ``sink`` (the axes of learned sink logits that join each row of the
-    softmax, kept from the softmax it fused: their parameters, and softmax FLOPs over one more column
-    per row). The FLOPs are those of the unfused ops;
-    the bytes are only q, k, v, the output and the per-row log-sum-exp. Backward
+    dropout, a bias's add; their FLOPs are their rules'), ``sink`` (the axes of learned sink logits that join
+    each row of the softmax, kept from the softmax it fused: their parameters, and softmax FLOPs over one more
+    column per row), ``biases`` (how many operands after v are additive biases of the scores,
+    ``"q, k, v, bias -> out"``: T5's relative positions; each is read once, its gradient written once, and its
+    ``add`` is in the epilogue). The FLOPs are those of the unfused ops;
+    the bytes are only q, k, v, the biases, the output and the per-row log-sum-exp. Backward
     recomputes the scores (``recompute_flops``), as FlashAttention does.
     """
     p = op.parsed
-    if len(p.inputs) < 3 or len(p.inputs) % 2 == 0:
-        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> out')")
-    *qk_operands, v = p.inputs
+    n_bias = int(op.attr("biases", 0))
+    n_qkv = len(p.inputs) - n_bias
+    if n_qkv < 3 or n_qkv % 2 == 0:
+        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> "
+                             f"out'), then {n_bias} bias operand(s)")
+    *qk_operands, v = p.inputs[:n_qkv]
     pairs = list(zip(qk_operands[::2], qk_operands[1::2]))
     q = pairs[0][0]
     out = p.output
@@ -74,7 +80,7 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     backward = Cost(flops=grads + softmax_bwd + epilogue_bwd + sink_bwd, matmul_flops=grads,
                     bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
                     bytes_written=io_read, recompute_flops=qk.flops + softmax_fwd + epilogue_fwd + sink_fwd)
-    names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"]
+    names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"] + [f"bias{i}" for i in range(n_bias)]
     saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
              Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))
     return OpCost(forward, backward, weights, saved)

@@ -67,13 +67,37 @@ def _score_parts(G: nx.DiGraph, node: str) -> tuple[list[str], list[str]] | None
     return None
 
 
+def _score_bias(G: nx.DiGraph, node: str) -> bool:
+    """An element-wise op whose first input continues the chain and whose other inputs come from outside it
+    and are no activation products (an additive bias of the scores: T5's relative positions, ALiBi)."""
+    if not _pointwise(G, node):
+        return False
+    first, *others = G.nodes[node]["inputs"]
+    return bool(others) and all(src != first and not _product(G, src) for src in others)
+
+
+def score_biases(G: nx.DiGraph, epilogue: list[str], scores: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The additive biases an attention chain's epilogue reads: producer → its axes, named as the ``scores``
+    axes are (an epilogue op's first operand has the scores' shape: its axes map to them by position)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for node in epilogue:
+        if _score_bias(G, node):
+            op = G.nodes[node]["op"]
+            first, *others = op.parsed.inputs
+            rename = dict(zip(first, scores))
+            for src, axes in zip(G.nodes[node]["inputs"][1:], others):
+                out.setdefault(src, tuple(rename[a] for a in axes))
+    return out
+
+
 def attention_chains(G: nx.DiGraph):
     """Yield (score contractions, [adds and epilogue nodes], normalizer, [nodes after it], context node).
 
     Found by data flow, not by names: from each normalizer (a softmax), back through single-consumer
-    element-wise ops with one input (scale, soft-cap, mask...) to the activation products that make the
+    element-wise ops (scale, soft-cap, mask, the add of a bias...) to the activation products that make the
     scores, and forward through single-consumer element-wise ops (dropout) to the product that reads the
-    probabilities first (the context). Authors: give the scores as an epilogue op's first and only input.
+    probabilities first (the context). Authors: give the scores as an epilogue op's first input; an epilogue
+    op's other inputs, if any, are additive biases made outside the chain (:func:`score_biases`).
     """
     for softmax in list(G.nodes):
         op = _op(G, softmax)
@@ -83,7 +107,7 @@ def attention_chains(G: nx.DiGraph):
         found = None
         while _single_consumer(G, node) is not None:
             found = _score_parts(G, node)
-            if found is not None or not _pointwise(G, node, unary=True):
+            if found is not None or not (_pointwise(G, node, unary=True) or _score_bias(G, node)):
                 break
             epilogue.insert(0, node)
             node = G.nodes[node]["inputs"][0]
@@ -112,19 +136,25 @@ def unfused_attention(G: nx.DiGraph) -> list[tuple[str, str]]:
             continue
         node = G.nodes[softmax]["inputs"][0]
         path = []
+        late = None  # (node, index): an element-wise op that reads the scores as a later input
         while _op(G, node) is not None and not _product(G, node) and _pointwise(G, node):
             path.append(node)
             if _score_parts(G, node) is not None:
                 break
+            late = next(((node, i) for i, src in enumerate(G.nodes[node]["inputs"]) if i and _product(G, src)), None)
+            if late:
+                break
             node = G.nodes[node]["inputs"][0]
-        if not (_product(G, node) or (path and _score_parts(G, path[-1]) is not None)):
+        if not (_product(G, node) or late or (path and _score_parts(G, path[-1]) is not None)):
             continue  # not attention (a router's softmax reads a weight matmul)
         blocker = next((n for n in [*path, node] if _single_consumer(G, n) is None), None)
         if blocker is not None:
             why = f"{blocker!r} has {G.out_degree(blocker)} consumers"
+        elif late:
+            why = f"{late[0]!r} reads the scores as its input {late[1]}, expected as its first"
         else:
             why = next((f"{n!r} has {len(G.nodes[n]['inputs'])} inputs" for n in path
-                        if len(G.nodes[n]["inputs"]) > 1 and _score_parts(G, n) is None),
+                        if len(G.nodes[n]["inputs"]) > 1 and _score_parts(G, n) is None and not _score_bias(G, n)),
                        "the probabilities do not reach a contraction through element-wise ops")
         out.append((softmax, why))
     return out
@@ -136,24 +166,28 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
     The fused node keeps the context node's name (so consumers need no rewiring)
     and its count; its inputs are q and k of each score contraction (two pairs
     for MLA's split scores), then v of the context. ``graph["rewritten"]["flash_attention"]`` lists the
-    fused nodes. A softmax over activation-product scores that cannot be fused (a step with a second
-    input between the scores and the softmax, a score tensor read twice) is an error: FlashAttention
-    would not remove its T×T tensors.
+    fused nodes. An additive bias of the scores (an epilogue op's second input made outside the chain) becomes
+    an operand after v, read once (attribute ``biases``: how many). A softmax over activation-product scores
+    that cannot be fused (a score tensor read twice, a step whose second input is itself a product) is an
+    error: FlashAttention would not remove its T×T tensors.
     """
     chains = list(attention_chains(G))
     H = copy_for(G, "flash_attention", tuple(chain[-1] for chain in chains))
     for scores, epilogue, softmax, dropouts, context in chains:
         s_ops, c_op = [G.nodes[n]["op"] for n in scores], G.nodes[context]["op"]
-        operands = [axes for s_op in s_ops for axes in s_op.parsed.inputs] + [c_op.parsed.inputs[1]]
+        biases = score_biases(G, epilogue, s_ops[0].parsed.output)
+        operands = [axes for s_op in s_ops for axes in s_op.parsed.inputs] + [c_op.parsed.inputs[1], *biases.values()]
         pattern = ", ".join(" ".join(a) for a in operands) + " -> " + " ".join(c_op.parsed.output)
         sizes = {k: v for s_op in s_ops for k, v in s_op.size.items()} | c_op.size
         steps = tuple(G.nodes[n]["op"] for n in [*epilogue, *dropouts])  # their FLOPs are their own rules'
-        attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": steps, "causal": s_ops[0].attr("causal")}
+        attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": steps, "causal": s_ops[0].attr("causal"),
+                 "biases": len(biases)}
         norm_op = G.nodes[softmax]["op"]  # what the normalizer's kind says the fused op keeps (a sink)
         attrs.update({a: norm_op.attr(a) for a in kind_of(norm_op).attention_attrs})
         op = Op("attention", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), c_op.dtype,
                 tuple(sorted((k, v) for k, v in attrs.items() if v)))
-        sources = tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)
+        sources = (tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)
+                   + tuple(biases))
         H.remove_nodes_from([*scores, *epilogue, softmax, *dropouts])
         H.remove_edges_from(list(H.in_edges(context)))
         H.nodes[context].update(op=op, inputs=sources)
@@ -164,7 +198,8 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         node, why = left[0]
         raise CostModelError(f"flash_attention: graph {G.graph.get('name')!r}: the attention at {node!r} cannot be "
                              f"fused ({why}), so its T×T scores would stay; expected scores → element-wise ops "
-                             "with one input → softmax → element-wise ops → context (see docs/tutorial.md)")
+                             "(the scores their first input, any other an additive bias) → softmax → element-wise "
+                             "ops → context (see docs/tutorial.md)")
     return H
 
 

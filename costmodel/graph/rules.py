@@ -83,7 +83,9 @@ def _matmul(op: Op, counting: Counting) -> OpCost:
 
     Attributes: ``bias`` (axes of a bias added to the output, e.g. ``"f"``),
     ``tied`` (the weight belongs to another op: no parameters counted here),
-    ``trainable`` (False for a frozen weight: no weight gradient), ``weight_dtype``.
+    ``trainable`` (False for a frozen weight: no weight gradient), ``weight_dtype``,
+    ``input_grad`` (False: the input needs no gradient, as a graph input such as an image's pixels:
+    no input-gradient contraction, as autograd skips it).
     """
     check_contraction(op)
     p = op.parsed
@@ -92,7 +94,9 @@ def _matmul(op: Op, counting: Counting) -> OpCost:
     (x, w), y = p.inputs, p.output
     weight_dtype = str(op.attr("weight_dtype", op.dtype))
     forward = contraction(op, (x, w), y, (op.dtype, weight_dtype))
-    backward = contraction(op, (y, w), x, (op.dtype, weight_dtype))  # input gradient
+    backward = Cost()
+    if op.attr("input_grad", True) is not False:
+        backward += contraction(op, (y, w), x, (op.dtype, weight_dtype))  # input gradient
     if trainable(op):
         backward += contraction(op, (x, y), w)  # weight gradient
     weights = [] if op.attr("tied") else [matrix(op, w, y)]
@@ -161,6 +165,7 @@ ELEMENTWISE: dict[str, Elementwise] = {
     "dropout": Elementwise(1, 1, ("mask",)),  # multiply by a saved 1-byte mask (and 1/(1-p))
     "rope": Elementwise(3, 3),  # x·cos + rotate(x)·sin; cos and sin are constants
     "softcap": Elementwise(3, 4, ("output",)),  # c·tanh(x/c): divide, tanh, multiply; grad (1 − (y/c)²)·g
+    "tanh": Elementwise(1, 3, ("output",)),  # grad (1 − y²)·g: square, subtract, multiply
 }
 
 
@@ -334,6 +339,30 @@ def _loss(op: Op, counting: Counting) -> OpCost:
     saved = (Saved("log_probs", "own", n, probs), Saved("targets", "own", rows, "int64", role="indices"),
              Saved("total_weight", "own", sympy.Integer(1), "fp32", role="stats"))
     return OpCost(forward, backward, (), saved)
+
+
+@rule("concat")
+def _concat(op: Op, counting: Counting) -> OpCost:
+    """Tensors joined along one axis: ``"b c d, b n d -> b t d"`` with ``t`` sized ``c + n``.
+
+    The operands have the output's axes but one, in the same place: the joined axis, whose sizes add up
+    to the output's. A copy (reads every operand, writes the output); backward hands each operand its
+    slice of the gradient, a view (no FLOPs, no bytes), as autograd's ``cat`` does. Saves nothing.
+    """
+    p = op.parsed
+    out = p.output
+    if len(p.inputs) < 2 or any(len(axes) != len(out) for axes in p.inputs):
+        raise CostModelError(f"concat pattern {p.text!r}: expected two or more operands with the output's rank")
+    where = {i for axes in p.inputs for i, (a, o) in enumerate(zip(axes, out)) if a != o}
+    if len(where) != 1:
+        raise CostModelError(f"concat pattern {p.text!r}: expected the operands to differ from the output in "
+                             f"exactly one axis (the joined one), found {len(where)}")
+    i = where.pop()
+    joined = sum((op.size[axes[i]] for axes in p.inputs), Zero)
+    if sympy.expand(joined - op.size[out[i]]) != 0:
+        raise CostModelError(f"concat pattern {p.text!r}: the joined axis {out[i]!r} is sized {op.size[out[i]]}, "
+                             f"expected the sum of the operands' {joined}")
+    return OpCost(elementwise_cost(op, Zero), Cost())
 
 
 def _is_view(op: Op) -> bool:

@@ -31,8 +31,11 @@ def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -
             n = elements(op.parsed.output, op.size).subs(T, kept)
             total += n * data["count"] * dtype_bytes(dtype or op.dtype)
     if total == 0:
-        raise CostModelError(f"graph {G.graph.get('name')!r} tags no tensor 'kv_cache'; expected the k and v "
-                             "projections (or a latent) tagged with GraphBuilder.tag(t, 'kv_cache')")
+        raise CostModelError(f"graph {G.graph.get('name')!r} has no KV cache (no tensor tagged 'kv_cache'): an "
+                             "encoder with bidirectional attention (BERT, ViT) reads its whole input at once and "
+                             "does not decode token by token, so an inference estimate (KV cache, decode) does not "
+                             "apply; a decoder tags its k and v projections (or a latent) with "
+                             "GraphBuilder.tag(t, 'kv_cache')")
     return sympy.expand(total)
 
 

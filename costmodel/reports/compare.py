@@ -33,13 +33,12 @@ import sympy
 from ..conventions import CONVENTIONS, Convention, convention
 from ..errors import CostModelError
 from ..families import Model
-from ..graph.analysis import as_int, evaluate, op_nodes, totals
+from ..graph.analysis import as_int, evaluate, op_nodes, tokens_per_step, totals
 from ..graph.cost import Zero
 from ..graph.registry import is_activation_product, op_cost
 from ..memory.activations import activations
 from ..memory.states import model_state
 from ..options import Options
-from ..symbols import B, T
 from .estimate import model_for, resolve
 from .results import Comparison
 
@@ -62,7 +61,7 @@ def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
     """
     t = totals(G, conv.ops)
     if conv.method == "params":
-        flops = 6 * t.params_active_non_embedding * B * T  # N: what a token uses (MoE: top_k experts)
+        flops = 6 * t.params_active_non_embedding * tokens_per_step(G)  # N: what a token uses (MoE: top_k experts)
         if conv.attention:
             for _, data in op_nodes(G):
                 if is_activation_product(data["op"], conv.ops):  # the T-dependent attention term
@@ -107,9 +106,10 @@ def compare(G: nx.DiGraph, names: Iterable[str] | None = None) -> dict[str, dict
         raise CostModelError("compare: expected at least one convention name, received none")
     rows = {n: quantities(G, convention(n)) for n in names}
     first = rows[names[0]]["flops.training"]
+    tokens = tokens_per_step(G)  # B·T, unless the graph says otherwise (an encoder–decoder, a ViT)
     for row in rows.values():
-        row["flops.per_token"] = sympy.expand(row["flops.training"] / (B * T))
-        row["per_token_minus_first"] = sympy.expand((row["flops.training"] - first) / (B * T))
+        row["flops.per_token"] = sympy.expand(row["flops.training"] / tokens)
+        row["per_token_minus_first"] = sympy.expand((row["flops.training"] - first) / tokens)
     return rows
 
 
@@ -130,7 +130,7 @@ def compare_conventions(model: Model | str, conventions: Iterable[str] | str | N
     m = model_for(model, settings, opts)
     values = resolve(m, opts)
     rows = compare(m.graph, names)
-    step_tokens = values[B] * values[T]
+    step_tokens = as_int(evaluate(tokens_per_step(m.graph), values, "tokens per step"), "tokens per step")
     out = {"model": m.name, "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
            "reference": names[0], "conventions": {}}
     for name, q in rows.items():

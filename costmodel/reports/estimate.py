@@ -14,7 +14,7 @@ import sympy
 
 from ..errors import CostModelError
 from ..families import Model, graph_symbols, load
-from ..graph.analysis import check_values
+from ..graph.analysis import check_values, tokens_per_step
 from ..memory.policies import precision
 from ..options import Options
 from ..symbols import B, T
@@ -40,9 +40,13 @@ def resolve(m: Model, options: Options) -> dict[sympy.Symbol, int]:
     """
     values = dict(m.values)
     values[B] = options.batch if options.batch is not None else values.get(B, 1)
+    used = graph_symbols(m.graph)
     if options.seq is not None:
+        if T not in used:  # a ViT's tokens come from its image and patch sizes
+            raise CostModelError(f"model {m.name!r} has no sequence length T for --seq: its tokens per step are "
+                                 f"{tokens_per_step(m.graph)}; set those sizes with --set NAME=VALUE")
         values[T] = options.seq
-    missing = sorted(str(s) for s in graph_symbols(m.graph) if s not in values)
+    missing = sorted(str(s) for s in used if s not in values)
     if missing:
         raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
                              f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")

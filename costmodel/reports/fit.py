@@ -18,7 +18,7 @@ import sympy
 
 from ..devices.table import device
 from ..errors import CostModelError
-from ..families import Model
+from ..families import Model, graph_symbols
 from ..graph.analysis import check_values
 from ..graph.passes import flash_attention
 from ..memory.activations import activations
@@ -93,6 +93,9 @@ def fit(model: Model | str, memory: object = None, *, hardware: object = None, s
         changes["context"] = None  # the context is the sequence solved for (C = T)
     opts = opts.replace(**changes)
     m = model_for(model, settings, opts)
+    if solve == "seq" and T not in graph_symbols(m.graph):
+        raise CostModelError(f"fit: model {m.name!r} has no sequence length T to solve for (a ViT's tokens come "
+                             "from its image and patch sizes); solve for the batch instead")
     values = resolve(m, opts.replace(batch=opts.batch or dp))
     q = quantities(m, opts)
     keys = [k for k in SIZE_KEYS if f"memory_bytes.{k}" in q.exprs or f"memory_bytes.{k}" in q.info]

@@ -12,16 +12,17 @@ from collections.abc import Callable
 import sympy
 
 from ..devices.timing import time_quantities
-from ..graph.analysis import totals
+from ..graph.analysis import tokens_per_step, totals
 from ..graph.quantities import Quantities
 from ..memory.device import memory_quantities
 from ..options import Options
-from ..symbols import B, T
 
 
 def count_quantities(model, options: Options, q: Quantities) -> Quantities:
-    """``params.*``, ``flops.*``, ``bytes.*`` and ``tokens.*`` of one step (B sequences of T tokens)."""
+    """``params.*``, ``flops.*``, ``bytes.*`` and ``tokens.*`` of one step (B sequences of T tokens, unless the
+    graph says otherwise: :func:`~costmodel.graph.analysis.tokens_per_step`)."""
     t = totals(model.graph, options.counting)
+    per_step = tokens_per_step(model.graph)
     out = Quantities()
     active = t.params if t.params_active is None else t.params_active
     exprs = {
@@ -36,7 +37,7 @@ def count_quantities(model, options: Options, q: Quantities) -> Quantities:
         "flops.forward": t.forward.flops,
         "flops.backward": t.backward.flops,
         "flops.training": t.training.flops,
-        "flops.six_nd": 6 * t.params_active_non_embedding * B * T,
+        "flops.six_nd": 6 * t.params_active_non_embedding * per_step,
         "flops.matmul.forward": t.forward.matmul_flops,
         "flops.matmul.backward": t.backward.matmul_flops,
         "flops.matmul.training": t.training.matmul_flops,
@@ -46,13 +47,14 @@ def count_quantities(model, options: Options, q: Quantities) -> Quantities:
     for key, expr in exprs.items():
         out.add(key, sympy.expand(expr))
     if options.tokens is not None:
-        per_step = B * T  # every term of a step carries B·T, so per token × D is exact
+        # D / tokens per step steps: whole when every term of a step carries B·T (a decoder); an encoder–decoder's
+        # or a classifier's head makes the per-token FLOPs a fraction, shown as a float then
         for key in ("flops.training", "flops.matmul.training"):
-            out.add(key + "_total", sympy.expand(exprs[key] * options.tokens / per_step))
+            out.add(key + "_total", sympy.expand(exprs[key] * options.tokens / per_step), "number")
         out.add("flops.six_nd", sympy.expand(6 * t.params_active_non_embedding * options.tokens))
     total = out.exprs.get("flops.training_total", out.exprs["flops.training"])
     out.add("flops.six_nd_share", out.exprs["flops.six_nd"] / total, "float")
-    out.add("tokens.per_step", B * T)
+    out.add("tokens.per_step", per_step)
     out.info["tokens.total"] = options.tokens
     return out
 

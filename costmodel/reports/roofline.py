@@ -55,11 +55,11 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
     dev = device(hardware)
     m = model_for(model, settings, opts)
     values = resolve(m, opts)
-    if decode:
-        values[C] = parse_count(context, "context", length=True) if context is not None else values[T]
     base = m.graph if phase == "training" else prefill_graph(m.graph)
     prepared = flash_attention(base) if opts.flash else base  # FlashAttention looks for the unfused score chain
     G = decode_graph(prepared) if decode else prepared  # decode first: it absorbs MLA's up-projections
+    if decode:  # (decode_graph refuses a graph without a KV cache, such as an encoder's)
+        values[C] = parse_count(context, "context", length=True) if context is not None else values[T]
     if fuse:
         G = fuse_elementwise(G, training=phase == "training")
     dtype = opts.dtype or m.graph.graph.get("dtype", "bf16")
@@ -86,6 +86,6 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
     if plot:
         roofline_chart(rows, dev, plot, dtype=dtype,
                        title=f"{m.name} {mode} on {dev.name} (B={out['config']['B']}"
-                             + (f", C={values[C]})" if decode else f", T={values[T]})"))
+                             + (f", C={values[C]})" if decode else f", T={values[T]})" if T in values else ")"))
         out["plot"] = plot
     return Roofline(out)

@@ -150,3 +150,29 @@ def test_messy_configs_raise_only_costmodel_errors(tmp_path_factory, cfg):
         assert "\n" not in str(exc)
     else:
         assert r["params"]["total"] >= r["params"]["active"] > 0 and r["flops"]["matmul"]["training"] > 0
+
+
+ENCODER_CONFIGS = {  # tiny released-style config.json files of the encoder and encoder-decoder families
+    "bert": {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "intermediate_size": 48, "vocab_size": 60, "max_position_embeddings": 40, "type_vocab_size": 2},
+    "roberta": {"model_type": "roberta", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "intermediate_size": 48, "vocab_size": 60, "max_position_embeddings": 42, "type_vocab_size": 1},
+    "t5": {"model_type": "t5", "vocab_size": 50, "d_model": 32, "d_kv": 8, "d_ff": 40, "num_layers": 2,
+           "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False},
+    "vit": {"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "intermediate_size": 48, "image_size": 32, "patch_size": 8, "num_labels": 5},
+}
+
+
+@pytest.mark.parametrize("family, preset", [("bert", "bert-base-uncased"), ("roberta", "roberta-base"),
+                                            ("t5", "t5-small"), ("vit", "vit-base-patch16-224")])
+def test_estimate_derive_and_config_json_for_encoders(tmp_path, family, preset):
+    code, out, err = run("derive", family, "--format", "json")
+    assert code == 0 and "params.total" in json.loads(out)["expressions"], err
+    assert estimate_json(preset)["params"]["total"] > 0
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(ENCODER_CONFIGS[family]))
+    r = estimate_json(str(path))
+    assert r["family"] == family and r["flops"]["matmul"]["training"] > 0
+    # T: BERT all 40 positions, RoBERTa the 40 after the padding id, T5 n_positions (absent: 512)
+    assert r["config"].get("T") == {"bert": 40, "roberta": 40, "t5": 512, "vit": None}[family]

@@ -74,7 +74,7 @@ def test_every_preset_is_checked():
     test_hf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(test_hf)
     sibling_tables = test_hf.sibling_tables  # each family group's presets are in its own test_presets*.py
-    arch = {n for n, p in presets().items() if p.family != "gpt"}
+    arch = {n for n, p in presets().items() if p.family != "gpt"}  # gpt: tests/arch/test_gpt_vs_torch.py
     checked = {name for table in sibling_tables("test_presets*.py", "HF_CONFIGS") for name in table}
     assert arch == checked | {"mistral-7b-swa"}
 
