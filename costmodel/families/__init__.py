@@ -73,9 +73,11 @@ def families() -> dict[str, Family]:
     _BROKEN.clear()
     # the same distribution seen twice (an editable install plus a venv, say) is one source
     unique = {(ep.name, ep.value): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    sources = [(f"entry point {ep.name} ({ep.value})", ep.load) for ep in unique.values()]
-    if not any(ep.value.startswith("costmodel_graphs") for ep in unique.values()):
-        sources.append(("the bundled graphs/ folder", _bundled))
+    sources = [(f"entry point {ep.name} ({ep.value})", ep.load) for ep in unique.values()
+               if not ep.value.startswith("costmodel_graphs")]
+    bundled = [f"entry point {ep.name} ({ep.value})" for ep in unique.values() if ep.value.startswith("costmodel_graphs")]
+    # costmodel's own architectures: through their entry point when installed, else from a checkout's graphs/
+    sources.insert(0, (bundled[0] if bundled else "the bundled graphs/ folder", _bundled))
     for where, load_plugin in sources:
         try:
             provided = load_plugin()()
