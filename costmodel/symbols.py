@@ -28,6 +28,10 @@ d_nope      non-RoPE part of a query/key head (MLA)
 d_v         value head dimension (MLA)
 L_dense     leading dense layers before the MoE layers
 C           context length of a KV cache (inference)
+d_inner     inner width of a Mamba mixer (expand · d)
+d_state     state size per channel of a selective scan (Mamba's N)
+d_conv      taps of a Mamba mixer's causal convolution
+dt_rank     rank of a Mamba mixer's step (Δ) projection
 ==========  =========================================================
 """
 
@@ -58,6 +62,10 @@ _DESCRIPTIONS = {
     "d_v": "value head dimension (MLA)",
     "L_dense": "leading dense layers of an MoE model",
     "C": "context length of the KV cache",
+    "d_inner": "inner width of a Mamba mixer (expand · d)",
+    "d_state": "state size per channel of a selective scan",
+    "d_conv": "taps of the causal convolution (Mamba)",
+    "dt_rank": "rank of the step (Δ) projection (Mamba)",
 }
 
 #: Every declared symbol, by name.
@@ -87,6 +95,10 @@ d_nope = SYMBOLS["d_nope"]
 d_v = SYMBOLS["d_v"]
 L_dense = SYMBOLS["L_dense"]
 C = SYMBOLS["C"]
+d_inner = SYMBOLS["d_inner"]
+d_state = SYMBOLS["d_state"]
+d_conv = SYMBOLS["d_conv"]
+dt_rank = SYMBOLS["dt_rank"]
 
 
 def describe(name: str) -> str:

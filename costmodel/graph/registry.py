@@ -105,6 +105,10 @@ class Kind:
     cache_operands : for one decode step, the operands that may read a KV cache, each with the operand it
         is contracted against (``None``: it meets the probabilities, as a value does).
     dedupes_inputs : reads a tensor given twice once (a fused kernel); attribute ``repeats`` lists them.
+    state_bytes : bytes of the recurrent state one run of the op carries from one token to the next, for the
+        whole batch (a causal convolution's last inputs, a selective scan's state): an inference cache that
+        does not grow with the context. A decode step (attribute ``decode=True``, set by
+        :func:`~costmodel.devices.decode.decode_graph`) reads it and writes it back.
     """
 
     name: str
@@ -122,6 +126,7 @@ class Kind:
     backward_workspace: Callable[[Op], sympy.Expr] = _no_workspace
     cache_operands: Callable[[Op], Mapping[int, int | None]] | None = None
     dedupes_inputs: bool = False
+    state_bytes: Callable[[Op], sympy.Expr] | None = None
 
 
 KINDS: dict[str, Kind] = {}
@@ -184,6 +189,16 @@ def weight_use(op: Op) -> str | None:
     return weight_use(parts[0]) if parts else kind_of(op).weight_use
 
 
+def state_bytes(op: Op) -> sympy.Expr:
+    """Bytes of the recurrent state ``op`` keeps between decode steps (0 for a kind that keeps none).
+
+    >>> state_bytes(Op("matmul", "b d, d f -> b f", ()))
+    0
+    """
+    found = kind_of(op).state_bytes
+    return sympy.Integer(0) if found is None else found(op)
+
+
 def data_operands(op: Op) -> tuple[Axes, ...]:
     """The pattern operands of ``op`` that are graph tensors, in the order of the node's ``inputs``."""
     return tuple(axes for j, axes in enumerate(op.parsed.inputs) if j != weight_operand(op))
@@ -210,4 +225,4 @@ def op_cost(op: Op, counting: Counting = Counting()) -> OpCost:
 
 # The rules (core, composite) live in their own modules; importing them registers them, so every rule
 # is known once the registry is imported.
-from . import composite, rules  # noqa: E402,F401
+from . import composite, rules, ssm  # noqa: E402,F401
