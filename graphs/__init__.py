@@ -11,6 +11,7 @@ from __future__ import annotations
 
 def architectures() -> list:
     """Every family this package provides (the entry point's target)."""
-    from . import deepseek_v3, gpt, llama, mistral, mixtral, qwen2
+    from . import deepseek_v3, gpt, jamba, llama, mamba, mistral, mixtral, qwen2
 
-    return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY]
+    return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY, mamba.FAMILY,
+            jamba.FAMILY]
