@@ -203,7 +203,7 @@ def _scan(op: Op, counting: Counting) -> OpCost:
     Parameters: ``A_log`` (the axes of A; A = −exp(A_log)) and ``D``. State (``state_bytes``): h, per
     sequence and channel ``N`` numbers in fp32.
     """
-    (x, dt, bm, cm, a), y, state, along, skip = _scan_axes(op)
+    (x, dt, bm, cm, a), y, _, _, skip = _scan_axes(op)
     n_state = elements_of(op, tuple(dict.fromkeys((*y, *bm))))
     n_chan = elements_of(op, y)
     per = {"state": n_state, "channel": n_chan}

@@ -73,7 +73,7 @@ def reference_forward(x, dt, A, Bm, Cm, D):
 
 def reference_backward(x, dt, A, Bm, Cm, D, abar, dtb, hs, dy, weights=True):
     """The adjoint of :func:`reference_forward`, part by part as ``SCAN_PARTS`` documents them."""
-    b, t, u = x.shape
+    t = x.shape[1]
     g = torch.zeros_like(hs[0])
     d_abar, d_bx, dC = [None] * t, [None] * t, [None] * t
     for i in reversed(range(t)):
