@@ -154,7 +154,7 @@ _V01 = ("Lieber et al. 2024 (Jamba: A Hybrid Transformer-Mamba Language Model), 
         "ai21labs/Jamba-v0.1 config.json")
 _L15 = ("AI21 Labs 2024 (Jamba-1.5: Hybrid Transformer-Mamba Models at Scale): 398B total, 94B active; "
         "ai21labs/AI21-Jamba-1.5-Large config.json")
-_COMMON = {"n_kv": 8, "n_experts": 16, "top_k": 2, "V": 65536, "T": 262144}
+_COMMON = {"n_kv": 8, "n_experts": 16, "top_k": 2, "V": 65536, "T": 262144, "d_state": 16, "d_conv": 4}
 
 PRESETS = (
     Preset("jamba-v0.1", "jamba", {**_COMMON, "L": 32, "d": 4096, "d_ff": 14336, "h": 32, "d_inner": 8192,
@@ -164,5 +164,5 @@ PRESETS = (
 )
 
 FAMILY = Family("jamba", jamba, "Jamba: Mamba mixers with attention every few layers (no RoPE), MoE every other",
-                PRESETS, defaults={"T": 262144, "d_state": 16, "d_conv": 4}, hf_model_types=("jamba",),
+                PRESETS, defaults={"T": 262144}, hf_model_types=("jamba",),
                 from_hf=from_hf)
