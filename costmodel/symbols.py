@@ -36,6 +36,10 @@ r_img       image resolution: pixels per side of a square image (ViT)
 r_patch     patch resolution: pixels per side of a square patch (ViT)
 c_in        input channels of an image (ViT: 3)
 n_labels    classes of a classifier head
+d_inner     inner width of a Mamba mixer (expand · d)
+d_state     state size per channel of a selective scan (Mamba's N)
+d_conv      taps of a Mamba mixer's causal convolution
+dt_rank     rank of a Mamba mixer's step (Δ) projection
 ==========  =========================================================
 """
 
@@ -74,6 +78,10 @@ _DESCRIPTIONS = {
     "r_patch": "patch resolution (pixels per side)",
     "c_in": "input channels of an image",
     "n_labels": "classes of a classifier head",
+    "d_inner": "inner width of a Mamba mixer (expand · d)",
+    "d_state": "state size per channel of a selective scan",
+    "d_conv": "taps of the causal convolution (Mamba)",
+    "dt_rank": "rank of the step (Δ) projection (Mamba)",
 }
 
 #: Every declared symbol, by name.
@@ -111,6 +119,10 @@ r_img = SYMBOLS["r_img"]
 r_patch = SYMBOLS["r_patch"]
 c_in = SYMBOLS["c_in"]
 n_labels = SYMBOLS["n_labels"]
+d_inner = SYMBOLS["d_inner"]
+d_state = SYMBOLS["d_state"]
+d_conv = SYMBOLS["d_conv"]
+dt_rank = SYMBOLS["dt_rank"]
 
 
 def describe(name: str) -> str:

@@ -18,8 +18,10 @@ def architectures() -> list:
         gpt,
         gpt_neox,
         gpt_oss,
+        jamba,
         llama,
         llama4,
+        mamba,
         mistral,
         mixtral,
         qwen2,
@@ -30,4 +32,4 @@ def architectures() -> list:
 
     return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY,
             gpt_neox.FAMILY, falcon.FAMILY, starcoder2.FAMILY, gpt_oss.FAMILY, llama4.FAMILY,
-            bert.FAMILY, bert.ROBERTA, t5.FAMILY, vit.FAMILY]
+            bert.FAMILY, bert.ROBERTA, t5.FAMILY, vit.FAMILY, mamba.FAMILY, jamba.FAMILY]

@@ -95,7 +95,8 @@ def memory_lines(r) -> list[str]:
     inference = "kv_cache" in m
     title = "inference memory" if inference else "training memory"
     lines = [f"{title}, per device (decimal GB and binary GiB)"]
-    keys = ("params", "kv_cache", "activations", "total") if inference else \
+    keys = ("params", "kv_cache", *(("state_cache",) if "state_cache" in m else ()), "activations", "total") \
+        if inference else \
         ("params", "grads", "optimizer", "activations", "total")
     for key in keys:
         lines.append(f"  {key:<12} {nbytes(m[key]):<30} {conv.get(key, '')}")

@@ -61,14 +61,17 @@ def text(r) -> str:
                  f"memory alone {_time(t['memory_s'])}); {n_mem} of {len(r['ops'])} ops memory-bound")
     if "decode" in r:
         d = r["decode"]
+        state = d.get("state_cache_bytes")
+        own = "KV cache read" if state is None else "reads (KV cache, recurrent state)"
         crit = (f"turns compute-bound at B* = {d['critical_batch']:,.0f}" if d["critical_batch"] is not None else
-                "never turns compute-bound at this context (each sequence's KV cache read alone is below the ridge)")
+                f"never turns compute-bound at this context (each sequence's {own} alone is below the ridge)")
         if d["max_context_compute_bound"] is not None:
             crit += f"; B*(C) = {d['critical_batch_expr']}, finite for C < {d['max_context_compute_bound']:,.0f}"
         lines += [f"decode: {_time(d['latency_per_token_s'])} per token per sequence, {d['tokens_per_s']:,.0f} tokens/s",
                   f"  per step: FLOPs = {d['flops_expr']}; bytes = {d['bytes_expr']}",
                   f"  reads weights {d['weights_bytes'] / 1e9:,.2f} GB + KV cache {d['kv_cache_bytes'] / 1e9:,.2f} GB "
-                  f"per step; {crit} (ridge {d['ridge']:.0f})",
+                  + ("" if state is None else f"+ recurrent state {state / 1e9:,.3f} GB (read and written) ")
+                  + f"per step; {crit} (ridge {d['ridge']:.0f})",
                   "  throughput vs batch: " + ", ".join(f"B={c['batch']}: {c['tokens_per_s']:,.0f}/s"
                                                         for c in d["throughput"])]
     if "variants" in r:

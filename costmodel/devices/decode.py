@@ -8,7 +8,8 @@ by axis names (:func:`decode_graph`): attention's keys, a sliding window of
 ``min(C, W)`` keys, MLA's per-head expansion of its cached latent.
 
 A decode step reads every weight once and every sequence's KV cache once:
-``bytes ≈ weights + B·kv(C)``, ``FLOPs ≈ B·(2·params + attention(C))``. Both are
+``bytes ≈ weights + B·kv(C)``, ``FLOPs ≈ B·(2·params + attention(C))``. A state-space model reads and
+writes its recurrent state instead, whose size does not depend on C. Both are
 affine in B, so the batch where the step's intensity reaches the ridge point
 solves a linear equation: :func:`critical_batch`.
 """
@@ -23,8 +24,8 @@ import sympy
 from ..errors import CostModelError
 from ..graph.analysis import as_int, evaluate, op_nodes, totals
 from ..graph.pattern import parse
-from ..graph.registry import Op, data_operands, kind_of, weight_use
-from ..memory.inference import kv_cache
+from ..graph.registry import Op, data_operands, kind_of, state_bytes, weight_use
+from ..memory.inference import kv_cache, state_cache
 from ..options import Counting
 from ..symbols import B, C, T
 from .roofline import Bound, roofline, total
@@ -227,6 +228,10 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     that grow with B·C are then exactly :func:`kv_cache_bytes`. A weight matmul
     over cached positions that cannot be absorbed (a bias, several consumers) is
     counted as the graph says, over all C positions each step.
+
+    An op whose kind keeps a recurrent state (``state_bytes``: a state-space model's causal convolution
+    and selective scan) runs on the new token and reads and writes its state (attribute ``decode=True``):
+    its bytes do not grow with C.
     """
     H = _without_training_ops(G)
     for name in _precomputed(H):  # no longer an op of the step: a tensor it reads, like a graph input
@@ -238,15 +243,17 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
         sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)
         attrs = tuple((k, tuple(decoded(p, keys) for p in v) if _ops(v) else v)  # fused parts, epilogue steps
                       for k, v in op.attrs if k != "causal")
-        return Op(op.kind, op.pattern, sizes, op.dtype, attrs)
+        step = Op(op.kind, op.pattern, sizes, op.dtype, attrs)
+        return step.with_attrs(decode=True) if state_bytes(op) != 0 else step  # it reads and writes its state
 
     for name, data in op_nodes(H):
         data["op"] = decoded(data["op"], marks[name])
-    if not any(marks.values()):
-        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache (an encoder "
-                             "with bidirectional attention, BERT's or ViT's, has none: it does not decode token by "
-                             "token); expected tensors tagged 'kv_cache' (GraphBuilder.tag(k, 'kv_cache')) that "
-                             "attention reads over a position axis sized by T (e.g. keys 'b h s k')")
+    if not any(marks.values()) and state_cache(H) == 0:
+        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache and keeps no "
+                             "recurrent state (an encoder with bidirectional attention, BERT's or ViT's, has none: it "
+                             "does not decode token by token); expected tensors tagged 'kv_cache' "
+                             "(GraphBuilder.tag(k, 'kv_cache')) that attention reads over a position axis sized by T "
+                             "(e.g. keys 'b h s k'), or ops that keep a recurrent state (conv, scan)")
     H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
     return H
 
@@ -254,6 +261,11 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
 def kv_cache_bytes(G: nx.DiGraph, counting: Counting = Counting()) -> sympy.Expr:
     """Bytes of KV cache for B sequences of C tokens: :func:`costmodel.memory.inference.kv_cache` at context C."""
     return kv_cache(G, C)
+
+
+def state_cache_bytes(G: nx.DiGraph) -> sympy.Expr:
+    """Bytes of recurrent state for B sequences, whatever C: :func:`costmodel.memory.inference.state_cache`."""
+    return state_cache(G)
 
 
 def weight_bytes(G: nx.DiGraph, counting: Counting = Counting()) -> sympy.Expr:
@@ -355,6 +367,8 @@ def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = 
         "flops": as_int(step.flops, "decode flops"), "bytes": as_int(step.bytes, "decode bytes"),
         "weights_bytes": as_int(evaluate(weight_bytes(G, counting), no_b, "weight bytes"), "weight bytes"),
         "kv_cache_bytes": as_int(evaluate(kv_cache_bytes(G), values, "KV cache bytes"), "KV cache bytes"),
+        **({"state_cache_bytes": as_int(evaluate(state_cache_bytes(G), values, "state cache bytes"),
+                                        "state cache bytes")} if state_cache(G) != 0 else {}),
         "critical_batch": float(b_star) if b_star > 0 else None,
         "critical_batch_expr": _ratio(b_star_c),
         "max_context_compute_bound": float(c_max[0]) if len(c_max) == 1 and c_max[0] > 0 else None,

@@ -15,7 +15,7 @@ import sympy
 
 from ..errors import CostModelError
 from ..options import Counting
-from ..symbols import symbol
+from ..symbols import B, T, symbol
 from .cost import Cost, OpCost
 from .printing import cost_latex
 from .registry import op_cost
@@ -95,8 +95,6 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
 def tokens_per_step(G: nx.DiGraph) -> sympy.Expr:
     """The tokens one step of ``G`` processes: ``graph["tokens"]`` when the builder says
     (:meth:`GraphBuilder.tokens`), else B sequences of T tokens."""
-    from ..symbols import B, T
-
     return G.graph.get("tokens", B * T)
 
 

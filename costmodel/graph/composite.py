@@ -11,7 +11,7 @@ from ..errors import CostModelError
 from ..options import Counting
 from .cost import Cost, OpCost, Param, Saved, Zero, dtype_bytes
 from .pattern import elements, parse
-from .registry import Op, data_operands, op_cost, rule, weight_operand
+from .registry import Op, data_operands, op_cost, rule, state_bytes, weight_operand
 from .rules import causal_scale, contraction, elements_of, matrix, sink_axes, trainable, vector
 
 
@@ -158,7 +158,12 @@ def _fused_weight(op: Op) -> int | None:
     return weight_operand(parts[0]) if parts else None
 
 
-@rule("fused", weight_operand=_fused_weight)
+def _fused_state(op: Op):
+    """A fused op keeps the recurrent states its parts keep (a convolution or a scan and what folds into it)."""
+    return sum((state_bytes(p) for p in op.attr("parts") or ()), Zero)
+
+
+@rule("fused", weight_operand=_fused_weight, state_bytes=_fused_state)
 def _fused(op: Op, counting: Counting) -> OpCost:
     """An op and the element-wise ops folded into it (see :func:`fuse_elementwise`).
 
@@ -200,6 +205,8 @@ def _fused(op: Op, counting: Counting) -> OpCost:
             saved.setdefault(s.name if s.source == "own" else f"{names[j]}.{s.name}", s)
     if op.attr("keep_saved"):
         fwd += Cost(bytes_written=sum((s.bytes for s in saved.values() if s.name.endswith(".out")), Zero))
+    # a part that carries its state through a decode step writes it back, though its output stays on chip
+    fwd += Cost(bytes_written=sum((state_bytes(p) for p in parts[:-1] if p.attr("decode")), Zero))
     bwd = sum((c.backward for c in costs), Cost())
     weights = tuple(w for c in costs for w in c.weights)
     active = None if all(c.active is None for c in costs) else sum((c.active_params for c in costs), Zero)

@@ -107,6 +107,10 @@ class Kind:
     dedupes_inputs : reads a tensor given twice once (a fused kernel); attribute ``repeats`` lists them.
     attention_attrs : attributes of a normalizer that the fused ``attention`` op made from its chain keeps
         (a softmax's ``sink``: the learned logit per head joins the fused softmax too).
+    state_bytes : bytes of the recurrent state one run of the op carries from one token to the next, for the
+        whole batch (a causal convolution's last inputs, a selective scan's state): an inference cache that
+        does not grow with the context. A decode step (attribute ``decode=True``, set by
+        :func:`~costmodel.devices.decode.decode_graph`) reads it and writes it back.
     """
 
     name: str
@@ -125,6 +129,7 @@ class Kind:
     cache_operands: Callable[[Op], Mapping[int, int | None]] | None = None
     dedupes_inputs: bool = False
     attention_attrs: tuple[str, ...] = ()
+    state_bytes: Callable[[Op], sympy.Expr] | None = None
 
 
 KINDS: dict[str, Kind] = {}
@@ -185,6 +190,16 @@ def weight_use(op: Op) -> str | None:
     A fused op answers for its first part, whose operands it starts with."""
     parts = op.attr("parts")
     return weight_use(parts[0]) if parts else kind_of(op).weight_use
+
+
+def state_bytes(op: Op) -> sympy.Expr:
+    """Bytes of the recurrent state ``op`` keeps between decode steps (0 for a kind that keeps none).
+
+    >>> state_bytes(Op("matmul", "b d, d f -> b f", ()))
+    0
+    """
+    found = kind_of(op).state_bytes
+    return sympy.Integer(0) if found is None else found(op)
 
 
 def data_operands(op: Op) -> tuple[Axes, ...]:

@@ -20,7 +20,7 @@ from ..graph.quantities import Quantities, choose, maximum, whole
 from ..options import Layout, Options
 from ..symbols import B, C, T
 from .activations import activations
-from .inference import inference_weights, kv_cache, working_set
+from .inference import inference_weights, kv_cache, state_cache, working_set
 from .parallel import activation_share, communication, device_states, in_flight, layout_checks, weight_share
 from .peak import peak
 from .policies import precision, weight_format
@@ -185,19 +185,23 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
         q.choices["memory.layout.stage"] = ((by_stage["first"]["total"], by_stage["last"]["total"]),
                                             ("first", "last"))
     kv = kv_cache(H, C, options.kv_dtype)
+    state = state_cache(H)  # a state-space model's cache: its size does not grow with the context
     tp = sympy.Integer(layout.tp)
     work, labels = working_set(H)
     cands = tuple(c.xreplace(at_context) for c in work)
     params = whole((w["total"] / tp).xreplace(at_context))
     cache = whole((kv / tp / layout.pp).xreplace(at_context))
+    states = whole((state / tp / layout.pp).xreplace(at_context))
     q.add("memory_bytes.params", params)
     q.add("memory_bytes.grads", Zero)
     q.add("memory_bytes.optimizer", Zero)
     q.add("memory_bytes.kv_cache", cache)
+    if state != 0:
+        q.add("memory_bytes.state_cache", states)
     q.add("memory_bytes.activations", maximum(*cands))
     q.add("memory_bytes.parts.scales", whole((w["scales"] / tp).xreplace(at_context)))
     q.choices["memory.working_set_at"] = (cands, labels)
-    q.add("memory_bytes.total", params + cache + maximum(*cands))
+    q.add("memory_bytes.total", params + cache + states + maximum(*cands))
     fmt = weight_format(options.weights_dtype)
     stage_text = (lambda flat: f"; pipeline {flat.get('memory.layout.stage', 'first')} stage of pp = {layout.pp} "
                   "(1/pp of the repeated layers, plus the embeddings on the first stage, the final norm and head on "
@@ -212,8 +216,13 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
                                                             f"{options.kv_dtype or 'the op dtype'}; divided by tp and pp",
         "memory.conventions.activations": "forward working set of a prefill of the whole context: the largest op's "
                                           "inputs + output",
-        "memory.conventions.total": "params + kv_cache + activations",
+        "memory.conventions.total": "params + kv_cache + activations" + (" + state_cache" if state != 0 else ""),
     })
+    if state != 0:
+        q.info["memory.conventions.state_cache"] = ("the recurrent state of every op that keeps one (a causal "
+                                                    "convolution's last inputs in the op dtype, a selective scan's "
+                                                    "state in fp32) × batch, whatever the context; divided by tp "
+                                                    "and pp")
     return q
 
 

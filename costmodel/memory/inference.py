@@ -1,4 +1,5 @@
-"""Inference memory: the KV cache, weights in an inference format, the forward working set."""
+"""Inference memory: the KV cache, the recurrent state cache, weights in an inference format, the forward
+working set."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ..errors import CostModelError
 from ..graph.analysis import op_nodes
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
-from ..graph.registry import data_operands
+from ..graph.registry import data_operands, state_bytes
 from ..symbols import C, T
 from .policies import weight_format
 from .states import weights
@@ -21,7 +22,8 @@ def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -
     Each tagged tensor (k and v, or MLA's latent) is kept for every token: its
     elements with the sequence length T replaced by ``context``, × its count
     (L layers), in ``dtype`` (default: the op's). For MHA/GQA this is
-    ``2 · L · B · C · n_kv · d_head · bytes``.
+    ``2 · L · B · C · n_kv · d_head · bytes``. A graph whose only cache is a recurrent state (Mamba) has
+    none (0): see :func:`state_cache`.
     """
     total = Zero
     for _, data in op_nodes(G):
@@ -30,13 +32,21 @@ def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -
             kept = data.get("kv_positions", T).subs(T, context)  # a sliding window keeps only its last tokens
             n = elements(op.parsed.output, op.size).subs(T, kept)
             total += n * data["count"] * dtype_bytes(dtype or op.dtype)
-    if total == 0:
-        raise CostModelError(f"graph {G.graph.get('name')!r} has no KV cache (no tensor tagged 'kv_cache'): an "
-                             "encoder with bidirectional attention (BERT, ViT) reads its whole input at once and "
-                             "does not decode token by token, so an inference estimate (KV cache, decode) does not "
-                             "apply; a decoder tags its k and v projections (or a latent) with "
-                             "GraphBuilder.tag(t, 'kv_cache')")
+    if total == 0 and state_cache(G) == 0:
+        raise CostModelError(f"graph {G.graph.get('name')!r} has no KV cache (no tensor tagged 'kv_cache') and keeps "
+                             "no recurrent state: an encoder with bidirectional attention (BERT, ViT) reads its whole "
+                             "input at once and does not decode token by token, so an inference estimate (KV cache, "
+                             "decode) does not apply; a decoder tags its k and v projections (or a latent) with "
+                             "GraphBuilder.tag(t, 'kv_cache'), a state-space model's ops keep a state (conv, scan)")
     return sympy.expand(total)
+
+
+def state_cache(G: nx.DiGraph) -> sympy.Expr:
+    """Bytes of the recurrent state an inference cache keeps for B sequences, whatever the context: each
+    op's ``state_bytes`` (its kind's fact: a causal convolution's last inputs, a selective scan's state, in
+    the dtypes the kernels keep them) × its count (L layers). 0 for a graph without such ops.
+    """
+    return sympy.expand(sympy.Add(*(state_bytes(data["op"]) * data["count"] for _, data in op_nodes(G))))
 
 
 def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str, sympy.Expr]:

@@ -18,7 +18,7 @@ from ..families import Model
 from ..graph.analysis import breakdown, check_values
 from ..graph.passes import flash_attention
 from ..memory.activations import activations
-from ..memory.inference import kv_cache
+from ..memory.inference import kv_cache, state_cache
 from ..options import Counting, Options
 from ..symbols import SYMBOLS, C, describe
 from .estimate import model_for
@@ -27,7 +27,8 @@ from .results import Derivation
 
 
 def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.Expr]:
-    """Activation bytes under each recompute choice and with FlashAttention, and the KV cache in C."""
+    """Activation bytes under each recompute choice and with FlashAttention, the KV cache in C and the
+    recurrent state cache (a state-space model's)."""
     out = {f"memory_bytes.activations_{r}": activations(G, r, counting).bytes for r in ("selective", "full")}
     try:
         out["memory_bytes.activations_flash"] = activations(flash_attention(G), "none", counting).bytes
@@ -37,6 +38,8 @@ def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.
         out["memory_bytes.kv_cache"] = kv_cache(G, C)
     except CostModelError:
         pass  # no tensor tagged kv_cache: no cache to derive
+    if state_cache(G) != 0:
+        out["memory_bytes.state_cache"] = state_cache(G)
     return out
 
 

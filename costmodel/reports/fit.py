@@ -29,7 +29,7 @@ from .estimate import model_for, resolve
 from .quantities import quantities
 from .results import Fit
 
-SIZE_KEYS = ("params", "grads", "optimizer", "kv_cache", "activations", "total", "peak")
+SIZE_KEYS = ("params", "grads", "optimizer", "kv_cache", "state_cache", "activations", "total", "peak")
 
 
 def _criterion(r: Mapping[str, object], by: str) -> int:
@@ -56,7 +56,7 @@ def _overflow(r: Mapping[str, object], memory: int) -> str:
     if "refused" in r:
         return str(r["refused"])
     running = 0
-    for key in ("params", "grads", "optimizer", "kv_cache", "activations"):
+    for key in ("params", "grads", "optimizer", "kv_cache", "state_cache", "activations"):
         running += int(r.get(key) or 0)
         if running > memory:
             return key
