@@ -11,6 +11,7 @@ from __future__ import annotations
 
 def architectures() -> list:
     """Every family this package provides (the entry point's target)."""
-    from . import deepseek_v3, gpt, llama, mistral, mixtral, qwen2
+    from . import deepseek_v3, gemma, gpt, llama, mistral, mixtral, olmo2, phi3, qwen2, qwen3
 
-    return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY]
+    return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY,
+            gemma.FAMILY, gemma.FAMILY2, gemma.FAMILY3, phi3.FAMILY, qwen3.FAMILY, qwen3.FAMILY_MOE, olmo2.FAMILY]

@@ -1,0 +1,204 @@
+"""Gemma 1/2/3, Phi-3, Qwen3, Qwen3-MoE and OLMo 2 against transformers, from the same config.json.
+
+As in ``test_hf.py``: each tiny config is written to a ``config.json``, read by costmodel and
+built by ``transformers`` on the ``meta`` device (eager attention; Qwen3-MoE's experts with
+``experts_implementation="batched_mm"``, which ``FlopCounterMode`` sees and which computes exactly
+top-k of E experts per token). Exact equalities:
+
+* ``params.total`` = the sum of ``numel()`` of the model's parameters (a tied table once);
+* ``flops.matmul.forward`` / ``flops.matmul.training`` = ``FlopCounterMode`` over a forward pass /
+  forward + backward, at two (B, T), one of them longer than the sliding window (read off the graph's
+  totals, as ``estimate`` reads them, without its memory analyses, which are slow for layer patterns);
+* the inference KV cache at batch 1 and context C (``memory_bytes.kv_cache``) = the bytes of the
+  keys and values in transformers' ``DynamicCache`` after a bf16 prefill of C tokens, where sliding
+  layers keep their last W − 1 tokens, at a C longer and one shorter than the window.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch  # the test extra pins torch and transformers: a missing one fails, never skips
+import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils.flop_counter import FlopCounterMode
+
+from costmodel.families import load
+from costmodel.graph.analysis import as_int, evaluate, totals
+from costmodel.reports.estimate import estimate
+from costmodel.symbols import B, T
+
+MOE_TYPES = ("qwen3_moe",)
+
+
+def build(fields: dict, dtype: torch.dtype = torch.float32):
+    fields = dict(fields)
+    model_type = fields.pop("model_type")
+    cfg = transformers.AutoConfig.for_model(model_type, **fields)
+    extra = {"experts_implementation": "batched_mm"} if model_type in MOE_TYPES else {}
+    with torch.device("meta"):
+        return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=dtype, **extra)
+
+
+def hf_counts(fields: dict, batch: int, seq: int) -> tuple[int, int, int]:
+    """(parameters, forward FLOPs, forward + backward FLOPs) of the transformers model."""
+    model = build(fields)
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False) as forward:
+        model(input_ids=ids)
+    with FlopCounterMode(display=False) as training:
+        model(input_ids=ids, labels=ids).loss.backward()
+    return sum(p.numel() for p in model.parameters()), forward.get_total_flops(), training.get_total_flops()
+
+
+def hf_cache_bytes(fields: dict, context: int) -> int:
+    """Bytes of the keys and values transformers' cache holds after a bf16 prefill of ``context`` tokens."""
+    model = build(fields, torch.bfloat16)
+    with torch.no_grad():
+        cache = model(input_ids=torch.zeros(1, context, dtype=torch.long, device="meta"), use_cache=True).cache
+    return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+
+
+def write(tmp_path, fields: dict) -> str:
+    path = tmp_path / f"{fields['model_type']}-config.json"
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+def engine_counts(path: str, batch: int, seq: int) -> tuple[int, int, int]:
+    """``params.total``, ``flops.matmul.forward`` and ``flops.matmul.training`` as ``estimate`` derives them
+    (the graph's totals), without the memory analyses ``estimate`` adds."""
+    m = load(path)
+    t = totals(m.graph)
+    values = {**m.values, B: batch, T: seq}
+    return tuple(as_int(evaluate(e, values), "count") for e in (t.params, t.forward.matmul_flops,
+                                                                 t.training.matmul_flops))
+
+
+def check(tmp_path, fields: dict, points=((2, 5), (3, 7))) -> None:
+    path = write(tmp_path, fields)
+    for batch, seq in points:
+        assert engine_counts(path, batch, seq) == hf_counts(fields, batch, seq), (fields, batch, seq)
+
+
+def check_cache(tmp_path, fields: dict, contexts=(2, 7)) -> None:
+    path = write(tmp_path, fields)
+    for context in contexts:
+        ours = estimate(path, inference=True, context=context, batch=1)["memory_bytes"]["kv_cache"]
+        assert ours == hf_cache_bytes(fields, context), (fields, context)
+
+
+def tiny(model_type: str, **over) -> dict:
+    base = {"model_type": model_type, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 3,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50, "max_position_embeddings": 64,
+            "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    if model_type.startswith("gemma") or model_type == "qwen3":
+        base["head_dim"] = 12  # ≠ d/h = 8: these types have a head_dim field
+    if model_type == "qwen3_moe":
+        base.update(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=12, norm_topk_prob=True)
+    return {**base, **over}
+
+
+HAND_PICKED = {
+    "gemma-mqa-tied": tiny("gemma", num_key_value_heads=1),
+    "gemma-mha-bias-untied": tiny("gemma", num_key_value_heads=4, attention_bias=True, tie_word_embeddings=False),
+    # layers 0 and 2 slide (W = 4), layer 1 is full: the pattern "sf" and a tail "s"
+    "gemma2-alternating-odd": tiny("gemma2", sliding_window=4),
+    "gemma2-layer-types-no-caps": tiny("gemma2", num_hidden_layers=4, sliding_window=3, attn_logit_softcapping=None,
+                                       final_logit_softcapping=None, layer_types=["full_attention"] * 2
+                                       + ["sliding_attention"] * 2),
+    # 8 layers, 5 local : 1 global: one unit "sssssf" and a tail "ss"
+    "gemma3-5to1-tail": tiny("gemma3_text", num_hidden_layers=8, sliding_window=4, final_logit_softcapping=30.0),
+    "gemma3-pattern2-bias": tiny("gemma3_text", num_hidden_layers=4, sliding_window=3, sliding_window_pattern=2,
+                                 attention_bias=True, num_key_value_heads=1, tie_word_embeddings=False),
+    "phi3-mha": tiny("phi3", num_key_value_heads=None, tie_word_embeddings=False),
+    "phi3-gqa-window-head-dim": tiny("phi3", sliding_window=4, head_dim=6, tie_word_embeddings=True),
+    "qwen3-tied": tiny("qwen3", tie_word_embeddings=True),
+    # layer 0 full, layers 1 and 2 slide: the pattern "fss" once
+    "qwen3-window-bias": tiny("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=1,
+                              attention_bias=True),
+    "qwen3-moe": tiny("qwen3_moe"),
+    "qwen3-moe-dense-layer-bias-tied": tiny("qwen3_moe", mlp_only_layers=[1], attention_bias=True,
+                                            tie_word_embeddings=True, num_experts=5, num_experts_per_tok=3),
+    "qwen3-moe-sparse-step-window": tiny("qwen3_moe", num_hidden_layers=4, decoder_sparse_step=2, head_dim=6,
+                                         use_sliding_window=True, sliding_window=4, norm_topk_prob=False),
+    "olmo2-mha": tiny("olmo2", num_key_value_heads=None, tie_word_embeddings=False),
+    "olmo2-gqa-bias-tied": tiny("olmo2", attention_bias=True, tie_word_embeddings=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HAND_PICKED))
+def test_hand_picked_config_matches_transformers(tmp_path, name):
+    check(tmp_path, HAND_PICKED[name])
+
+
+@pytest.mark.parametrize("name", sorted(HAND_PICKED))
+def test_kv_cache_matches_transformers(tmp_path, name):
+    check_cache(tmp_path, HAND_PICKED[name])
+
+
+def test_sliding_layers_keep_w_minus_1_tokens(tmp_path):
+    # gemma2, W = 4, 3 layers (2 sliding, 1 full), C = 7, bf16, 2 KV heads of 12:
+    # k and v of 2·12 elements per token: sliding 2 layers × 3 tokens, full 1 layer × 7
+    fields = HAND_PICKED["gemma2-alternating-odd"]
+    per_token = 2 * (2 * 12) * 2
+    assert hf_cache_bytes(fields, 7) == per_token * (2 * 3 + 7)
+    check_cache(tmp_path, fields, contexts=(7,))
+
+
+# -- generated configs: a few per family, each cross-checked with transformers -----------------------
+
+
+@st.composite
+def decoder_configs(draw, model_type: str) -> dict:
+    kv = draw(st.sampled_from([1, 2]))
+    h = kv * draw(st.sampled_from([1, 2]))
+    head_dim = draw(st.sampled_from([4, 6]))
+    layers = draw(st.integers(1, 7 if model_type == "gemma3_text" else 4))
+    fields = tiny(model_type, num_attention_heads=h, num_key_value_heads=kv, hidden_size=8 * h,
+                  intermediate_size=draw(st.integers(4, 24)), num_hidden_layers=layers,
+                  vocab_size=draw(st.integers(8, 40)), tie_word_embeddings=draw(st.booleans()))
+    if model_type in ("gemma", "gemma2", "gemma3_text", "qwen3") or draw(st.booleans()):
+        fields["head_dim"] = head_dim
+    if model_type != "phi3":
+        fields["attention_bias"] = draw(st.booleans())
+    window = draw(st.integers(2, 6))
+    if model_type in ("gemma2", "gemma3_text"):
+        fields["sliding_window"] = window
+        kinds = draw(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers,
+                              max_size=layers))
+        if draw(st.booleans()):
+            fields["layer_types"] = kinds
+    if model_type == "gemma3_text":
+        fields["sliding_window_pattern"] = draw(st.integers(1, 6))
+    if model_type == "phi3" and draw(st.booleans()):
+        fields["sliding_window"] = window
+    if model_type in ("qwen3", "qwen3_moe") and draw(st.booleans()):
+        fields.update(use_sliding_window=True, sliding_window=window, max_window_layers=draw(st.integers(0, layers)))
+    if model_type == "qwen3_moe":
+        experts = draw(st.integers(1, 6))
+        fields.update(num_experts=experts, num_experts_per_tok=draw(st.integers(1, experts)),
+                      moe_intermediate_size=draw(st.integers(2, 12)), norm_topk_prob=draw(st.booleans()),
+                      decoder_sparse_step=draw(st.integers(1, 2)),
+                      mlp_only_layers=draw(st.lists(st.integers(1, layers), max_size=2, unique=True)))
+        if not any((i + 1) % fields["decoder_sparse_step"] == 0 and i not in fields["mlp_only_layers"]
+                   for i in range(layers)):
+            fields["mlp_only_layers"], fields["decoder_sparse_step"] = [], 1  # at least one MoE layer
+    return fields
+
+
+TYPES = ("gemma", "gemma2", "gemma3_text", "phi3", "qwen3", "qwen3_moe", "olmo2")
+
+
+@pytest.mark.parametrize("model_type", TYPES)
+def test_generated_configs_match_transformers(tmp_path_factory, model_type):
+    @settings(max_examples=4, deadline=None)
+    @given(fields=decoder_configs(model_type), batch=st.integers(1, 2), seq=st.integers(1, 8))
+    def run(fields, batch, seq):
+        tmp = tmp_path_factory.mktemp("cfg")
+        check(tmp, fields, points=((batch, seq),))
+        check_cache(tmp, fields, contexts=(seq,))
+
+    run()
