@@ -202,3 +202,47 @@ def test_generated_configs_match_transformers(tmp_path_factory, model_type):
         check_cache(tmp, fields, contexts=(seq,))
 
     run()
+
+
+# -- structure and strict reading ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("family", ["gemma", "gemma2", "gemma3", "phi3", "qwen3", "qwen3_moe", "olmo2", "gemma3-1b"])
+def test_flash_attention_fuses_every_layer_kind(family):
+    # gemma2's soft-capped scores stay a chain FlashAttention fuses: scores → scale → softcap → mask → softmax
+    from costmodel import load as load_model
+    from costmodel.graph.passes import flash_attention
+
+    G = load_model(family).graph
+    H = flash_attention(G)  # raises if a softmax over scores is left unfused
+    kinds = {"gemma2": 2, "gemma3": 2, "gemma3-1b": 3}.get(family, 1)  # local and full layers (and a tail)
+    assert len(H.graph["rewritten"]["flash_attention"]) == kinds
+    assert totals(H).forward.matmul_flops == totals(G).forward.matmul_flops
+
+
+def test_a_pattern_must_tile_the_layers():
+    from costmodel import CostModelError, load as load_model
+
+    with pytest.raises(CostModelError, match="count .* is not a positive whole number"):
+        estimate(load_model("gemma3", {"L": 26, "d": 8, "h": 2, "n_kv": 1, "d_head": 4, "d_ff": 8, "V": 16, "W": 4}),
+                 seq=8, inference=True)  # 26 layers are not units of 6 (gemma3-1b: tail="ss")
+    assert load_model("gemma3", {"L": 8, "tail": "ss"}).graph.graph["blocks"]["sliding_tail"] == 2
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({**tiny("gemma"), "head_dim": None}, "missing field 'head_dim'"),
+    ({k: v for k, v in tiny("qwen3").items() if k != "head_dim"}, "missing field 'head_dim'"),
+    ({**tiny("gemma2"), "sliding_window": None}, "missing field 'sliding_window'"),
+    (tiny("gemma2", sliding_window=4, layer_types=["full_attention"]), "field 'layer_types' must list"),
+    (tiny("gemma2", sliding_window=4, attn_logit_softcapping="50"), "'attn_logit_softcapping' must be a positive"),
+    (tiny("gemma3_text", sliding_window=4, use_bidirectional_attention=True), "is an encoder"),
+    (tiny("phi3", sliding_window=1), "'sliding_window' must be at least 2"),
+    (tiny("qwen3_moe", mlp_only_layers=[0, 1, 2]), "no MoE layer"),
+    (tiny("qwen3_moe", mlp_only_layers="1"), "'mlp_only_layers' must be a list"),
+    (tiny("qwen3_moe", num_experts_per_tok=5), "exceeds num_experts"),
+])
+def test_config_json_is_read_strictly(tmp_path, fields, message):
+    from costmodel import CostModelError, load as load_model
+
+    with pytest.raises(CostModelError, match=message):
+        load_model(write(tmp_path, fields))
