@@ -42,7 +42,7 @@ from costmodel.symbols import W, d_ff, d_head
 
 from .blocks import decoder, gated_mlp, pre_norm_layer
 from .llama import hf_settings, sizes
-from .variants import attention, layer_stacks, periodic
+from .variants import attention, hf_pattern, layer_kinds, layer_stacks
 
 
 def _geglu(b: GraphBuilder, x: Tensor) -> Tensor:
@@ -111,18 +111,6 @@ def _softcap(cfg: Mapping[str, object], name: str, default_on: bool, where: str)
     return value is not None
 
 
-def layer_types(cfg: Mapping[str, object], n_layers: int, default: list[str], where: str) -> str:
-    """The config's ``layer_types`` (or ``default``) as one letter per layer: ``s`` sliding, ``f`` full."""
-    kinds = cfg.get("layer_types")
-    if kinds is None:
-        kinds = default
-    letters = {"sliding_attention": "s", "full_attention": "f"}
-    if not isinstance(kinds, list) or any(k not in letters for k in kinds) or len(kinds) != n_layers:
-        raise CostModelError(f"{where}: field 'layer_types' must list 'sliding_attention' or 'full_attention' for "
-                             f"each of the {n_layers} layers, received {kinds!r}")
-    return "".join(letters[k] for k in kinds)
-
-
 def hf_gemma_settings(cfg: Mapping[str, object], where: str) -> dict[str, object]:
     """The fields every Gemma config.json shares: LLaMA's, with ``head_dim`` required and the
     unembedding tied unless ``tie_word_embeddings`` is false (transformers' Gemma default)."""
@@ -130,15 +118,6 @@ def hf_gemma_settings(cfg: Mapping[str, object], where: str) -> dict[str, object
     out.update(d_head=field(cfg, "head_dim", where=where),
                tied=field(cfg, "tie_word_embeddings", bool, True, where=where),
                attention_bias=field(cfg, "attention_bias", bool, False, where=where))
-    return out
-
-
-def hf_pattern(cfg: Mapping[str, object], kinds: str, where: str) -> dict[str, object]:
-    """``pattern``, ``tail`` and the window (required when a layer slides) for the layer kinds ``kinds``."""
-    pattern, tail = periodic(kinds)
-    out: dict[str, object] = {"pattern": pattern, "tail": tail}
-    if "s" in kinds:  # the window bounds the local layers' cache (a field that must then be given)
-        out["cache_window"] = field(cfg, "sliding_window", where=where, minimum=2)
     return out
 
 
@@ -151,7 +130,7 @@ def from_hf2(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``gemma2`` config.json (layers alternate sliding, full unless ``layer_types``)."""
     where = "config.json (gemma2)"
     out = hf_gemma_settings(cfg, where)
-    kinds = layer_types(cfg, out["L"], ["sliding_attention" if (i + 1) % 2 else "full_attention"
+    kinds = layer_kinds(cfg, out["L"], ["sliding_attention" if (i + 1) % 2 else "full_attention"
                                         for i in range(out["L"])], where)
     return {**out, **hf_pattern(cfg, kinds, where),
             "attn_softcap": _softcap(cfg, "attn_logit_softcapping", True, where),
@@ -170,7 +149,7 @@ def from_hf3(cfg: Mapping[str, object]) -> dict[str, object]:
         raise CostModelError(f"{where}: use_bidirectional_attention = true is an encoder (EmbeddingGemma); "
                              "expected a causal decoder (false or absent)")
     every = field(cfg, "sliding_window_pattern", int, 6, where=where)
-    kinds = layer_types(cfg, out["L"], ["sliding_attention" if (i + 1) % every else "full_attention"
+    kinds = layer_kinds(cfg, out["L"], ["sliding_attention" if (i + 1) % every else "full_attention"
                                         for i in range(out["L"])], where)
     return {**out, **hf_pattern(cfg, kinds, where),
             "logit_softcap": _softcap(cfg, "final_logit_softcapping", False, where)}

@@ -32,9 +32,8 @@ from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, 
 from costmodel.symbols import W, d, d_expert, d_ff, d_head, h, n_experts, top_k
 
 from .blocks import decoder, gated_mlp, mixture_of_experts, pre_norm_layer
-from .gemma import hf_pattern, layer_types
 from .llama import hf_experts, hf_settings, sizes
-from .variants import attention, layer_stacks, periodic
+from .variants import attention, hf_pattern, layer_kinds, layer_stacks, periodic
 
 
 def _attention(bias: bool, window: object):
@@ -88,7 +87,7 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
            "attention_bias": field(cfg, "attention_bias", bool, False, where=where)}
     sliding = field(cfg, "use_sliding_window", bool, False, where=where)
     first = field(cfg, "max_window_layers", int, out["L"], where=where, minimum=0) if sliding else out["L"]
-    kinds = layer_types(cfg, out["L"], ["sliding_attention" if i >= first else "full_attention"
+    kinds = layer_kinds(cfg, out["L"], ["sliding_attention" if i >= first else "full_attention"
                                         for i in range(out["L"])], where)
     if "s" in kinds and not sliding:  # transformers drops the window then: every layer keeps its whole cache
         kinds = kinds.replace("s", "f")

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import sympy
 
-from costmodel.kit import CostModelError, GraphBuilder, Tensor
+from costmodel.kit import CostModelError, GraphBuilder, Tensor, field
 from costmodel.symbols import L, T
 
 from .blocks import Block
@@ -138,9 +138,9 @@ def layer_stacks(pattern: str, tail: str, layers: Mapping[str, tuple[str, Block]
     positive whole number (checked with the numbers).
     """
     for where, kinds in (("pattern", pattern), ("tail", tail)):
-        bad = sorted(set(kinds) - set(layers))
-        if bad or not isinstance(kinds, str):
-            raise CostModelError(f"layer {where} {kinds!r}: unknown layer kind {bad[0] if bad else kinds!r}; expected "
+        bad = sorted(set(kinds) - set(layers)) if isinstance(kinds, str) else [kinds]
+        if bad:
+            raise CostModelError(f"layer {where} {kinds!r}: unknown layer kind {bad[0]!r}; expected "
                                  "letters among " + ", ".join(f"{c!r} ({n})" for c, (n, _) in layers.items()))
     if not pattern:
         raise CostModelError("layer pattern: expected at least one letter, received ''")
@@ -166,3 +166,28 @@ def _named(runs: list[tuple[str, int]], layers: Mapping[str, tuple[str, Block]],
         name = layers[c][0]
         seen[name] = seen.get(name, 0) + 1
         yield f"{name}{suffix}" + (f"_{seen[name]}" if seen[name] > 1 else ""), n, layers[c][1]
+
+
+# -- Hugging Face config.json -------------------------------------------------------------------------
+
+
+def layer_kinds(cfg: Mapping[str, object], n_layers: int, default: list[str], where: str) -> str:
+    """The config's ``layer_types`` (or ``default``) as one letter per layer: ``s`` sliding, ``f`` full."""
+    kinds = cfg.get("layer_types")
+    if kinds is None:
+        kinds = default
+    letters = {"sliding_attention": "s", "full_attention": "f"}
+    if not isinstance(kinds, list) or any(not isinstance(k, str) or k not in letters for k in kinds) \
+            or len(kinds) != n_layers:
+        raise CostModelError(f"{where}: field 'layer_types' must list 'sliding_attention' or 'full_attention' for "
+                             f"each of the {n_layers} layers, received {kinds!r}")
+    return "".join(letters[k] for k in kinds)
+
+
+def hf_pattern(cfg: Mapping[str, object], kinds: str, where: str) -> dict[str, object]:
+    """``pattern``, ``tail`` and the window (required when a layer slides) for the layer kinds ``kinds``."""
+    pattern, tail = periodic(kinds)
+    out: dict[str, object] = {"pattern": pattern, "tail": tail}
+    if "s" in kinds:  # the window bounds the local layers' cache (a field that must then be given)
+        out["cache_window"] = field(cfg, "sliding_window", where=where, minimum=2)
+    return out

@@ -42,9 +42,8 @@ def build(fields: dict, dtype: torch.dtype = torch.float32):
         return transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="eager", dtype=dtype, **extra)
 
 
-def hf_counts(fields: dict, batch: int, seq: int) -> tuple[int, int, int]:
+def hf_counts(model, batch: int, seq: int) -> tuple[int, int, int]:
     """(parameters, forward FLOPs, forward + backward FLOPs) of the transformers model."""
-    model = build(fields)
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
     with FlopCounterMode(display=False) as forward:
         model(input_ids=ids)
@@ -53,9 +52,8 @@ def hf_counts(fields: dict, batch: int, seq: int) -> tuple[int, int, int]:
     return sum(p.numel() for p in model.parameters()), forward.get_total_flops(), training.get_total_flops()
 
 
-def hf_cache_bytes(fields: dict, context: int) -> int:
-    """Bytes of the keys and values transformers' cache holds after a bf16 prefill of ``context`` tokens."""
-    model = build(fields, torch.bfloat16)
+def hf_cache_bytes(model, context: int) -> int:
+    """Bytes of the keys and values transformers' cache holds after a prefill of ``context`` tokens."""
     with torch.no_grad():
         cache = model(input_ids=torch.zeros(1, context, dtype=torch.long, device="meta"), use_cache=True).cache
     return sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
@@ -78,16 +76,17 @@ def engine_counts(path: str, batch: int, seq: int) -> tuple[int, int, int]:
 
 
 def check(tmp_path, fields: dict, points=((2, 5), (3, 7))) -> None:
-    path = write(tmp_path, fields)
+    path, model = write(tmp_path, fields), build(fields)
     for batch, seq in points:
-        assert engine_counts(path, batch, seq) == hf_counts(fields, batch, seq), (fields, batch, seq)
+        assert engine_counts(path, batch, seq) == hf_counts(model, batch, seq), (fields, batch, seq)
 
 
 def check_cache(tmp_path, fields: dict, contexts=(2, 7)) -> None:
-    path = write(tmp_path, fields)
+    """The KV cache at batch 1 (bf16, the graphs' dtype) against a bf16 transformers model's cache."""
+    path, model = write(tmp_path, fields), build(fields, torch.bfloat16)
     for context in contexts:
         ours = estimate(path, inference=True, context=context, batch=1)["memory_bytes"]["kv_cache"]
-        assert ours == hf_cache_bytes(fields, context), (fields, context)
+        assert ours == hf_cache_bytes(model, context), (fields, context)
 
 
 def tiny(model_type: str, **over) -> dict:
@@ -144,7 +143,7 @@ def test_sliding_layers_keep_w_minus_1_tokens(tmp_path):
     # k and v of 2·12 elements per token: sliding 2 layers × 3 tokens, full 1 layer × 7
     fields = HAND_PICKED["gemma2-alternating-odd"]
     per_token = 2 * (2 * 12) * 2
-    assert hf_cache_bytes(fields, 7) == per_token * (2 * 3 + 7)
+    assert hf_cache_bytes(build(fields, torch.bfloat16), 7) == per_token * (2 * 3 + 7)
     check_cache(tmp_path, fields, contexts=(7,))
 
 
@@ -246,3 +245,42 @@ def test_config_json_is_read_strictly(tmp_path, fields, message):
 
     with pytest.raises(CostModelError, match=message):
         load_model(write(tmp_path, fields))
+
+
+MESSY_FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
+                "intermediate_size", "max_position_embeddings", "head_dim", "tie_word_embeddings", "attention_bias",
+                "sliding_window", "layer_types", "sliding_window_pattern", "attn_logit_softcapping",
+                "final_logit_softcapping", "use_sliding_window", "max_window_layers", "num_experts",
+                "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers",
+                "norm_topk_prob", "use_bidirectional_attention"]
+
+
+@st.composite
+def messy_configs(draw) -> dict:
+    cfg = {"model_type": draw(st.sampled_from(TYPES))}
+    for key in MESSY_FIELDS:
+        choice = draw(st.integers(0, 12))
+        if choice == 0:
+            continue  # missing
+        if choice == 1:  # anything JSON
+            cfg[key] = draw(st.none() | st.booleans() | st.integers(-5, 10**20) | st.floats() | st.text(max_size=3)
+                            | st.lists(st.none() | st.integers(-1, 3) | st.sampled_from(["full_attention"])))
+        elif key in ("tie_word_embeddings", "attention_bias", "use_sliding_window", "norm_topk_prob"):
+            cfg[key] = draw(st.booleans())
+        else:  # small sizes, sometimes ones that do not divide
+            cfg[key] = draw(st.sampled_from([2, 4, 8, 8, 8, 1, 3]))
+    return cfg
+
+
+@settings(max_examples=30, deadline=None)
+@given(cfg=messy_configs())
+def test_messy_configs_raise_only_costmodel_errors(tmp_path_factory, cfg):
+    from costmodel import CostModelError
+
+    path = write(tmp_path_factory.mktemp("messy"), cfg)
+    try:
+        params, forward, training = engine_counts(path, 1, 3)
+    except CostModelError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert params > 0 and training == 3 * forward > 0
