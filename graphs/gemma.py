@@ -38,7 +38,7 @@ import networkx as nx
 import sympy
 
 from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, field
-from costmodel.symbols import W, d_ff, d_head
+from costmodel.symbols import T, W, d_ff, d_head
 
 from .blocks import decoder, gated_mlp, pre_norm_layer
 from .llama import hf_settings, sizes
@@ -50,21 +50,22 @@ def _geglu(b: GraphBuilder, x: Tensor) -> Tensor:
 
 
 def _gemma(name: str, *, d_ff: object, d_head: object, tied: bool, attention_bias: bool, pattern: str, tail: str,
-           cache_window: object, post_norms: bool, qk_norm: str | None, attn_softcap: bool, logit_softcap: bool,
-           dtype: str) -> nx.DiGraph:
-    b = GraphBuilder(name, dtype=dtype, **sizes(d_head, d_ff))
+           cache_window: object, window: object, post_norms: bool, qk_norm: str | None, attn_softcap: bool,
+           logit_softcap: bool, dtype: str) -> nx.DiGraph:
+    extra = {} if window is None else {"w": sympy.Min(T, window)}  # a windowed count's keys per query
+    b = GraphBuilder(name, dtype=dtype, **sizes(d_head, d_ff, **extra))
 
-    def layer(window: object):
+    def layer(local: bool):
         def build(b: GraphBuilder, x: Tensor) -> Tensor:
             def attn(b: GraphBuilder, x: Tensor) -> Tensor:
                 return attention(b, x, bias=attention_bias, qk_norm=qk_norm, softcap=attn_softcap,
-                                 cache_window=window)
+                                 cache_window=cache_window if local else None, window=local and window is not None)
 
             return pre_norm_layer(b, x, attn, _geglu, post_norms=post_norms)
 
         return build
 
-    kinds = {"s": ("sliding", layer(cache_window)), "f": ("full", layer(None))}
+    kinds = {"s": ("sliding", layer(True)), "f": ("full", layer(False))}
     return decoder(b, layer_stacks(pattern, tail, kinds), tied=tied, embed_scale=True, logit_softcap=logit_softcap)
 
 
@@ -72,30 +73,35 @@ def gemma(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = 
           dtype: str = "bf16") -> nx.DiGraph:
     """The Gemma (1) decoder: every layer full attention, two norms per layer."""
     return _gemma("gemma", d_ff=d_ff, d_head=d_head, tied=tied, attention_bias=attention_bias, pattern="f", tail="",
-                  cache_window=None, post_norms=False, qk_norm=None, attn_softcap=False, logit_softcap=False,
-                  dtype=dtype)
+                  cache_window=None, window=None, post_norms=False, qk_norm=None, attn_softcap=False,
+                  logit_softcap=False, dtype=dtype)
 
 
 def gemma2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = True, attention_bias: bool = False,
-           pattern: str = "sf", tail: str = "", cache_window: object = W, attn_softcap: bool = True,
-           logit_softcap: bool = True, dtype: str = "bf16") -> nx.DiGraph:
+           pattern: str = "sf", tail: str = "", cache_window: object = W, window: object = None,
+           attn_softcap: bool = True, logit_softcap: bool = True, dtype: str = "bf16") -> nx.DiGraph:
     """The Gemma 2 decoder: ``pattern`` of sliding (``s``) and full (``f``) layers, repeated, then ``tail``.
 
     ``cache_window``: the local layers' window W (their KV cache keeps W − 1 tokens).
-    ``attn_softcap``/``logit_softcap``: soft-cap the attention scores / the final logits.
+    ``window=W``: count the local layers' T×min(T, W) scores, as a windowed kernel computes
+    them (default: the dense T×T square, as PyTorch does). ``attn_softcap``/``logit_softcap``:
+    soft-cap the attention scores / the final logits.
     """
     return _gemma("gemma2", d_ff=d_ff, d_head=d_head, tied=tied, attention_bias=attention_bias, pattern=pattern,
-                  tail=tail, cache_window=cache_window, post_norms=True, qk_norm=None, attn_softcap=attn_softcap,
-                  logit_softcap=logit_softcap, dtype=dtype)
+                  tail=tail, cache_window=cache_window, window=window, post_norms=True, qk_norm=None,
+                  attn_softcap=attn_softcap, logit_softcap=logit_softcap, dtype=dtype)
 
 
 def gemma3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = True, attention_bias: bool = False,
-           pattern: str = "sssssf", tail: str = "", cache_window: object = W, logit_softcap: bool = False,
-           dtype: str = "bf16") -> nx.DiGraph:
-    """The Gemma 3 text decoder: q/k RMSNorm over the head dim, ``pattern`` 5 local : 1 global, then ``tail``."""
+           pattern: str = "sssssf", tail: str = "", cache_window: object = W, window: object = None,
+           logit_softcap: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+    """The Gemma 3 text decoder: q/k RMSNorm over the head dim, ``pattern`` 5 local : 1 global, then ``tail``.
+
+    ``cache_window`` and ``window`` as in :func:`gemma2`.
+    """
     return _gemma("gemma3", d_ff=d_ff, d_head=d_head, tied=tied, attention_bias=attention_bias, pattern=pattern,
-                  tail=tail, cache_window=cache_window, post_norms=True, qk_norm="head", attn_softcap=False,
-                  logit_softcap=logit_softcap, dtype=dtype)
+                  tail=tail, cache_window=cache_window, window=window, post_norms=True, qk_norm="head",
+                  attn_softcap=False, logit_softcap=logit_softcap, dtype=dtype)
 
 
 # -- Hugging Face config.json ------------------------------------------------------------------------

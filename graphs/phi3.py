@@ -28,20 +28,26 @@ import networkx as nx
 import sympy
 
 from costmodel.kit import Family, GraphBuilder, Preset, Tensor, field
-from costmodel.symbols import L, W, d, d_ff, h
+from costmodel.symbols import L, T, W, d, d_ff, h
 
 from .blocks import decoder, pre_norm_layer
 from .llama import hf_settings, sizes
 from .variants import attention, fused_gated_mlp
 
 
-def phi3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False, cache_window: object = None,
-         dtype: str = "bf16") -> nx.DiGraph:
-    """The Phi-3 decoder: fused ``qkv`` and ``gate_up`` matmuls; ``cache_window=W``: every layer slides."""
-    b = GraphBuilder("phi3", dtype=dtype, **sizes(d_head, d_ff))
+def phi3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False, window: object = None,
+         cache_window: object = None, dtype: str = "bf16") -> nx.DiGraph:
+    """The Phi-3 decoder: fused ``qkv`` and ``gate_up`` matmuls.
+
+    ``cache_window=W``: every layer slides (its KV cache keeps W − 1 tokens); ``window``, as in
+    :func:`mistral.mistral`: count T×min(T, W) scores (a windowed kernel) instead of T×T.
+    """
+    extra = {} if window is None else {"w": sympy.Min(T, window)}
+    b = GraphBuilder("phi3", dtype=dtype, **sizes(d_head, d_ff, **extra))
+    cache = window if cache_window is None else cache_window
 
     def attn(b: GraphBuilder, x: Tensor) -> Tensor:
-        return attention(b, x, fused_qkv=True, cache_window=cache_window)
+        return attention(b, x, fused_qkv=True, cache_window=cache, window=window is not None)
 
     def layer(b: GraphBuilder, x: Tensor) -> Tensor:
         return pre_norm_layer(b, x, attn, fused_gated_mlp)

@@ -29,42 +29,53 @@ import networkx as nx
 import sympy
 
 from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, field
-from costmodel.symbols import W, d, d_expert, d_ff, d_head, h, n_experts, top_k
+from costmodel.symbols import T, W, d, d_expert, d_ff, d_head, h, n_experts, top_k
 
 from .blocks import decoder, gated_mlp, mixture_of_experts, pre_norm_layer
 from .llama import hf_experts, hf_settings, sizes
 from .variants import attention, hf_pattern, layer_kinds, layer_stacks, periodic
 
 
-def _attention(bias: bool, window: object):
+def _attention(bias: bool, cache_window: object, windowed: bool = False):
     def attn(b: GraphBuilder, x: Tensor) -> Tensor:
-        return attention(b, x, bias=bias, qk_norm="head", cache_window=window)
+        return attention(b, x, bias=bias, qk_norm="head", cache_window=cache_window, window=windowed)
 
     return attn
 
 
+def _window(window: object) -> dict[str, object]:
+    """The key axis of a windowed count (``window=W``: T×min(T, W) scores), none for the dense count."""
+    return {} if window is None else {"w": sympy.Min(T, window)}
+
+
 def qwen3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = False, attention_bias: bool = False,
-          pattern: str = "f", tail: str = "", cache_window: object = W, dtype: str = "bf16") -> nx.DiGraph:
-    """The Qwen3 decoder: ``pattern`` of full (``f``) and sliding (``s``) layers, repeated, then ``tail``."""
-    b = GraphBuilder("qwen3", dtype=dtype, **sizes(d_head, d_ff))
+          pattern: str = "f", tail: str = "", cache_window: object = W, window: object = None,
+          dtype: str = "bf16") -> nx.DiGraph:
+    """The Qwen3 decoder: ``pattern`` of full (``f``) and sliding (``s``) layers, repeated, then ``tail``.
 
-    def layer(window: object):
-        return lambda b, x: pre_norm_layer(b, x, _attention(attention_bias, window), gated_mlp)
+    ``cache_window``: the sliding layers' window W; ``window=W``: count their T×min(T, W) scores.
+    """
+    b = GraphBuilder("qwen3", dtype=dtype, **sizes(d_head, d_ff, **_window(window)))
+    local = _attention(attention_bias, cache_window, window is not None)
 
-    kinds = {"f": ("full", layer(None)), "s": ("sliding", layer(cache_window))}
+    def layer(attn):
+        return lambda b, x: pre_norm_layer(b, x, attn, gated_mlp)
+
+    kinds = {"f": ("full", layer(_attention(attention_bias, None))), "s": ("sliding", layer(local))}
     return decoder(b, layer_stacks(pattern, tail, kinds), tied=tied)
 
 
 def qwen3_moe(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = False,
               attention_bias: bool = False, pattern: str = "m", tail: str = "", normalize: bool = True,
-              cache_window: object = None, dtype: str = "bf16") -> nx.DiGraph:
+              window: object = None, cache_window: object = None, dtype: str = "bf16") -> nx.DiGraph:
     """The Qwen3-MoE decoder: ``pattern`` of MoE (``m``) and dense (``d``) layers, then ``tail``.
 
     ``normalize``: the top-k router weights are renormalised (HF ``norm_topk_prob``).
-    ``cache_window=W``: every layer slides (HF ``use_sliding_window``).
+    ``cache_window=W``: every layer slides (HF ``use_sliding_window``); ``window`` as in :func:`qwen3`.
     """
-    b = GraphBuilder("qwen3_moe", dtype=dtype, **sizes(d_head, d_ff, e=n_experts, r=top_k, i=d_expert))
-    attn = _attention(attention_bias, cache_window)
+    b = GraphBuilder("qwen3_moe", dtype=dtype, **sizes(d_head, d_ff, e=n_experts, r=top_k, i=d_expert,
+                                                       **_window(window)))
+    attn = _attention(attention_bias, window if cache_window is None else cache_window, window is not None)
 
     def moe(b: GraphBuilder, x: Tensor) -> Tensor:
         return mixture_of_experts(b, x, normalize=normalize)

@@ -33,7 +33,8 @@ from .blocks import Block
 
 
 def attention(b: GraphBuilder, x: Tensor, *, bias: bool = False, fused_qkv: bool = False,
-              qk_norm: str | None = None, softcap: bool = False, cache_window: object = None) -> Tensor:
+              qk_norm: str | None = None, softcap: bool = False, cache_window: object = None,
+              window: bool = False) -> Tensor:
     """Grouped-query attention with RoPE (as :func:`blocks.grouped_query_attention`) and its variants.
 
     ``bias``: biases on q, k, v and o (HF ``attention_bias``). ``fused_qkv``: one
@@ -44,7 +45,9 @@ def attention(b: GraphBuilder, x: Tensor, *, bias: bool = False, fused_qkv: bool
     through ``c·tanh(x/c)`` before the mask (Gemma 2); the chain stays scores → scale →
     softcap → mask → softmax → context, which FlashAttention fuses. ``cache_window=W``:
     a sliding window of W tokens, so the KV cache keeps the last W − 1 (FLOPs still count
-    the dense T×T square, as PyTorch computes it under a window mask).
+    the dense T×T square, as PyTorch computes it under a window mask). ``window=True``: count
+    the window as a windowed kernel computes it instead, each query meeting the ``w`` keys
+    of its window (the family sizes ``w = min(T, W)``), as :func:`blocks.grouped_query_attention`.
     """
     size = b.sizes
     if fused_qkv:
@@ -75,13 +78,18 @@ def attention(b: GraphBuilder, x: Tensor, *, bias: bool = False, fused_qkv: bool
     b.tag(v, "kv_cache", positions=kept)
     q = b.elementwise("q_rope", "rope", q, "b g m t k")
     k = b.tag(b.elementwise("k_rope", "rope", k, "b g t k"), "kv_cache", positions=kept)  # cached after RoPE
-    axes = "b g m t s"
-    scores = b.contract("scores", q, k, f"b g m t k, b g s k -> {axes}", causal=True)
+    keys = "s"
+    if window:  # the w keys of each query's window: a strided view (unfold), no copy
+        k = b.reshape("k_windows", k, "b g s k -> b g t w k")
+        v = b.reshape("v_windows", v, "b g s k -> b g t w k")
+        keys = "t w"
+    axes = f"b g m t {keys[-1]}"
+    scores = b.contract("scores", q, k, f"b g m t k, b g {keys} k -> {axes}", causal=not window)
     scores = b.elementwise("scale", "scale", scores, axes)
     if softcap:
         scores = b.elementwise("softcap", "softcap", scores, axes)
-    probs = b.softmax("softmax", b.elementwise("mask", "mask", scores, axes), axes, axis="s")
-    context = b.contract("context", probs, v, f"{axes}, b g s k -> b g m t k", causal=True)
+    probs = b.softmax("softmax", b.elementwise("mask", "mask", scores, axes), axes, axis=keys[-1])
+    context = b.contract("context", probs, v, f"{axes}, b g {keys} k -> b g m t k", causal=not window)
     return b.matmul("o", context, "b g m t k, g m k d -> b t d", bias="d" if bias else None)
 
 

@@ -147,6 +147,26 @@ def test_sliding_layers_keep_w_minus_1_tokens(tmp_path):
     check_cache(tmp_path, fields, contexts=(7,))
 
 
+@pytest.mark.parametrize("name", ["gemma2-alternating-odd", "gemma3-5to1-tail", "phi3-gqa-window-head-dim",
+                                  "qwen3-window-bias", "qwen3-moe-sparse-step-window"])
+def test_windowed_decode_step_matches_transformers(tmp_path, name):
+    # window=W counts what a model with a sliding cache computes in a decode step: a local layer's new
+    # token meets min(C, W) keys (the W − 1 kept and its own), a global layer's all C = prompt + 1
+    from costmodel.devices.decode import decode_cost
+    from costmodel.symbols import C, W
+
+    fields = HAND_PICKED[name]
+    m = load(write(tmp_path, fields), {"window": W})
+    ours = decode_cost(m.graph, m.values).matmul_flops
+    model = build(fields).eval()
+    for prompt in (2, 3, 6):  # below, at and past the window (W = 3 or 4)
+        with torch.no_grad():
+            cache = model(input_ids=torch.zeros(2, prompt, dtype=torch.long, device="meta"), use_cache=True).cache
+            with FlopCounterMode(display=False) as step:
+                model(input_ids=torch.zeros(2, 1, dtype=torch.long, device="meta"), cache=cache, use_cache=True)
+        assert step.get_total_flops() == evaluate(ours, {B: 2, C: prompt + 1}), prompt
+
+
 # -- generated configs: a few per family, each cross-checked with transformers -----------------------
 
 
