@@ -15,6 +15,7 @@ def architectures() -> list:
         bert,
         deepseek_v3,
         falcon,
+        gemma,
         gpt,
         gpt_neox,
         gpt_oss,
@@ -24,7 +25,10 @@ def architectures() -> list:
         mamba,
         mistral,
         mixtral,
+        olmo2,
+        phi3,
         qwen2,
+        qwen3,
         starcoder2,
         t5,
         vit,
@@ -32,4 +36,5 @@ def architectures() -> list:
 
     return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY,
             gpt_neox.FAMILY, falcon.FAMILY, starcoder2.FAMILY, gpt_oss.FAMILY, llama4.FAMILY,
-            bert.FAMILY, bert.ROBERTA, t5.FAMILY, vit.FAMILY, mamba.FAMILY, jamba.FAMILY]
+            bert.FAMILY, bert.ROBERTA, t5.FAMILY, vit.FAMILY, mamba.FAMILY, jamba.FAMILY,
+            gemma.FAMILY, gemma.FAMILY2, gemma.FAMILY3, phi3.FAMILY, qwen3.FAMILY, qwen3.FAMILY_MOE, olmo2.FAMILY]

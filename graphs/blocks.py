@@ -169,18 +169,22 @@ def gated_mlp(b: GraphBuilder, x: Tensor, *, act: str = "silu", bias: bool = Fal
     return b.matmul("down", u, f"{axes}, {hidden} d -> b t d", bias="d" if bias else None)
 
 
-def mixture_of_experts(b: GraphBuilder, x: Tensor, *, act: str = "silu", shared: bool = False) -> Tensor:
+def mixture_of_experts(b: GraphBuilder, x: Tensor, *, act: str = "silu", shared: bool = False,
+                       normalize: bool = False) -> Tensor:
     """A routed mixture of gated experts (Mixtral, DeepSeek-MoE), with optional shared experts.
 
     A router scores the ``e`` experts; each token goes to ``r`` (top-k) of them.
     The expert matmuls are ``routed_matmul`` ops: FLOPs over the ``r`` routed copies
     of each token, parameters over all ``e`` weight sets (``active``: ``r`` of
     them). The down projection sums the ``r`` weighted expert outputs back into
-    one token. ``shared``: ``n`` always-active experts of width ``i`` (DeepSeek).
+    one token. ``shared``: ``n`` always-active experts of width ``i`` (DeepSeek). ``normalize``: the ``r``
+    selected weights are divided by their sum (Qwen3-MoE's ``norm_topk_prob``).
     """
     logits = b.matmul("router", x, "b t d, d e -> b t e")
     probs = b.softmax("router_probs", logits, "b t e", axis="e")
     weights = b.reshape("top_k", probs, "b t e -> b t r")  # the r selected probabilities
+    if normalize:  # one division per weight (a scale by 1/sum); the sum's r − 1 adds per token are not counted
+        weights = b.elementwise("top_k_norm", "scale", weights, "b t r")
     route = {"experts": "e", "route": "r"}
     gate = b.op("gate", "routed_matmul", [x], "b t d, e d i -> b t r i", attrs=route)
     up = b.op("up", "routed_matmul", [x], "b t d, e d i -> b t r i", attrs=route)

@@ -155,10 +155,12 @@ class Model:
 
 
 def graph_symbols(G: nx.DiGraph) -> set[sympy.Symbol]:
-    """Every symbol the graph's sizes and counts use."""
+    """Every symbol the graph's sizes and counts use, and those of a KV cache's kept positions (a window W)."""
     found: set[sympy.Symbol] = set()
     for _, data in G.nodes(data=True):
         found |= data["count"].free_symbols
+        if "kv_positions" in data:
+            found |= data["kv_positions"].free_symbols
         if "op" in data:
             for _, size in data["op"].sizes:
                 found |= size.free_symbols

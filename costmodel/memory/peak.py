@@ -81,7 +81,8 @@ def _ledger(tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr
     for k in tensors.values():
         first = k.savers[0]
         block = next((b for b in iters if b and in_block(first, b) and all(in_block(s, b) for s in k.savers)), None)
-        at.setdefault(first, []).append(whole(k.bytes / iters[block], force=True))
+        # cancel: a count such as L − L_dense or (L − 2)/6 divides out exactly, leaving a polynomial (fast to expand)
+        at.setdefault(first, []).append(whole(sympy.cancel(k.bytes / iters[block]), force=True))
     return {n: sympy.Add(*v) for n, v in at.items()}
 
 
