@@ -60,7 +60,11 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     # the softmax and epilogue run over every score, as the unfused ops count them: ``causal`` halves
     # only the contractions, so the flash_attention pass preserves FLOPs under either convention
     n_scores = elements_of(op, scores)
-    epilogue = [op_cost(part, counting) for part in op.attr("epilogue", ())]
+    steps = op.attr("epilogue", ())
+    if not all(isinstance(part, Op) for part in steps):
+        raise CostModelError(f"attention pattern {p.text!r}: attribute epilogue must be the element-wise ops "
+                             f"between the scores and the context (Op records), received {steps!r}")
+    epilogue = [op_cost(part, counting) for part in steps]
     epilogue_fwd = sum((c.forward.flops for c in epilogue), Zero)
     epilogue_bwd = sum((c.backward.flops for c in epilogue), Zero)
     size = dtype_bytes(op.dtype)

@@ -109,7 +109,7 @@ def test_restricted_parser_reads_arithmetic_exactly():
 
 @pytest.mark.parametrize("build,fragment", [
     (lambda b, x: b.op("a", "attention", [x, x, x], "b d, b d, b d -> b d", attrs={"scores": "b", "epilogue": ["?"]}),
-     "unknown fn '?'"),
+     "attribute epilogue must be the element-wise ops"),
     (lambda b, x: b.matmul("m", x, "b d, d e -> b e", bias="zz"), "invalid attributes {'bias': 'zz'}"),
     (lambda b, x: b.op("m", "matmul", [x], "b d, d e -> b e", dtype=5), "dtype: expected a name such as 'bf16'"),
     (lambda b, x: b.gather("g", x, "b d, e d -> b d", tied="nonexistent"), "no op named 'nonexistent'"),
