@@ -25,13 +25,12 @@ import importlib
 from . import conventions
 from .errors import CostModelError
 from .options import Counting, Layout, Options
-
-__version__ = "0.2.0"
+from .version import __version__ as __version__
 
 #: The verbs, imported on first use (deferred: sympy and networkx are most of a start-up, and a verb
 #: that needs neither should not pay for them).
 _VERBS = {
-    "estimate": "costmodel.reports.estimate",
+    "estimate": "costmodel.reports.fast",
     "derive": "costmodel.reports.derive",
     "compare": ("costmodel.reports.compare", "compare_conventions"),
     "sweep": "costmodel.reports.sweep",

@@ -255,7 +255,7 @@ class Options:
         ``causal="half"`` set the field of :attr:`layout` or :attr:`counting`. A name that is not an
         option is an error naming the closest valid ones.
         """
-        base = options if isinstance(options, Options) else cls()
+        base = options if isinstance(options, Options) else _default()
         extra = dict(options) if isinstance(options, Mapping) else {}
         extra.update(kwargs)
         if not extra:
@@ -275,6 +275,11 @@ class Options:
             own[record] = dataclasses.replace(current, **changes)
         return dataclasses.replace(base, **own)
 
+    def derivation_key(self) -> tuple:
+        """Every option but the step's batch and sequence (values, not choices): what derived formulas
+        depend on, as a hashable tuple."""
+        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("batch", "seq"))
+
     def replace(self, **kwargs: object) -> Options:
         """A copy with some options changed (validated again, shortcuts allowed)."""
         return Options.make(self, **kwargs)
@@ -293,6 +298,16 @@ class Options:
             else:
                 out[f.name] = v
         return out
+
+
+_DEFAULTS: list[Options] = []
+
+
+def _default() -> Options:
+    """The default options, made once."""
+    if not _DEFAULTS:
+        _DEFAULTS.append(Options())
+    return _DEFAULTS[0]
 
 
 __all__ = ["Counting", "DTYPE_BYTES", "Layout", "Options"]

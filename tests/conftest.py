@@ -6,6 +6,7 @@ A test module that imports torch or transformers (at its top or inside a test) i
 
 import os
 import re
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -15,6 +16,9 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60
 settings.register_profile("dev", deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("fuzz", deadline=None, max_examples=5000, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# derived formulas are cached per test session, never in the user's cache
+os.environ.setdefault("COSTMODEL_CACHE_DIR", tempfile.mkdtemp(prefix="costmodel-test-cache-"))
 
 _USES_TORCH = re.compile(r"^\s*(import|from)\s+(torch|transformers)\b", re.M)
 _seen: dict[str, bool] = {}

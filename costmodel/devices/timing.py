@@ -25,6 +25,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
+from ..formulas import Text
 from ..graph.analysis import totals
 from ..graph.quantities import Quantities, maximum
 from ..memory.device import prepared
@@ -227,10 +228,10 @@ def time_quantities(model, options: Options, q: Quantities) -> Quantities:
         basis, compute_s = "measured", tokens / _positive(options.tokens_per_s, "tokens/s")
         rate = model_flops / (compute_s * n)
         each = hardware_flops / (compute_s * n)
-        out.checks.append((sympy.Le(each, peak), lambda values: (
-            f"a measured {float(options.tokens_per_s):g} tokens/s on {n} device(s) means "
-            f"{float(each.xreplace(_subs(values))):.3g} FLOP/s each, above the {dtype} peak {float(peak):.3g}; "
-            "expected a throughput the devices can reach")))
+        out.checks.append((sympy.Le(each, peak), Text(
+            f"a measured {float(options.tokens_per_s):g} tokens/s on {n} device(s) means " + "{each:.3g}"
+            + f" FLOP/s each, above the {dtype} peak {float(peak):.3g}; expected a throughput the devices can reach",
+            {"each": each})))
     elif rate is not None:
         # an achieved FLOP/s is what the device executes (recompute included, as Megatron-LM's X);
         # an MFU is a share of peak spent on model FLOPs
@@ -275,7 +276,3 @@ def time_quantities(model, options: Options, q: Quantities) -> Quantities:
         if rate is not None:  # the lecture's back-of-envelope: 6ND at the same rate
             out.add("time.six_nd_training_s", q.exprs["flops.six_nd"] / (n * rate), "float")
     return out
-
-
-def _subs(values: Mapping) -> dict:
-    return {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}

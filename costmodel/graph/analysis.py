@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 import networkx as nx
 import sympy
 
 from ..errors import CostModelError
+from ..formulas import Text
 from ..options import Counting
 from ..symbols import B, T, symbol
 from .cost import Cost, OpCost
@@ -210,40 +212,74 @@ def as_int(value: sympy.Expr, what: str) -> int:
 
 
 
-def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
-    """Every axis of every op must come out a positive whole number under ``values``.
+def _whole_and_positive(size: sympy.Expr) -> sympy.Basic:
+    """The relation "``size`` is a positive whole number", simplified where sympy can decide a part."""
+    num, den = sympy.fraction(sympy.together(size))
+    whole = sympy.true if den == 1 and not size.has(sympy.Min, sympy.Max) else sympy.Eq(sympy.Mod(size, 1), 0)
+    positive = sympy.true if size.is_positive else size > 0
+    return sympy.And(whole, positive)
 
-    This is where "heads must divide d" is caught, for any architecture: the head
-    axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size. Block counts
-    must come out positive too (``L - L_dense`` MoE layers needs ``L > L_dense``).
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def value_checks(G: nx.DiGraph) -> list[tuple[sympy.Basic, Text]]:
+    """What every config of ``G`` must satisfy, as (relation, message) pairs, in the order they are checked.
+
+    Every axis of every op must come out a positive whole number: this is where "heads must divide d" is
+    caught, for any architecture (the head axis of ``d h k`` is sized ``d/h``, and 768/7 is not a size).
+    Block counts must come out positive whole numbers too (``L - L_dense`` MoE layers needs ``L > L_dense``),
+    a token is routed to at most as many experts as there are, and the graph's declared constraints hold.
     """
-    subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    out: list[tuple[sympy.Basic, Text]] = []
+    seen: set = set()
+
+    def need(relation: sympy.Basic, message: Text) -> None:
+        if relation is not sympy.true and relation not in seen:
+            seen.add(relation)
+            out.append((relation, message))
+
     for block, count in G.graph.get("blocks", {}).items():
-        value = (sympy.Integer(count) if isinstance(count, int) else count).xreplace(subs)
-        if not value.free_symbols and not (value.is_integer and value.is_positive):
-            raise CostModelError(f"block {block!r}: count {count} = {value} is not a positive whole number; "
-                                 "check the settings it is made of")
+        count = sympy.sympify(count)
+        need(_whole_and_positive(count),
+             Text(_escape(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; check the "
+                  "settings it is made of", {"value": count}))
     for name, data in op_nodes(G):
         op = data["op"]
         for axis, size in op.sizes:
-            value = size.xreplace(subs)
-            if value.free_symbols:
-                continue  # reported by evaluate(), with every missing symbol at once
-            if not (value.is_integer and value.is_positive):
-                raise CostModelError(
-                    f"op {name!r}: axis {axis!r} = {size} = {value} is not a positive whole number "
-                    f"(pattern {op.pattern!r}); check that the sizes divide evenly")
+            need(_whole_and_positive(size),
+                 Text(_escape(f"op {name!r}: axis {axis!r} = {size} = ") + "{value}" + _escape(
+                      f" is not a positive whole number (pattern {op.pattern!r}); check that the sizes divide evenly"),
+                      {"value": size}))
         experts, route = op.attr("experts"), op.attr("route")
         if experts and route:  # a token cannot be routed to more experts than there are
-            k, e = (op.size[str(a)].xreplace(subs) for a in (route, experts))
-            if not (k.free_symbols or e.free_symbols) and k > e:
-                raise CostModelError(f"op {name!r}: routes each token to {route!r} = {k} experts of {experts!r} = {e}; "
-                                     "expected at most as many as there are")
+            k, e = (op.size[str(a)] for a in (route, experts))
+            need(sympy.Le(k, e), Text(_escape(f"op {name!r}: routes each token to {route!r} = ") + "{k}"
+                                      + _escape(f" experts of {experts!r} = ") + "{e}; expected at most as many as "
+                                      "there are", {"k": k, "e": e}))
     for condition, why in G.graph.get("constraints", ()):
-        holds = condition.xreplace(subs)
-        if holds is sympy.false:
-            raise CostModelError(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with "
-                                 + ", ".join(f"{s} = {subs[s]}" for s in sorted(condition.free_symbols, key=str)))
+        names = sorted(condition.free_symbols, key=str)
+        need(condition, Text(_escape(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ")
+                             + ", ".join(f"{s} = {{{s}}}" for s in names)))
+    return out
+
+
+def check_values(G: nx.DiGraph, values: Mapping[sympy.Symbol, object]) -> None:
+    """Raise the message of the first of :func:`value_checks` that ``values`` break. A relation that still
+    has symbols without a value is not decided here (``evaluate`` names every missing symbol at once)."""
+    subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
+    names = {str(k): v for k, v in subs.items()}
+    for relation, message in value_checks(G):
+        if relation.xreplace(subs) is sympy.false:
+            fields = {n: e.xreplace(subs) for n, e in message.fields.items()}
+            raise CostModelError(message.fill(names, {}, {n: as_fraction(v) for n, v in fields.items()}))
+
+
+def as_fraction(v: sympy.Expr) -> object:
+    """A sympy number as a Python int or Fraction (for messages and cached formulas)."""
+    r = sympy.Rational(v)
+    return int(r.p) if r.q == 1 else Fraction(int(r.p), int(r.q))
 
 
 # ---------------------------------------------------------------------------

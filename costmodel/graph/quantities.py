@@ -8,21 +8,22 @@ Keys are shown as exact whole numbers unless listed in ``floats`` (seconds, rate
 ``numbers`` (an int when whole, else a float). A *choice* is a key whose value is the label of the largest
 of several expressions (where the peak is, which pipeline stage is fuller); of equal ones the first wins,
 or for keys in ``label_ties`` the alphabetically last label. ``info`` holds keys that are not numbers of
-the model (strings, flags, the layout); a callable there is called with the evaluated keys and the values
-(a text that names a chosen stage). ``checks`` are relations that must hold for a config (the global
-batch divides into micro-batches) with the message (or a callable of the values) to give when one fails.
+the model (strings, flags, the layout); a :class:`~costmodel.formulas.Text` there is filled in with the
+evaluated keys and the values (a text that names a chosen stage). ``checks`` are relations that must hold
+for a config (the global batch divides into micro-batches) with the message (a string or a ``Text``) to
+give when one fails. Evaluation runs the generated :meth:`Quantities.formulas`, never sympy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 import sympy
 
 from ..errors import CostModelError
-from .codegen import EXACT, compile_exprs
+from ..formulas import Formulas, Text
+from .codegen import source
 
 
 class maximum(sympy.Function):
@@ -87,13 +88,6 @@ def whole(expr: sympy.Expr, *, force: bool = False) -> sympy.Expr:
     return expr
 
 
-def _largest(values: list, labels: tuple[str, ...], by_label: bool) -> int:
-    """The index of the largest value: of equal ones the first, or (``by_label``) the last label alphabetically."""
-    if by_label:
-        return max(range(len(values)), key=lambda j: (values[j], labels[j]))
-    return max(range(len(values)), key=lambda j: (values[j], -j))
-
-
 @dataclass
 class Quantities:
     """Named expressions and how each is shown (see the module notes)."""
@@ -135,83 +129,47 @@ class Quantities:
 
     # -- numbers ---------------------------------------------------------------------------------------
 
-    def compiled(self):
-        """Every expression, candidate and check as one plain-Python function of the symbols (exact mode:
-        Python ints and fractions), compiled once (:mod:`costmodel.graph.codegen`). Returns
-        ``(symbols, function)``; the function returns the values in the order of :meth:`_layout`."""
-        if getattr(self, "_compiled", None) is None:
-            exprs = self._layout()
-            symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs)), key=str))
-            object.__setattr__(self, "_compiled", (symbols, compile_exprs(exprs, symbols)))
-        return self._compiled
-
-    def _layout(self) -> list[sympy.Basic]:
-        out = list(self.exprs.values())
-        for cands, _ in self.choices.values():
-            out += cands
-        out += [relation for relation, _ in self.checks]
-        return out
-
-    def _numbers(self, values: Mapping) -> list[object]:
-        symbols, fn = self.compiled()
-        missing = sorted(str(s) for s in symbols if s not in values)
-        if missing:
-            raise CostModelError(f"cannot evaluate: no value for {', '.join(missing)}; expected values for every "
-                                 f"symbol, received {sorted(map(str, values))}")
-        for s in symbols:
-            v = values[s]
-            if isinstance(v, bool) or not isinstance(v, int) and not getattr(v, "is_Integer", False):
-                raise CostModelError(f"cannot evaluate: {s} = {v!r}; expected a whole number")
-        try:
-            return fn(EXACT, *(int(values[s]) for s in symbols))
-        except ZeroDivisionError:
-            raise CostModelError("cannot evaluate: a division by zero at these values") from None
+    def formulas(self) -> Formulas:
+        """Every key as generated Python (:class:`~costmodel.formulas.Formulas`), written once: what
+        ``estimate`` evaluates, what the disk cache keeps."""
+        if "_formulas" in self.__dict__:
+            return self.__dict__["_formulas"]
+        checks = [(r, m if isinstance(m, Text) else Text(str(m).replace("{", "{{").replace("}", "}}")))
+                  for r, m in self.checks]
+        texts = {k: v for k, v in self.info.items() if isinstance(v, Text)}
+        exprs: list[sympy.Basic] = list(self.exprs.values())
+        choices = []
+        for key_, (cands, labels) in self.choices.items():
+            exprs += cands
+            choices.append((key_, list(labels), key_ in self.label_ties))
+        exprs += [sympy.sympify(r) for r, _ in checks]
+        for _, m in checks:
+            exprs += list(m.fields.values())
+        for t in texts.values():
+            exprs += list(t.fields.values())
+        symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs if hasattr(e, "free_symbols"))), key=str))
+        order = [*self.exprs, *self.choices, *self.info]
+        f = Formulas(source(exprs, symbols), [str(s) for s in symbols], list(self.exprs),
+                     sorted(self.floats), sorted(self.numbers), choices,
+                     [(m.template, list(m.fields)) for _, m in checks],
+                     {k: (t.template, list(t.fields)) for k, t in texts.items()},
+                     {k: v for k, v in self.info.items() if not isinstance(v, Text)}, order)
+        self.__dict__["_formulas"] = f
+        return f
 
     def check(self, values: Mapping) -> None:
         """Raise the message of the first check that fails at ``values``."""
-        nums = self._numbers(values)
-        self._check(nums, values)
+        self.evaluate(values)
 
-    def _check(self, nums: list, values: Mapping) -> None:
-        first = len(nums) - len(self.checks)
-        for (_, message), holds in zip(self.checks, nums[first:]):
-            if not holds:
-                raise CostModelError(message(values) if callable(message) else message)
-
-    def value(self, key: str, values: Mapping, flat: Mapping[str, object] | None = None) -> object:
-        """The number (or label) of one key at ``values`` (``flat``: keys already evaluated, for texts)."""
-        return self.evaluate(values, keys=(key,))[key] if flat is None else self._value(key, values, flat)
-
-    def _value(self, key, values, flat):
-        v = self.info[key]
-        return v(flat, values) if callable(v) else v
+    def value(self, key: str, values: Mapping) -> object:
+        """The number (or label) of one key at ``values``."""
+        return self.evaluate(values, keys=(key,))[key]
 
     def evaluate(self, values: Mapping, keys: tuple[str, ...] | None = None) -> dict[str, object]:
-        """Every key (or ``keys``) at ``values``, after the checks: exprs, then choices, then info."""
-        nums = self._numbers(values)
-        self._check(nums, values)
-        out: dict[str, object] = {}
-        i = 0
-        for key in self.exprs:
-            v = nums[i]
-            i += 1
-            if isinstance(v, Fraction) and v.denominator == 1:
-                v = v.numerator
-            if key in self.floats:
-                out[key] = float(v)
-            elif key in self.numbers:
-                out[key] = v if isinstance(v, int) else float(v)
-            elif isinstance(v, int):
-                out[key] = v
-            else:
-                raise CostModelError(f"{key} is not a whole number: {v}")
-        for key, (cands, labels) in self.choices.items():
-            n = len(cands)
-            got = nums[i:i + n]
-            i += n
-            out[key] = labels[_largest(got, labels, key in self.label_ties)]
-        for key in self.info:
-            out[key] = self._value(key, values, out)
-        if keys is not None:
-            return {k: out[k] for k in keys}
-        return out
+        """Every key (or ``keys``) at ``values`` (symbol → whole number), after the checks."""
+        named = {}
+        for s, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, int) and not getattr(v, "is_Integer", False):
+                raise CostModelError(f"cannot evaluate: {s} = {v!r}; expected a whole number")
+            named[str(s)] = int(v)
+        return self.formulas().evaluate(named, keys)

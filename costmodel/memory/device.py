@@ -13,6 +13,7 @@ from __future__ import annotations
 import networkx as nx
 import sympy
 
+from ..formulas import Text
 from ..graph.analysis import repeated_blocks
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, flash_attention
@@ -27,6 +28,10 @@ from .policies import precision, weight_format
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def prepared(G: nx.DiGraph, options: Options) -> nx.DiGraph:
@@ -140,15 +145,13 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     p = precision(options.precision)
     z = layout.zero
 
-    def per(flat: dict, values: dict) -> str:
-        stage = flat.get("memory.layout.stage", "all")
-        return (f"per device ({layout.devices} devices: dp {layout.dp}, tp {layout.tp}, pp {layout.pp}, "
-                f"sp {layout.sp}, ep {layout.ep}; ZeRO-{z}{'; pipeline ' + stage + ' stage' if layout.pp > 1 else ''})")
-
+    per = (f"per device ({layout.devices} devices: dp {layout.dp}, tp {layout.tp}, pp {layout.pp}, "
+           f"sp {layout.sp}, ep {layout.ep}; ZeRO-{z}" + ("; pipeline {memory__layout__stage} stage" if layout.pp > 1
+                                                         else "") + ")")
     return {
-        "memory.conventions.params": lambda flat, values: f"{p.weights} weights"
-        + (f" + a cached {p.compute_copy} copy" if p.compute_copy else "") + f"; {per(flat, values)}"
-        + (f"; sharded over dp by ZeRO-{z}" if z >= 3 else ""),
+        "memory.conventions.params": Text(_escape(f"{p.weights} weights" + (f" + a cached {p.compute_copy} copy"
+                                                                            if p.compute_copy else "") + "; ")
+                                          + per + _escape(f"; sharded over dp by ZeRO-{z}" if z >= 3 else "")),
         "memory.conventions.grads": f"{p.grads} gradients of trainable weights (frozen: none)"
                                     + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),
         "memory.conventions.optimizer": f"{options.optimizer} states in {p.states}"
@@ -203,17 +206,16 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.choices["memory.working_set_at"] = (cands, labels)
     q.add("memory_bytes.total", params + cache + states + maximum(*cands))
     fmt = weight_format(options.weights_dtype)
-    stage_text = (lambda flat: f"; pipeline {flat.get('memory.layout.stage', 'first')} stage of pp = {layout.pp} "
-                  "(1/pp of the repeated layers, plus the embeddings on the first stage, the final norm and head on "
-                  "the last)") if layout.pp > 1 else (lambda flat: "")
+    stage_text = ("; pipeline {memory__layout__stage} stage of pp = " + str(layout.pp) + " (1/pp of the repeated "
+                  "layers, plus the embeddings on the first stage, the final norm and head on the last)"
+                  if layout.pp > 1 else "")
     q.info.update({
-        "memory.conventions.params": lambda flat, values: f"inference weights: matmuls in {fmt.about}, tables and "
-                                                          f"norms in the graph dtype; divided by tp = {layout.tp}"
-                                                          + stage_text(flat),
-        "memory.conventions.kv_cache": lambda flat, values: f"every tensor tagged kv_cache for "
-                                                            f"{options.context or values[T]} tokens × batch (a sliding "
-                                                            f"window keeps its last W − 1), in "
-                                                            f"{options.kv_dtype or 'the op dtype'}; divided by tp and pp",
+        "memory.conventions.params": Text(_escape(f"inference weights: matmuls in {fmt.about}, tables and norms in "
+                                                  f"the graph dtype; divided by tp = {layout.tp}") + stage_text),
+        "memory.conventions.kv_cache": Text("every tensor tagged kv_cache for " + (str(options.context) if
+                                                                                 options.context else "{T}")
+                                            + _escape(f" tokens × batch (a sliding window keeps its last W − 1), in "
+                                                      f"{options.kv_dtype or 'the op dtype'}; divided by tp and pp")),
         "memory.conventions.activations": "forward working set of a prefill of the whole context: the largest op's "
                                           "inputs + output",
         "memory.conventions.total": "params + kv_cache + activations" + (" + state_cache" if state != 0 else ""),

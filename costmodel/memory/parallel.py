@@ -30,7 +30,8 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..graph.analysis import evaluate, in_block, order, repeated_blocks
+from ..formulas import Text
+from ..graph.analysis import as_fraction, in_block, order, repeated_blocks
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, weight_operand, weight_use
@@ -75,6 +76,10 @@ def split_axes(G: nx.DiGraph) -> set[str]:
     return out
 
 
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, object]]:
     """Every axis a degree splits must divide evenly, or the per-device numbers would be fractions of a head.
 
@@ -86,9 +91,9 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
     checks: list[tuple[sympy.Basic, object]] = []
 
     def need(size: sympy.Expr, degree: int, what: str, where: str) -> None:
-        def message(values: Mapping) -> str:
-            return (f"layout: {what} = {evaluate(size, values, what)} of {where} does not divide into {degree}; "
-                    "expected a degree that divides it evenly")
+        message = Text(_escape(f"layout: {what} = ") + "{size}" + _escape(f" of {where} does not divide into "
+                                                                          f"{degree}; expected a degree that divides "
+                                                                          "it evenly"), {"size": size})
         checks.append((sympy.Eq(sympy.Mod(size, degree), 0), message))
 
     split, blocks = split_axes(G), repeated_blocks(G)
@@ -117,7 +122,8 @@ def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
     subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}
     for relation, message in layout_checks(G, layout):
         if relation.xreplace(subs) is sympy.false:
-            raise CostModelError(message(values))
+            fields = {n: as_fraction(e.xreplace(subs)) for n, e in message.fields.items()}
+            raise CostModelError(message.fill({str(k): v for k, v in subs.items()}, {}, fields))
 
 
 def _split(axes, split: set[str]) -> bool:

@@ -14,12 +14,13 @@ import sympy
 
 from ..errors import CostModelError
 from ..families import Model, graph_symbols, load
+from ..formulas import Formulas
 from ..graph.analysis import check_values, tokens_per_step
 from ..memory.policies import precision
 from ..options import Options
 from ..symbols import B, T
 from .quantities import quantities
-from .results import Estimate, nest
+from .results import Estimate
 
 
 def model_for(model: Model | str, settings: Mapping[str, object] | None, options: Options) -> Model:
@@ -58,34 +59,23 @@ def resolve(m: Model, options: Options) -> dict[sympy.Symbol, int]:
     return values
 
 
+def estimate_formulas(model: Model | str, settings: Mapping[str, object] | None, opts: Options) -> Formulas:
+    """Derive the quantities of ``model`` under ``opts`` and write them as formulas, with what a report of
+    them shows (the model, its family and source, its own values, the symbols its graph uses)."""
+    m = model_for(model, settings, opts)
+    f = quantities(m, opts).formulas().with_meta({})  # a copy: the formulas are shared by models of one graph
+    values = {str(k): int(v) if (isinstance(v, int) and not isinstance(v, bool)) or getattr(v, "is_Integer", False)
+              else str(v) for k, v in m.values.items()}  # anything but a whole number is refused when evaluated
+    f.meta.update({"model": m.name, "family": m.family.name, "source": m.preset.source if m.preset else None,
+              "values": values, "graph_symbols": sorted(str(s) for s in graph_symbols(m.graph)),
+              "tokens": str(tokens_per_step(m.graph))})
+    return f
+
+
 def estimate(model: Model | str, *, settings: Mapping[str, object] | None = None,
              options: Options | None = None, **kwargs: object) -> Estimate:
-    """Exact numbers for one step of ``model``: parameters, FLOPs, bytes, memory per device, time.
+    """Exact numbers for one step of ``model`` (see :func:`costmodel.reports.fast.estimate`, which caches
+    the formulas this derives)."""
+    from .fast import estimate as cached  # the verb lives with its cache; this name stays for importers
 
-    ``settings`` set symbols or builder options of a named model (``{"d_ff": "8*d/3"}``); the other
-    keywords are :class:`~costmodel.options.Options` (``batch``, ``seq``, ``tokens``, ``recompute``,
-    ``flash``, ``tp``, ``hardware``...), or pass ``options=``.
-
-    >>> r = estimate("gpt2-small", batch=1, seq=1024)
-    >>> r["params"]["total"]  # 124,439,808: biases on, embeddings tied
-    124439808
-    """
-    opts = Options.make(options, **kwargs)
-    m = model_for(model, settings, opts)
-    values = resolve(m, opts)
-    flat = quantities(m, opts).evaluate(values)
-    report = nest(flat)
-    c = opts.counting
-    report.update({
-        "model": m.name,
-        "family": m.family.name,
-        "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
-        "conventions": {"causal": c.causal, "embedding": c.embedding, "elementwise": c.elementwise,
-                        "precision": opts.precision, "optimizer": opts.optimizer,
-                        "flop": "a multiply-add is 2 FLOPs",
-                        "activations": flat.get("memory.conventions.activations",
-                                                "saved for backward, no recompute, attention scores materialised")},
-    })
-    if m.preset is not None:
-        report["source"] = m.preset.source
-    return Estimate(report)
+    return cached(model, settings=settings, options=options, **kwargs)

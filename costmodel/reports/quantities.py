@@ -12,7 +12,7 @@ from collections.abc import Callable
 import sympy
 
 from ..devices.timing import time_quantities
-from ..graph.analysis import tokens_per_step, totals
+from ..graph.analysis import tokens_per_step, totals, value_checks
 from ..graph.quantities import Quantities
 from ..memory.device import memory_quantities
 from ..options import Options
@@ -86,7 +86,7 @@ def quantities(model, options: Options) -> Quantities:
             key = None
     if key is not None and key in _CACHE:
         return _CACHE[key]
-    q = Quantities()
+    q = Quantities(checks=value_checks(model.graph))  # a config must first be one the graph describes
     for section in SECTIONS:
         q.update(section(model, options, q))
     if key is not None:

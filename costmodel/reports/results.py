@@ -7,15 +7,19 @@ and ``_repr_latex_`` draw a table (and formulas, where the result has them) in J
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 from collections.abc import Iterator, Mapping
 
-import sympy
-
-from ..devices.plot import memory_chart
 from ..errors import CostModelError
-from .latex import cost_latex, equations, ops_table
+
+# This module imports no sympy: an estimate served from cached formulas returns one of these without it.
+# Rendering formulas (LaTeX) and charts imports what it needs when it draws.
+
+
+def _is_sympy(obj: object) -> bool:
+    return type(obj).__module__.startswith("sympy.")
 
 
 def nest(flat: Mapping[str, object]) -> dict:
@@ -23,11 +27,16 @@ def nest(flat: Mapping[str, object]) -> dict:
     out: dict = {}
     for key, value in flat.items():
         node = out
-        *path, last = key.split(".")
+        *path, last = _split(key)
         for part in path:
             node = node.setdefault(part, {})
         node[last] = value
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(key: str) -> tuple[str, ...]:
+    return tuple(key.split("."))
 
 
 def flatten(obj: Mapping, prefix: str = "") -> dict[str, object]:
@@ -52,10 +61,8 @@ def to_jsonable(obj: object) -> object:
         return obj
     if isinstance(obj, float):
         return obj if obj == obj and obj not in (float("inf"), float("-inf")) else None
-    if isinstance(obj, sympy.Integer):
-        return int(obj)
-    if isinstance(obj, sympy.Basic):
-        return str(obj)
+    if _is_sympy(obj):
+        return int(obj) if getattr(obj, "is_Integer", False) else str(obj)
     return str(obj)
 
 
@@ -106,9 +113,11 @@ class Result(Mapping):
                 f"<thead><tr><th>key</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>")
 
     def _repr_latex_(self) -> str | None:
-        exprs = {k: v for k, v in self._rows() if isinstance(v, sympy.Basic)}
+        exprs = {k: v for k, v in self._rows() if _is_sympy(v)}
         if not exprs:
             return None
+        from .latex import cost_latex  # sympy's printer, loaded when formulas are drawn
+
         return cost_latex(exprs)
 
 
@@ -131,6 +140,8 @@ class Estimate(Result):
 
     def plot_memory(self, path: str, *, capacity: int | None = None):
         """A bar chart of the memory breakdown (``.png``/``.svg``/``.pdf``; needs matplotlib)."""
+        from ..devices.plot import memory_chart  # the plot extra, loaded when a chart is drawn
+
         parts = {k: v for k, v in self._data["memory_bytes"].items() if k not in ("total", "peak")
                  and isinstance(v, int)}
         return memory_chart(parts, path, title=f"{self._data['model']} memory", capacity=capacity)
@@ -157,6 +168,8 @@ class Derivation(Result):
 
     def to_latex(self) -> str:
         """An ``align*`` environment of every expression and a table of the ops."""
+        from .latex import equations, ops_table  # sympy's printer, loaded when formulas are drawn
+
         return equations(self._data["expressions"]) + "\n" + ops_table(self._data["ops"])
 
 

@@ -113,7 +113,7 @@ def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[st
         raise CostModelError(f"sweep: unknown metric {unknown[0]!r}{closest(unknown[0], q.exprs)}; "
                              f"known: {', '.join(q.exprs)}")
     symbols = tuple(sorted(base, key=str))
-    cache = q.__dict__.setdefault("_formulas", {})  # compiled once per metrics and symbols of these quantities
+    cache = q.__dict__.setdefault("_sweep_metrics", {})  # compiled once per metrics and symbols of these quantities
     key = (tuple(metrics), symbols)
     if key not in cache:
         cache[key] = compile_exprs([q.exprs[k] for k in metrics], symbols)
