@@ -7,6 +7,7 @@ substituted with :func:`evaluate`.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -286,20 +287,74 @@ def as_fraction(v: sympy.Expr) -> object:
 # Structure: orderings and repeated blocks
 
 
+@dataclass(frozen=True)
+class Structure:
+    """The orderings and repeated blocks of a graph, computed once per graph (:func:`structure`).
+
+    ``ops``: op nodes in topological order; ``blocks``: the outermost repeated blocks (count ≠ 1) → count;
+    ``block_of``: each node → its outermost repeated block (absent: outside every one); ``members``: each
+    block → its op nodes in order; ``first_block``: the position in ``ops`` of the first op in a block;
+    ``position``: each op node → its index in ``ops``.
+    """
+
+    ops: list[str]
+    blocks: dict[str, sympy.Expr]
+    block_of: dict[str, str]
+    members: dict[str, list[str]]
+    first_block: int
+    position: dict[str, int]
+
+    def stage(self, node: str) -> str:
+        """``"block"`` for a node in a repeated block, else ``"first"`` (before it) or ``"last"`` (after it)."""
+        if node in self.block_of:
+            return "block"
+        position = self.position.get(node)
+        return "first" if position is None or position < self.first_block else "last"
+
+
+_structures: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def structure(G: nx.DiGraph) -> Structure:
+    """The :class:`Structure` of ``G``, cached per graph object and recomputed when nodes or edges change
+    (graphs are built once and rewritten into copies; a sort per query made analyses quadratic in the ops)."""
+    signature = (G.number_of_nodes(), G.number_of_edges())
+    got = _structures.get(G)
+    if got is not None and got[0] == signature:
+        return got[1]
+    index = {n: i for i, n in enumerate(G.nodes)}
+    ops = [n for n in nx.lexicographical_topological_sort(G, key=index.__getitem__) if "op" in G.nodes[n]]
+    declared = G.graph.get("blocks", {})
+    blocks: dict[str, sympy.Expr] = {}
+    for name in sorted(declared, key=lambda b: b.count(".")):
+        if declared[name] != 1 and not any(name.startswith(o + ".") for o in blocks):
+            blocks[name] = declared[name]
+    block_of: dict[str, str] = {}
+    for node in G.nodes:
+        parts = node.split(".")
+        for i in range(1, len(parts)):  # the outermost enclosing block: the shortest prefix
+            prefix = ".".join(parts[:i])
+            if prefix in blocks:
+                block_of[node] = prefix
+                break
+    members: dict[str, list[str]] = {b: [] for b in blocks}
+    for n in ops:
+        if n in block_of:
+            members[block_of[n]].append(n)
+    first = next((i for i, n in enumerate(ops) if n in block_of), len(ops))
+    s = Structure(ops, blocks, block_of, members, first, {n: i for i, n in enumerate(ops)})
+    _structures[G] = (signature, s)
+    return s
+
+
 def order(G: nx.DiGraph) -> list[str]:
     """Op nodes in a topological order that follows insertion order where it can."""
-    index = {n: i for i, n in enumerate(G.nodes)}
-    return [n for n in nx.lexicographical_topological_sort(G, key=index.__getitem__) if "op" in G.nodes[n]]
+    return list(structure(G).ops)
 
 
 def repeated_blocks(G: nx.DiGraph) -> dict[str, sympy.Expr]:
     """The outermost repeated blocks (count ≠ 1) of ``G``: block → count."""
-    blocks = G.graph.get("blocks", {})
-    out: dict[str, sympy.Expr] = {}
-    for name in sorted(blocks, key=lambda b: b.count(".")):
-        if blocks[name] != 1 and not any(name.startswith(o + ".") for o in out):
-            out[name] = blocks[name]
-    return out
+    return dict(structure(G).blocks)
 
 
 def in_block(node: str, block: str) -> bool:

@@ -24,7 +24,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..graph.analysis import in_block, op_nodes, order, repeated_blocks
+from ..graph.analysis import in_block, order, structure
 from ..graph.cost import Saved, Zero
 from ..graph.passes import attention_chains
 from ..graph.pattern import Axes, elements
@@ -87,14 +87,20 @@ def requires_grad(G: nx.DiGraph, counting: Counting = Counting(),
 def _grad_share(G: nx.DiGraph, counting: Counting) -> dict[str, sympy.Expr]:
     """Per op node: the share of its runs whose output needs a gradient (1, 0, or (L−1)/L in a block
     whose first iteration reads a tensor without gradient but whose later iterations read their own output)."""
+    st = structure(G)
     first = requires_grad(G, counting)
-    share = {n: sympy.Integer(1 if n in first else 0) for n in order(G)}
-    for block, count in repeated_blocks(G).items():
-        if not any(in_block(n, block) and n in first for n in share):
-            continue
-        later = requires_grad(G, counting, frozenset(block_inputs(G, block)))
-        for n in share:
-            if in_block(n, block) and (n in first) != (n in later):
+    share = {n: sympy.Integer(1 if n in first else 0) for n in st.ops}
+    learning = [b for b in st.blocks if any(n in first for n in st.members[b])]
+    if not learning:
+        return share
+    # One pass for every block: a block's ops are reached from outside only through its own inputs, which are
+    # carried in both, so carrying all the blocks' inputs at once marks each block's ops as carrying its own would.
+    carried = frozenset(src for b in learning for src in block_inputs(G, b))
+    later = requires_grad(G, counting, carried)
+    for block in learning:
+        count = st.blocks[block]
+        for n in st.members[block]:
+            if (n in first) != (n in later):
                 share[n] = (int(n in first) + (count - 1) * int(n in later)) / count
     return share
 
@@ -155,13 +161,19 @@ def _storage(G: nx.DiGraph, node: str) -> str:
         node = source
 
 
+def _block_ops(G: nx.DiGraph, block: str) -> list[str]:
+    """The op nodes inside ``block``, in order (an outermost repeated block's from the graph's structure)."""
+    st = structure(G)
+    if block in st.members:
+        return st.members[block]
+    return [n for n in st.ops if in_block(n, block)]
+
+
 def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
     """Tensors from outside ``block`` read inside it (a layer's input), one Kept per producer."""
     count = G.graph["blocks"][block]
     out: dict[str, Kept] = {}
-    for name in order(G):
-        if not in_block(name, block):
-            continue
+    for name in _block_ops(G, block):
         op = G.nodes[name]["op"]
         for i, src in enumerate(G.nodes[name]["inputs"]):
             if in_block(src, block):
@@ -225,12 +237,18 @@ def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Cou
             flops += sum((op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"]
                           for n in (*core, context)), Zero)
     elif recompute == "full":
-        for block, count in repeated_blocks(G).items():
-            tensors = {k: v for k, v in tensors.items() if not all(in_block(s, block) for s in v.savers)}
+        st = structure(G)
+        # a tensor every saver of which sits in one repeated block is recomputed in the backward of that block
+        tensors = {k: v for k, v in tensors.items()
+                   if not (st.block_of.get(v.savers[0]) is not None
+                           and all(st.block_of.get(s) == st.block_of[v.savers[0]] for s in v.savers))}
+        terms = []
+        for block, count in st.blocks.items():
             for src, kept in block_inputs(G, block).items():
                 tensors[(src, "block_input", count)] = kept
-            flops += sum((op_cost(d["op"], counting).forward.flops * d["count"]
-                          for n, d in op_nodes(G) if in_block(n, block)), Zero)
+            terms += [op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"]
+                      for n in st.members[block]]
+        flops = sympy.Add(*terms)
     return Activations(tensors, recompute, sympy.expand(flops))
 
 

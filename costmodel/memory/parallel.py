@@ -31,7 +31,7 @@ import sympy
 
 from ..errors import CostModelError
 from ..formulas import Text
-from ..graph.analysis import as_fraction, in_block, order, repeated_blocks
+from ..graph.analysis import as_fraction, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, weight_operand, weight_use
@@ -132,12 +132,7 @@ def _split(axes, split: set[str]) -> bool:
 
 def stage_of(G: nx.DiGraph, node: str) -> str:
     """``"block"`` for a node in a repeated block, else ``"first"`` (before it) or ``"last"`` (after it)."""
-    blocks = repeated_blocks(G)
-    if any(in_block(node, b) for b in blocks):
-        return "block"
-    ops = order(G)
-    first_block = next((i for i, n in enumerate(ops) if any(in_block(n, b) for b in blocks)), len(ops))
-    return "first" if node in ops[:first_block] or node not in ops else "last"
+    return structure(G).stage(node)
 
 
 def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import networkx as nx
 import sympy
 
-from ..graph.analysis import evaluate, in_block, order, repeated_blocks
+from ..graph.analysis import evaluate, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.quantities import maximum, whole
@@ -64,10 +64,10 @@ class Peak:
 
 
 def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]]]:
-    blocks = repeated_blocks(G)
+    block_of = structure(G).block_of
     segs: list[tuple[str | None, list[str]]] = []
     for n in ops:
-        block = next((b for b in blocks if in_block(n, b)), None)
+        block = block_of.get(n)
         if segs and segs[-1][0] == block:
             segs[-1][1].append(n)
         else:
@@ -75,12 +75,15 @@ def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]
     return segs
 
 
-def _ledger(tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr]) -> dict[str, sympy.Expr]:
+def _ledger(tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr],
+            block_of: Mapping[str, str]) -> dict[str, sympy.Expr]:
     """Per first saver: bytes it allocates/frees per iteration of its block (rounded up to whole bytes)."""
     at: dict[str, list[sympy.Expr]] = {}
     for k in tensors.values():
         first = k.savers[0]
-        block = next((b for b in iters if b and in_block(first, b) and all(in_block(s, b) for s in k.savers)), None)
+        block = block_of.get(first)
+        if block is not None and any(block_of.get(s) != block for s in k.savers):
+            block = None
         # cancel: a count such as L − L_dense or (L − 2)/6 divides out exactly, leaving a polynomial (fast to expand)
         at.setdefault(first, []).append(whole(sympy.cancel(k.bytes / iters[block]), force=True))
     return {n: sympy.Add(*v) for n, v in at.items()}
@@ -109,8 +112,8 @@ def peak(G: nx.DiGraph, recompute: str = "none", states: sympy.Expr = Zero,
     iters: dict[str | None, sympy.Expr] = {None: sympy.Integer(1), **repeated_blocks(G)}
     kept = activations(G, recompute, counting).tensors
     full = activations(G, "none", counting).tensors
-    alloc_kept = _ledger(kept, iters)
-    alloc_full = _ledger(full, iters)
+    alloc_kept = _ledger(kept, iters, structure(G).block_of)
+    alloc_full = _ledger(full, iters, structure(G).block_of)
     skip = {k.node for k in kept.values()}
     transient = {n: _operand_bytes(G, n, skip) for n in ops}
 
@@ -119,23 +122,24 @@ def peak(G: nx.DiGraph, recompute: str = "none", states: sympy.Expr = Zero,
     live = Zero
     for block, nodes in segs:
         n = iters[block]
-        per_iter = sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes))
-        running = live + (n - 1) * per_iter  # the last iteration holds the most
+        # running sums are kept expanded: their monomials are few, so each step costs the same at any depth
+        per_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
+        running = sympy.expand(live + (n - 1) * per_iter)  # the last iteration holds the most
         for x in nodes:
-            running += alloc_kept.get(x, Zero)
+            running = sympy.expand(running + alloc_kept.get(x, Zero))
             candidates.append(sympy.expand(running + transient[x][0]))
             labels.append(f"forward of {x}")
-        live += n * per_iter
+        live = sympy.expand(live + n * per_iter)
     for block, nodes in reversed(segs):
         n = iters[block]
-        kept_iter = sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes))
-        full_iter = sympy.Add(*(alloc_full.get(x, Zero) for x in nodes))
-        running = live - kept_iter + full_iter  # the iteration's recomputed tensors are back
+        kept_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
+        full_iter = sympy.expand(sympy.Add(*(alloc_full.get(x, Zero) for x in nodes)))
+        running = sympy.expand(live - kept_iter + full_iter)  # the iteration's recomputed tensors are back
         for x in reversed(nodes):
             candidates.append(sympy.expand(running + transient[x][1]))
             labels.append(f"backward of {x}")
-            running -= alloc_full.get(x, Zero)
-        live -= n * kept_iter
+            running = sympy.expand(running - alloc_full.get(x, Zero))
+        live = sympy.expand(live - n * kept_iter)
     if not candidates:
         candidates, labels = [Zero], ["nothing"]
     return Peak(tuple(candidates), tuple(labels), states)
