@@ -142,6 +142,9 @@ def _show(v: object) -> object:
 # -- the artifact ---------------------------------------------------------------------------------------
 
 
+_WHOLE, _FLOAT, _NUMBER = 0, 1, 2  # how a key is shown: an exact int, a float, an int where whole else a float
+
+
 @dataclass
 class Formulas:
     """Generated formulas and how to read them (see the module notes). Plain data: it round-trips through JSON.
@@ -164,6 +167,15 @@ class Formulas:
 
     def __post_init__(self) -> None:
         self._fn = None
+        self.__kinds: list[int] | None = None
+
+    @property
+    def _kinds(self) -> list[int]:
+        """Per key: how its value is shown (a whole number, a float, or either), worked out once."""
+        if self.__kinds is None:
+            floats, numbers = set(self.floats), set(self.numbers)
+            self.__kinds = [_FLOAT if k in floats else _NUMBER if k in numbers else _WHOLE for k in self.keys]
+        return self.__kinds
 
     @property
     def fn(self):
@@ -202,15 +214,15 @@ class Formulas:
                 computed = {n: _show(v) for n, v in zip(names, got)}
                 raise CostModelError(Text(template).fill(values, {}, computed))
         flat: dict[str, object] = {}
-        floats, numbers = set(self.floats), set(self.numbers)
-        for key, v in zip(self.keys, nums):
-            v = _show(v)
-            if key in floats:
+        for key, how, v in zip(self.keys, self._kinds, nums):
+            if type(v) is not int:
+                v = _show(v)
+            if how == _FLOAT:
                 flat[key] = float(v)
-            elif key in numbers:
-                flat[key] = v if isinstance(v, int) else float(v)
             elif isinstance(v, int):
                 flat[key] = v
+            elif how == _NUMBER:
+                flat[key] = float(v)
             else:
                 raise CostModelError(f"{key} is not a whole number: {v}")
         i = 0

@@ -260,6 +260,22 @@ class Options:
         extra.update(kwargs)
         if not extra:
             return base
+        try:  # the same options again (a loop of estimates): the checked record, without checking again
+            memo = (base, tuple((k, type(v), v) for k, v in sorted(extra.items())))
+            return _MADE[memo]
+        except TypeError:  # an unhashable value (a list): build it
+            memo = None
+        except KeyError:
+            pass
+        made = cls._make(base, extra)
+        if memo is not None:
+            if len(_MADE) >= 512:
+                _MADE.pop(next(iter(_MADE)))
+            _MADE[memo] = made
+        return made
+
+    @classmethod
+    def _make(cls, base: Options, extra: dict[str, object]) -> Options:
         valid = cls.names()
         for name in extra:
             if name not in valid:
@@ -278,7 +294,11 @@ class Options:
     def derivation_key(self) -> tuple:
         """Every option but the step's batch and sequence (values, not choices): what derived formulas
         depend on, as a hashable tuple."""
-        return tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("batch", "seq"))
+        got = self.__dict__.get("_derivation_key")
+        if got is None:  # worked out once per record (a loop of estimates asks each time)
+            got = tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("batch", "seq"))
+            object.__setattr__(self, "_derivation_key", got)
+        return got
 
     def replace(self, **kwargs: object) -> Options:
         """A copy with some options changed (validated again, shortcuts allowed)."""
@@ -301,6 +321,9 @@ class Options:
 
 
 _DEFAULTS: list[Options] = []
+
+
+_MADE: dict[tuple, Options] = {}  # Options.make memo: (base, given options with their types) → record
 
 
 def _default() -> Options:

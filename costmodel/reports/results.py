@@ -24,19 +24,32 @@ def _is_sympy(obj: object) -> bool:
 
 def nest(flat: Mapping[str, object]) -> dict:
     """``{"a.b": 1}`` → ``{"a": {"b": 1}}``."""
-    out: dict = {}
-    for key, value in flat.items():
-        node = out
-        *path, last = _split(key)
-        for part in path:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
+    steps, n_nodes = _nesting(tuple(flat))
+    nodes: list[dict] = [{} for _ in range(n_nodes)]
+    for (parent, name, child), value in zip(steps, flat.values()):
+        node = nodes[parent]
+        for p, part, c in child:  # the dicts this key opens first
+            nodes[p][part] = nodes[c]
+        node[name] = value
+    return nodes[0]
 
 
-@functools.lru_cache(maxsize=4096)
-def _split(key: str) -> tuple[str, ...]:
-    return tuple(key.split("."))
+@functools.lru_cache(maxsize=256)
+def _nesting(keys: tuple[str, ...]) -> tuple[list[tuple[int, str, tuple]], int]:
+    """How to nest values of ``keys`` (in order), worked out once per key set: per key, the dict that holds
+    it, its last name and the (parent, name, child) links of the dicts it opens, in insertion order."""
+    index: dict[tuple[str, ...], int] = {(): 0}
+    steps = []
+    for key in keys:
+        *path, last = key.split(".")
+        opened = []
+        for i in range(len(path)):
+            prefix = tuple(path[:i + 1])
+            if prefix not in index:
+                index[prefix] = len(index)
+                opened.append((index[tuple(path[:i])], path[i], index[prefix]))
+        steps.append((index[tuple(path)], last, tuple(opened)))
+    return steps, len(index)
 
 
 def flatten(obj: Mapping, prefix: str = "") -> dict[str, object]:
