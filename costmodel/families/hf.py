@@ -72,6 +72,15 @@ def field(cfg: Mapping[str, object], name: str, kind: type = int, default: objec
     return value
 
 
+#: Hugging Face model types without a family of their own whose layers are those of a supported type, read
+#: from the same config fields: parameters and matmul FLOPs equal (``tests/arch/test_hf.py`` checks each against
+#: transformers). Each: the supported type, and what differs that no count here sees.
+SAME_STRUCTURE: dict[str, tuple[str, str]] = {
+    "smollm3": ("llama", "SmolLM3 leaves rotary embeddings out of some layers"),
+    "ministral": ("mistral", "Ministral names which layers use the sliding window in layer_types"),
+}
+
+
 def read_config(path: str, families: Mapping[str, object]) -> tuple[object, dict[str, object]]:
     """(family, settings) for a Hugging Face config.json."""
     data = read_json(path)
@@ -80,7 +89,11 @@ def read_config(path: str, families: Mapping[str, object]) -> tuple[object, dict
     if not isinstance(model_type, str):
         raise CostModelError(f"config {path!r}: missing 'model_type'; supported: {', '.join(sorted(supported))}")
     if model_type not in supported:
-        raise CostModelError(f"config {path!r}: unsupported model_type {model_type!r}{closest(model_type, supported)}; "
+        same = SAME_STRUCTURE.get(model_type)
+        hint = (f"; it has the structure of {same[0]!r} ({same[1]}): a copy of the config with "
+                f"\"model_type\": \"{same[0]}\" counts it exactly" if same and same[0] in supported
+                else closest(model_type, supported))
+        raise CostModelError(f"config {path!r}: unsupported model_type {model_type!r}{hint}; "
                              f"supported: {', '.join(sorted(supported))}")
     fam = supported[model_type]
     return fam, fam.from_hf(data)

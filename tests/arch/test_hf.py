@@ -175,3 +175,19 @@ CONFIGS = st.one_of(*(llama_like_configs(t) for t in ("llama", "mistral", "qwen2
 @given(fields=CONFIGS, batch=st.integers(1, 2), seq=st.integers(1, 6))
 def test_generated_configs_match_transformers(tmp_path_factory, fields, batch, seq):
     check(tmp_path_factory.mktemp("cfg"), fields, batch, seq)
+
+
+@pytest.mark.parametrize("model_type", sorted(__import__("costmodel.families.hf", fromlist=["x"]).SAME_STRUCTURE))
+def test_same_structure_hint_is_true(tmp_path, model_type):
+    """An unsupported type named as having a supported type's structure: the refusal says so, and counting
+    its config as that type gives transformers' own numbers for the real model type."""
+    from costmodel.errors import CostModelError
+    from costmodel.families.hf import SAME_STRUCTURE
+
+    like = SAME_STRUCTURE[model_type][0]
+    fields = llama_like(model_type, num_key_value_heads=2, head_dim=8, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    with pytest.raises(CostModelError, match=f"structure of '{like}'"):
+        estimate(str(path))
+    assert engine_counts(tmp_path, {**fields, "model_type": like}, 2, 5) == hf_counts(fields, 2, 5)
