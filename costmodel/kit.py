@@ -23,14 +23,23 @@ from .graph.cost import Cost, OpCost, Param, Saved, dtype_bytes
 from .graph.finetune import freeze, lora
 from .graph.passes import flash_attention, fuse_elementwise
 from .graph.registry import Kind, Op, data_operands, kind_of, op_cost, rule, weight_operand
-from .graph.rules import ELEMENTWISE, Elementwise, contraction, elementwise_cost, matrix, register_elementwise, vector
+from .graph.rules import (
+    ELEMENTWISE,
+    Elementwise,
+    contraction,
+    elements_of,
+    elementwise_cost,
+    matrix,
+    register_elementwise,
+    vector,
+)
 from .options import Counting
 from .symbols import symbol
 
 __all__ = [
     "ELEMENTWISE", "Cost", "CostModelError", "Counting", "Elementwise", "Family", "GraphBuilder", "Kind", "Model",
     "Op", "OpCost", "Param", "Preset", "Saved", "Tensor", "Totals", "breakdown", "contraction", "data_operands",
-    "dtype_bytes", "elementwise_cost", "evaluate", "field", "flash_attention", "freeze", "fuse_elementwise",
+    "dtype_bytes", "elements_of", "elementwise_cost", "evaluate", "field", "flash_attention", "freeze", "fuse_elementwise",
     "intensity", "kind_of", "leading_term", "limit", "lora", "matrix", "op_cost", "register_elementwise", "rule",
     "subgraph_cost", "symbol", "symbols", "totals", "vector", "weight_operand",
 ]
