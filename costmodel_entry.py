@@ -16,6 +16,17 @@ INTERRUPTED = 130
 _state = {"interrupted": False}
 
 
+def _leave(signum: int, frame: object) -> None:
+    """While modules are imported nothing needs cleaning up (no output yet): leave at once, quietly."""
+    os._exit(INTERRUPTED)
+
+
+try:  # installed when this module is imported, before costmodel (sympy, networkx) is
+    signal.signal(signal.SIGINT, _leave)
+except ValueError:  # not the main thread: the caller handles its signals
+    pass
+
+
 def _on_sigint(signum: int, frame: object) -> None:
     if _state["interrupted"]:  # a second Ctrl-C while the first unwinds: leave at once
         os._exit(INTERRUPTED)
@@ -31,7 +42,6 @@ def _unraisable(hook_args: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; the exit status (0, 2 bad input, 3 a bug, 130 interrupted)."""
-    signal.signal(signal.SIGINT, _on_sigint)
     sys.unraisablehook = _unraisable
     for stream in (sys.stdout, sys.stderr):  # PYTHONIOENCODING=ascii: non-ASCII text escaped, not a crash
         try:
@@ -42,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from costmodel.cli import main as run
 
+        signal.signal(signal.SIGINT, _on_sigint)  # from here an interrupt unwinds: a file being written is cleaned
         code = run(argv)
         sys.stdout.flush()
     except KeyboardInterrupt:

@@ -21,6 +21,15 @@ presets, :mod:`costmodel.conventions` the named counting conventions. Writing ar
 from __future__ import annotations
 
 import importlib
+import sys
+
+_ARGV = " ".join(getattr(sys, "orig_argv", ())[1:3])
+if sys.argv[:1] == ["-m"] and _ARGV in ("-m costmodel", "-mcostmodel") or _ARGV.startswith("-mcostmodel "):
+    # ``python -m costmodel`` (argv[0] is "-m" while the package is found): Ctrl-C during the imports below
+    try:  # exits 130 without a traceback, as the installed script does
+        import costmodel_entry  # noqa: F401  (installs its SIGINT handler when imported)
+    except ImportError:  # a checkout without the top-level entry module on sys.path
+        pass
 
 from . import conventions
 from .errors import CostModelError
