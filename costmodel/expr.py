@@ -28,8 +28,8 @@ _TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0
 MAX_LENGTH = 200
 #: What a user's expression may cost once its known numbers are in: the totals multiply it by other sizes and
 #: expand, so a short string such as ``(d+h+V+T+B)**64`` must be refused before any of that starts.
-MAX_DEGREE = 6
-MAX_TERMS = 64
+MAX_DEGREE = 4
+MAX_TERMS = 32
 #: While parsing, before any number is known: a bound on degree and on the bits of every coefficient
 #: (10^120: far above any size, far below the towers ``((9**64)**64)**64`` that take minutes to build).
 MAX_PARSE_DEGREE = 64

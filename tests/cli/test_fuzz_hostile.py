@@ -56,7 +56,7 @@ def test_hostile_flag_values_end_in_seconds_with_0_or_one_line(argv):
     start = time.monotonic()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(argv)
-    assert time.monotonic() - start < 30, argv
+    assert time.monotonic() - start < 30, argv  # a hang guard (bounded work), not a speed test
     assert code in (0, 2), (argv, err.getvalue())
     if code == 2:
         assert err.getvalue().startswith("costmodel: error: ") and err.getvalue().count("\n") == 1, err.getvalue()
@@ -101,4 +101,4 @@ def test_graph_builder_with_hostile_sizes_raises_only_costmodel_errors(hostile, 
         assert evaluate(t.forward.flops, numbers) >= 0
     except CostModelError as exc:
         assert "\n" not in str(exc), str(exc)
-    assert time.monotonic() - start < 20
+    assert time.monotonic() - start < 20  # a hang guard (bounded work), not a speed test
