@@ -33,6 +33,10 @@ MAX_TERMS = 32
 #: While parsing, before any number is known: a bound on degree and on the bits of every coefficient
 #: (10^120: far above any size, far below the towers ``((9**64)**64)**64`` that take minutes to build).
 MAX_PARSE_DEGREE = 64
+#: An architecture's own sizes (GraphBuilder: axis sizes, repeat counts, tokens per step) are written by
+#: people who know the model, so their budget is wider (a ViT's B·((r_img/r_patch)² + 1) is degree 5).
+MAX_GRAPH_DEGREE = 16
+MAX_GRAPH_TERMS = 256
 MAX_BITS = 400
 
 
@@ -164,7 +168,7 @@ def cost(e: sympy.Expr) -> tuple[int, int, int]:
 
     >>> from costmodel.symbols import SYMBOLS as S
     >>> cost((S["d"] + S["h"] + S["V"]) ** 3)
-    (3, 10, 0)
+    (3, 10, 6)
     """
     if e.is_Rational:
         return 0, 1, int(e.p).bit_length() + int(e.q).bit_length() - 1
@@ -186,16 +190,17 @@ def cost(e: sympy.Expr) -> tuple[int, int, int]:
     return sum(cost(a)[0] for a in e.args) or 1, 1, 0  # not built by this parser (a caller's own expression)
 
 
-def check_budget(e: object, what: str) -> None:
-    """Refuse an expression whose expansion would exceed :data:`MAX_DEGREE` or :data:`MAX_TERMS`
-    (substitute the numbers you know first: a power of numbers is one number)."""
+def check_budget(e: object, what: str, *, max_degree: int = MAX_DEGREE, max_terms: int = MAX_TERMS) -> None:
+    """Refuse an expression whose expansion would exceed ``max_degree`` or ``max_terms`` (a user's
+    expression: :data:`MAX_DEGREE`, :data:`MAX_TERMS`; substitute the numbers you know first: a power of
+    numbers is one number)."""
     if not isinstance(e, sympy.Expr) or e.is_Number:
         return
     degree, terms, bits = cost(e)
-    if degree > MAX_DEGREE or terms > MAX_TERMS or bits > MAX_BITS:
+    if degree > max_degree or terms > max_terms or bits > MAX_BITS:
         raise CostModelError(f"{what}: {e if len(str(e)) < 60 else str(e)[:57] + '...'} expands to degree "
-                             f"{degree} with up to {terms:,} terms; expected at most degree {MAX_DEGREE} and "
-                             f"{MAX_TERMS} terms once the known sizes are substituted")
+                             f"{degree} with up to {terms:,} terms; expected at most degree {max_degree} and "
+                             f"{max_terms} terms once the known sizes are substituted")
 
 
 def parse_setting(text: str) -> tuple[str, object]:

@@ -21,7 +21,7 @@ from einops import EinopsError
 from einops.parsing import AnonymousAxis, ParsedExpression
 
 from ..errors import CostModelError
-from ..expr import check_budget
+from ..expr import MAX_GRAPH_DEGREE, MAX_GRAPH_TERMS, check_budget
 from ..sizes import MAX_DIGITS
 
 Axes = tuple[str, ...]
@@ -144,7 +144,7 @@ def check_size(value: object, where: str) -> sympy.Expr:
     elif expr.is_positive is False:
         raise CostModelError(f"{where}: expected a positive size, received {expr}")
     else:
-        check_budget(expr, where)  # (d+T)**64 as an axis size would make every total a huge expansion
+        check_budget(expr, where, max_degree=MAX_GRAPH_DEGREE, max_terms=MAX_GRAPH_TERMS)  # no (d+T)**64 axis
     return expr
 
 
