@@ -1,6 +1,7 @@
 """Package discovery for the wheel and the sdist (the metadata is in pyproject.toml).
 
-Every package under ``costmodel/`` is found, and the architectures in ``graphs/`` are found and installed
+Every package under ``costmodel/`` is found, with the top-level ``costmodel_entry`` module (the console script,
+which handles Ctrl-C before costmodel is imported), and the architectures in ``graphs/`` are found and installed
 under the import name ``costmodel_graphs`` (a top-level ``graphs`` could collide with other distributions).
 """
 
@@ -9,4 +10,5 @@ from setuptools import find_packages, setup
 ENGINE = find_packages(include=["costmodel", "costmodel.*"])
 ARCHITECTURES = ["costmodel_graphs", *(f"costmodel_graphs.{p}" for p in find_packages("graphs"))]
 
-setup(packages=ENGINE + ARCHITECTURES, package_dir={"costmodel_graphs": "graphs"})
+setup(packages=ENGINE + ARCHITECTURES, package_dir={"costmodel_graphs": "graphs"},
+      py_modules=["costmodel_entry"])  # the console script: Ctrl-C handled before costmodel is imported

@@ -21,11 +21,21 @@ presets, :mod:`costmodel.conventions` the named counting conventions. Writing ar
 from __future__ import annotations
 
 import importlib
+import sys as _sys
 
-from . import conventions
-from .errors import CostModelError
-from .options import Counting, Layout, Options
-from .version import __version__ as __version__
+_ARGV = " ".join(getattr(_sys, "orig_argv", ())[1:3])
+if _sys.argv[:1] == ["-m"] and _ARGV in ("-m costmodel", "-mcostmodel") or _ARGV.startswith("-mcostmodel "):
+    # ``python -m costmodel`` (argv[0] is "-m" while the package is found): Ctrl-C during the imports below
+    try:  # exits 130 without a traceback, as the installed script does
+        import costmodel_entry  # noqa: F401  (installs its SIGINT handler when imported)
+    except ImportError:  # a checkout without the top-level entry module on sys.path
+        pass
+del _ARGV
+
+from . import conventions  # noqa: E402  (after the -m interrupt handler above)
+from .errors import CostModelError  # noqa: E402
+from .options import Counting, Layout, Options  # noqa: E402
+from .version import __version__ as __version__  # noqa: E402
 
 #: The verbs, imported on first use (deferred: sympy and networkx are most of a start-up, and a verb
 #: that needs neither should not pay for them).

@@ -29,7 +29,7 @@ def read_capped(path: str | Path, cap: int, what: str) -> bytes:
                 else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file"
             raise CostModelError(f"cannot read {what} {str(path)!r}: it is {kind}; expected a regular file")
         if info.st_size > cap:
-            raise CostModelError(f"{what} {str(path)!r} is {info.st_size:,} bytes; expected a file under {cap:,}")
+            raise CostModelError(f"{what} {str(path)!r} is {info.st_size:,} bytes; expected a {what} under {cap:,}")
         chunks, total = [], 0
         while total <= cap:
             chunk = os.read(fd, min(1 << 20, cap + 1 - total))
@@ -38,7 +38,7 @@ def read_capped(path: str | Path, cap: int, what: str) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
         if total > cap:
-            raise CostModelError(f"{what} {str(path)!r} is over {cap:,} bytes; expected a file under {cap:,}")
+            raise CostModelError(f"{what} {str(path)!r} is over {cap:,} bytes; expected a {what} under {cap:,}")
         return b"".join(chunks)
     except OSError as exc:
         raise CostModelError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None

@@ -7,7 +7,9 @@ Errors print one line on stderr and exit 2; no traceback ever reaches a user.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from costmodel import CostModelError, __version__
@@ -33,15 +35,37 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def one_line(message: str) -> str:
+    """``message`` on one line: an argument holding a newline cannot split an error into several."""
+    return message.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; the exit status: 0 done, 2 bad input (one line on stderr), 3 a bug, 130 interrupted.
+
+    Warnings (numpy's floating-point notes, deprecations) are captured, not printed: a successful run writes
+    nothing on stderr (``COSTMODEL_WARNINGS=1`` shows them, one line each).
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code = _main(argv)
+    if os.environ.get("COSTMODEL_WARNINGS"):
+        for w in caught:
+            print(one_line(f"costmodel: warning: {w.category.__name__}: {w.message}"), file=sys.stderr)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
         if args.command is None:
             parser().print_help()
             return 2
-        return args.run(args)
+        code = args.run(args)
+        sys.stdout.flush()  # a full disk on stdout is an error of this command, not a note at exit
+        return code
     except CostModelError as exc:
-        print(f"costmodel: error: {exc}", file=sys.stderr)
+        print(one_line(f"costmodel: error: {exc}"), file=sys.stderr)
         return 2
     except RecursionError:
         print("costmodel: error: input nested too deeply", file=sys.stderr)
@@ -50,7 +74,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the world, not the input: a full disk or a closed terminal on stdout
+        print(one_line(f"costmodel: error: cannot write the output: {exc.strerror or exc}"), file=sys.stderr)
+        return 2
     except Exception as exc:  # a bug in costmodel, not bad input: still one line, and a distinct exit code
-        print(f"costmodel: internal error: {type(exc).__name__}: {exc} (please report this with the command line)",
-              file=sys.stderr)
+        print(one_line(f"costmodel: internal error: {type(exc).__name__}: {exc} "
+                       "(please report this with the command line)"), file=sys.stderr)
         return 3

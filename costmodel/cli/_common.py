@@ -63,6 +63,13 @@ def options(args: argparse.Namespace, skip: Iterable[str] = ()) -> Options:
     return Options.make(**given)
 
 
+def output_file(text: str) -> str:
+    """An argparse ``type`` for a file the command writes: a name, not an empty string (which would be ignored)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a file name, received {text!r}")
+    return text
+
+
 def add_step_args(p: argparse.ArgumentParser, *, batch_default: str = "1") -> None:
     p.add_argument("--batch", type=typed("batch", "--batch"),
                    help=f"sequences per step, B (default {batch_default}); 1k = 1000")

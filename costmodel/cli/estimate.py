@@ -15,6 +15,7 @@ from ._common import (
     add_step_args,
     nbytes,
     options,
+    output_file,
     sci,
     settings,
     typed,
@@ -27,7 +28,8 @@ def add(sub: argparse._SubParsersAction) -> None:
                        description="FLOPs, parameters and memory of one training step of a model.")
     add_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
-    p.add_argument("--plot-memory", metavar="FILE", help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
+    p.add_argument("--plot-memory", metavar="FILE", type=output_file,
+                   help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
     p.set_defaults(run=run)
 
 

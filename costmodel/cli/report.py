@@ -8,7 +8,7 @@ import sys
 import costmodel
 
 from . import estimate
-from ._common import options, settings
+from ._common import options, output_file, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -17,16 +17,19 @@ def add(sub: argparse._SubParsersAction) -> None:
                                    "(compiles with pdflatex as is), Markdown with GitHub math, or JSON. "
                                    "With no output option, Markdown goes to stdout.")
     estimate.add_options(p)
-    p.add_argument("--latex", metavar="FILE", help="standalone LaTeX document ('-' for stdout)")
-    p.add_argument("--markdown", metavar="FILE", help="Markdown with $...$ math ('-' for stdout)")
-    p.add_argument("--json", metavar="FILE", help="exact numbers and formulas as JSON ('-' for stdout)")
+    p.add_argument("--latex", metavar="FILE", type=output_file,
+                   help="standalone LaTeX document ('-' for stdout)")
+    p.add_argument("--markdown", metavar="FILE", type=output_file,
+                   help="Markdown with $...$ math ('-' for stdout)")
+    p.add_argument("--json", metavar="FILE", type=output_file,
+                   help="exact numbers and formulas as JSON ('-' for stdout)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     doc = costmodel.report(args.model, settings=settings(args), options=options(args))
     outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json}
-    chosen = {k: getattr(args, k) for k in outputs if getattr(args, k)}
+    chosen = {k: getattr(args, k) for k in outputs if getattr(args, k) is not None}
     for kind, path in (chosen or {"markdown": "-"}).items():
         text = outputs[kind]()
         if path == "-":

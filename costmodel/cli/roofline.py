@@ -6,7 +6,17 @@ import argparse
 
 import costmodel
 
-from ._common import add_counting_args, add_model_args, add_step_args, duration, options, sci, settings, typed
+from ._common import (
+    add_counting_args,
+    add_model_args,
+    add_step_args,
+    duration,
+    options,
+    output_file,
+    sci,
+    settings,
+    typed,
+)
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +37,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", choices=costmodel.Options.choices("dtype"), help="whose peak to use (default: each op's dtype)")
     add_counting_args(p)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--plot", metavar="FILE", help="write a roofline chart (.png, .svg or .pdf; needs matplotlib)")
+    p.add_argument("--plot", metavar="FILE", type=output_file,
+                   help="write a roofline chart (.png, .svg or .pdf; needs matplotlib)")
     p.set_defaults(run=run)
 
 

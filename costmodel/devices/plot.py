@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..errors import CostModelError
+from ..files import write_atomic
 from .roofline import Bound
 from .table import Device
 
@@ -116,8 +117,17 @@ def memory_chart(parts: Mapping[str, int], path: str | Path, *, title: str = "me
 
 
 def _save(fig, path) -> None:
-    """Write the figure; a path that cannot be written is a CostModelError, not a traceback."""
+    """Render the figure in memory, then write it atomically: a failed write (a full disk, a file-size limit)
+    leaves an older chart at ``path`` whole. A path that cannot be written is a CostModelError."""
+    import io  # only when a chart is drawn
+
+    fmt = Path(path).suffix[1:].lower() or None
+    buf = io.BytesIO()
     try:
-        fig.savefig(path)
-    except OSError as exc:
-        raise CostModelError(f"plot: cannot write {str(path)!r}: {exc.strerror or exc}") from None
+        fig.savefig(buf, format=fmt)
+    except ValueError as exc:  # a format matplotlib does not write
+        raise CostModelError(f"plot: cannot write {str(path)!r}: {exc}") from None
+    try:
+        write_atomic(path, buf.getvalue(), "plot")
+    except CostModelError as exc:
+        raise CostModelError(f"plot: {exc}") from None

@@ -27,8 +27,12 @@ import sympy
 
 from ..errors import CostModelError, closest
 from ..expr import parse_number
+from ..files import read_capped
 
 #: The dtypes a device may list a peak for.
+#: A hardware file is a few hundred bytes a device: 1 MiB is far more than any real table.
+MAX_FILE_BYTES = 2**20
+
 PEAK_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
 
 # What a real device can be: wider than any chip made, narrower than nonsense.
@@ -152,10 +156,11 @@ def read_file(path: str | Path) -> dict[str, Device]:
     where = f"hardware file {str(path)!r}"
     if p.suffix not in (".toml", ".json"):
         raise CostModelError(f"{where}: expected a .toml or .json file, received {p.suffix or 'no suffix'!r}")
+    raw = read_capped(p, MAX_FILE_BYTES, "hardware file")  # a regular file only: no FIFO, device or huge file
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CostModelError(f"{where}: cannot read it ({exc.strerror})") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CostModelError(f"{where} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     try:
         if p.suffix == ".json":
             data = json.loads(text, parse_float=str)  # 3.35e12 kept as its exact decimal text

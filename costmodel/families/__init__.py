@@ -18,13 +18,16 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from importlib.metadata import entry_points
 
 import networkx as nx
 import sympy
 
+from .. import sizes
 from ..errors import CostModelError, closest
-from ..expr import parse_value
+from ..expr import check_budget, parse_value
+from ..files import read_capped
 from ..graph.analysis import as_int, evaluate, totals
 
 ENTRY_POINT_GROUP = "costmodel.architectures"
@@ -179,6 +182,37 @@ def _option(name: str, value: object, default: object, where: str) -> object:
     return value
 
 
+def _bounded(config: Mapping[str, object], opts: Mapping[str, object], where: str) -> dict[str, object]:
+    """The config with every size bounded before anything is built: a symbol's value is a number (or an
+    expression) of magnitude at most 10^MAX_DIGITS, and an expression has the numbers of the config's sized
+    symbols substituted first (``d_ff=(d+h+V)**64`` of a preset is one number, never an expansion), then
+    must fit the expansion budget of :func:`costmodel.expr.check_budget`."""
+    known = {k: v for k, v in config.items() if k not in opts and isinstance(v, int) and not isinstance(v, bool)}
+    out = {}
+    for k, v in config.items():
+        if k not in opts or not isinstance(opts[k], (bool, str)):  # a symbol, or a size option (d_ff)
+            if isinstance(v, (bool, str)) and k not in opts:
+                raise CostModelError(f"{where}: {k}: expected a positive whole number or an expression of "
+                                     f"symbols (a size), received {v!r}")
+            if isinstance(v, sympy.Expr) and not v.is_Number:
+                try:
+                    check_budget(v, f"setting {k}")
+                except CostModelError:  # over the budget as symbols: put in the numbers known (xreplace: no expansion)
+                    subs = {s: sympy.Integer(known[s.name]) for s in v.free_symbols if s.name in known}
+                    if not subs:
+                        raise
+                    v = v.xreplace(subs)
+                    check_budget(v, f"setting {k}")
+                if v.is_Integer:
+                    v = int(v)
+            number = v if isinstance(v, (int, Fraction)) else v if isinstance(v, sympy.Rational) else None
+            if number is not None and not isinstance(number, bool) and abs(number) > 10**sizes.MAX_DIGITS:
+                raise CostModelError(f"{where}: setting {k!r} = about 10^{len(str(abs(int(number)))) - 1} is out "
+                                     f"of range; expected a size of at most 10^{sizes.MAX_DIGITS}")
+        out[k] = v
+    return out
+
+
 def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = True
            ) -> tuple[nx.DiGraph, dict, tuple | None]:
     """Build with the config's builder options; the rest must be symbols the graph uses.
@@ -188,6 +222,7 @@ def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = 
     same graph, built once per process.
     """
     opts = fam.options
+    config = _bounded(config, opts, where)
     options, sized = {}, {}
     for k, v in config.items():
         if k not in opts:
@@ -224,6 +259,9 @@ def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = 
     values.update({sym: v for sym, v in sized.items() if sym in used.values()})
     return graph, values, key
 
+
+#: A builder file larger than this is not a builder someone wrote (it is refused before Python reads it).
+MAX_BUILDER_BYTES = 16 * 2**20
 
 #: Graphs built by a family's builder, by (family, builder options); graphs are never changed after they
 #: are built (passes return copies).
@@ -310,6 +348,7 @@ def load_builder(spec: str) -> Family:
     path, _, name = spec.rpartition(":")
     if not os.path.isfile(path):
         raise CostModelError(f"model {spec!r}: no file {path!r}; expected path/to/file.py:builder_function")
+    read_capped(path, MAX_BUILDER_BYTES, "builder file")  # a regular file of sane size, before Python opens it
     module_name = "costmodel_user_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(loader_spec)
@@ -318,7 +357,7 @@ def load_builder(spec: str) -> Family:
         loader_spec.loader.exec_module(module)
     except CostModelError:
         raise
-    except Exception as exc:  # the user's code: report it as one line, like any other bad input
+    except (Exception, SystemExit, GeneratorExit) as exc:  # the user's code: one line, like any other bad input
         raise CostModelError(f"model {spec!r}: running {path!r} failed: {type(exc).__name__}: {exc}") from None
     fn = getattr(module, name, None)
     if not callable(fn):
@@ -332,7 +371,7 @@ def load_builder(spec: str) -> Family:
             return fn(**options)
         except CostModelError:
             raise
-        except Exception as exc:  # a bug in the user's builder, reported as one line
+        except (Exception, SystemExit, GeneratorExit) as exc:  # a bug in the user's builder (sys.exit too): one line
             raise CostModelError(f"model {spec!r}: the builder raised {type(exc).__name__}: {exc}") from None
 
     return Family(name, build, f"user builder {name} from {path}")

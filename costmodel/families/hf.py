@@ -8,32 +8,51 @@ to costmodel settings, raising a clear error for a missing or ill-typed field.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 
 from ..errors import CostModelError, closest
+from ..files import read_capped
 
 MAX_CONFIG_BYTES = 4 * 2**20
 MAX_SIZE = 10**15  # no real size is near this; larger values are corrupt files
+MAX_DIGITS = 30  # digits of any integer in a config (sizes.MAX_DIGITS): a 5,000-digit one is refused in one line
 
 
 def _reject_constant(name: str) -> object:
     raise CostModelError(f"config.json: {name} is not a valid number (expected finite numbers)")
 
 
+def _digits_capped(text: str) -> int:
+    """A JSON integer, refused past :data:`MAX_DIGITS` digits (Python would refuse 4,300 with a ValueError)."""
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise CostModelError(f"config.json: an integer of {len(text.lstrip('-')):,} digits is out of range; "
+                             f"expected at most {MAX_DIGITS} digits (no real size is near 10^{MAX_DIGITS})")
+    return int(text)
+
+
+def _float_capped(text: str) -> float:
+    if len(text) > 64:
+        raise CostModelError(f"config.json: a number of {len(text):,} characters; expected at most 64")
+    return float(text)
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A JSON object whose keys are distinct: a repeated key is refused rather than the last one kept."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise CostModelError(f"config.json: key {key!r} appears twice in one object; expected each key once")
+        out[key] = value
+    return out
+
+
 def read_json(path: str) -> dict:
-    """Parse a JSON object from ``path`` strictly."""
+    """Parse a JSON object from ``path`` strictly: a regular file under the byte cap, no NaN or Infinity,
+    no integer of more than :data:`MAX_DIGITS` digits, no repeated key."""
+    raw = read_capped(path, MAX_CONFIG_BYTES, "config.json")
     try:
-        size = os.path.getsize(path)
-        if size > MAX_CONFIG_BYTES:
-            raise CostModelError(f"config {path!r} is {size:,} bytes; expected a config.json under "
-                                 f"{MAX_CONFIG_BYTES:,}")
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        raise CostModelError(f"cannot read config {path!r}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, parse_int=_digits_capped,
+                          parse_float=_float_capped, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise CostModelError(f"config {path!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:

@@ -21,6 +21,8 @@ from einops import EinopsError
 from einops.parsing import AnonymousAxis, ParsedExpression
 
 from ..errors import CostModelError
+from ..expr import MAX_GRAPH_DEGREE, MAX_GRAPH_TERMS, check_budget
+from ..sizes import MAX_DIGITS
 
 Axes = tuple[str, ...]
 
@@ -136,8 +138,13 @@ def check_size(value: object, where: str) -> sympy.Expr:
     if expr.is_number:
         if not (expr.is_integer and expr.is_positive):
             raise CostModelError(f"{where}: expected a positive integer size, received {expr}")
+        if expr.is_Integer and expr > 10**MAX_DIGITS:  # bounded before any product of sizes is formed
+            raise CostModelError(f"{where}: a size of about 10^{len(str(expr)) - 1} is out of range; expected at "
+                                 f"most 10^{MAX_DIGITS}")
     elif expr.is_positive is False:
         raise CostModelError(f"{where}: expected a positive size, received {expr}")
+    else:
+        check_budget(expr, where, max_degree=MAX_GRAPH_DEGREE, max_terms=MAX_GRAPH_TERMS)  # no (d+T)**64 axis
     return expr
 
 

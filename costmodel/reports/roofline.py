@@ -77,7 +77,7 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
     if decode:
         out["decode"] = summary(prepared, values, dev, dtype=dtype, counting=counting)  # of the unfused step
     else:
-        v = variants(base, values, dev, phase=phase, counting=counting)
+        v = variants(base, values, dev, phase=phase, dtype=opts.dtype, counting=counting)  # --dtype for every row
         out["variants"] = {k: {"time_s": float(b.time_s), "bytes": int(b.bytes)} for k, b in v.items()}
         out["variants"]["fusion_bytes_saved"] = int(v["unfused"].bytes - v["fused"].bytes)
         out["variants"]["flash_bytes_saved"] = int(v["unfused"].bytes - v["flash"].bytes)
