@@ -3,8 +3,8 @@
 Generated formulas (:mod:`costmodel.graph.codegen`) run on any numbers that support ``+ - * ** %`` and
 comparisons, with the helpers of a mode for the rest. :func:`checked_mode` gives them :class:`Q`: rationals
 ``n/d`` held as two int64 arrays (``d > 0``, reduced), where every product and sum is first bounded in float64
-and :class:`Overflow` is raised when a result could leave ±2^62 (float64's relative error is 2^-53, so a bound
-under 2^62 proves the exact value under 2^63). Nothing ever wraps: a caller that catches :class:`Overflow`
+and :class:`Int64OverflowError` is raised when a result could leave ±2^62 (float64's relative error is 2^-53, so a bound
+under 2^62 proves the exact value under 2^63). Nothing ever wraps: a caller that catches :class:`Int64OverflowError`
 evaluates the same chunk again with Python ints (:func:`costmodel.formulas.object_mode`), so a result is
 always the exact value ``estimate`` computes, at numpy speed while the numbers fit.
 
@@ -19,7 +19,7 @@ always the exact value ``estimate`` computes, at numpy speed while the numbers f
 >>> f(checked_mode(), Q(np.array([2**61])), Q(np.array([1])))
 Traceback (most recent call last):
 ...
-costmodel.reports.checked.Overflow: a value could leave int64
+costmodel.reports.checked.Int64OverflowError: a value could leave int64
 """
 
 from __future__ import annotations
@@ -31,40 +31,47 @@ import numpy as np
 _LIMIT = 2.0**62
 
 
-class Overflow(ArithmeticError):
+class Int64OverflowError(ArithmeticError):
     """A result could leave int64: evaluate the chunk with Python ints instead."""
 
 
 def _bound(x: np.ndarray) -> None:
     if np.size(x) and float(np.max(x)) >= _LIMIT:
-        raise Overflow("a value could leave int64")
+        raise Int64OverflowError("a value could leave int64")
+
+
+def _magnitude(a) -> float:
+    a = np.asarray(a)
+    return float(max(a.max(), -a.min())) if a.size else 0.0  # two reductions, no temporary array
 
 
 def _mul(a, b):
-    _bound(np.abs(np.asarray(a, dtype=np.float64)) * np.abs(np.asarray(b, dtype=np.float64)))
+    if _magnitude(a) * _magnitude(b) >= _LIMIT:  # the products' bound; else element by element
+        _bound(np.abs(np.asarray(a, dtype=np.float64)) * np.abs(np.asarray(b, dtype=np.float64)))
     return np.multiply(a, b, dtype=np.int64)
 
 
 def _add(a, b):
-    _bound(np.abs(np.asarray(a, dtype=np.float64)) + np.abs(np.asarray(b, dtype=np.float64)))
+    if _magnitude(a) + _magnitude(b) >= _LIMIT:
+        _bound(np.abs(np.asarray(a, dtype=np.float64)) + np.abs(np.asarray(b, dtype=np.float64)))
     return np.add(a, b, dtype=np.int64)
 
 
 def lift(x) -> Q:
-    """A number as a :class:`Q`: Python ints and Fractions beyond int64 raise :class:`Overflow`."""
+    """A number as a :class:`Q`: Python ints and Fractions beyond int64 raise :class:`Int64OverflowError`."""
     if isinstance(x, Q):
         return x
     if isinstance(x, (bool, np.bool_)) or x is None:
-        raise Overflow("a truth value or no value in arithmetic")  # the Python-int mode decides these
+        raise Int64OverflowError("a truth value or no value in arithmetic")  # the Python-int mode decides these
     if isinstance(x, Fraction):
         return Q(lift(x.numerator).n, lift(x.denominator).n)
     if isinstance(x, int):
         if abs(x) >= 2**62:
-            raise Overflow("a value could leave int64")
+            raise Int64OverflowError("a value could leave int64")
         return Q(np.int64(x))
     a = np.asarray(x)
     if a.dtype.kind not in "iu":
-        raise Overflow("not whole numbers")
+        raise Int64OverflowError("not whole numbers")
     return Q(a.astype(np.int64))
 
 
@@ -75,15 +82,13 @@ class Q:
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, n, d=None) -> None:
-        if d is not None:
+        if d is not None:  # not reduced (comparisons cross-multiply; exact_values reduces), only signed
             d = np.asarray(d, dtype=np.int64)
             n = np.asarray(n, dtype=np.int64)
-            if np.any(d == 0):
-                raise Overflow("a division by zero")  # the Python-int mode raises it, element by element
-            n, d = np.where(d < 0, -n, n), np.abs(d)
-            g = np.gcd(n, d)
-            g = np.where(g == 0, 1, g)
-            n, d = n // g, d // g
+            if np.any(d <= 0):
+                if np.any(d == 0):
+                    raise Int64OverflowError("a division by zero")  # the Python-int mode raises it, element by element
+                n, d = np.where(d < 0, -n, n), np.abs(d)
             if not np.any(d != 1):
                 d = None
         self.n, self.d = n, d
@@ -125,7 +130,7 @@ class Q:
 
     def __pow__(self, e):
         if not isinstance(e, int) or isinstance(e, bool) or e < 0:
-            raise Overflow("a power that is not a whole number")
+            raise Int64OverflowError("a power that is not a whole number")
         out = Q(np.int64(1))
         for _ in range(e):
             out = out * self
@@ -139,8 +144,10 @@ class Q:
 
     def __mod__(self, other):  # Python's %: the sign of the divisor
         o = lift(other)
-        if self.d is None and o.d is None:
-            return Q(np.mod(self.n, o.n)) if not np.any(np.asarray(o.n) == 0) else _raise()
+        if np.any(np.asarray(o.n) == 0):
+            _raise()
+        if o.d is None:  # (n/d) mod m = (n mod m·d) / d
+            return Q(np.mod(self.n, _mul(o.n, self._den())), self.d)
         return self - o * (self / o).floor()
 
     def __rmod__(self, other):
@@ -175,11 +182,11 @@ class Q:
         return a >= b
 
     def __bool__(self):
-        raise Overflow("a truth value of arrays")  # a formula branching in Python: the Python-int mode decides
+        raise Int64OverflowError("a truth value of arrays")  # a formula branching in Python: the Python-int mode decides
 
 
 def _raise():
-    raise Overflow("a division by zero")
+    raise Int64OverflowError("a division by zero")
 
 
 def _where(cond, a, b):
@@ -222,5 +229,7 @@ def exact_values(x: object) -> list:
     if isinstance(x, Q):
         if x.d is None:
             return np.asarray(x.n).ravel().tolist()
-        return [n if d == 1 else Fraction(n, d) for n, d in zip(np.ravel(x.n).tolist(), np.ravel(x.d).tolist())]
+        n, d = np.broadcast_arrays(np.ravel(x.n), np.ravel(x.d))
+        g = np.gcd(n, d)
+        return [n if d == 1 else Fraction(n, d) for n, d in zip((n // g).tolist(), (d // g).tolist())]
     return np.asarray(x).ravel().tolist()

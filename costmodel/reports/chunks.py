@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import CostModelError
 from ..formulas import float_mode, object_mode, run_source
-from .checked import Overflow, Q, checked_mode, exact_values
+from .checked import Int64OverflowError, Q, checked_mode, exact_values
 
 #: Configs per chunk: a few MB per column, large enough that numpy's per-call cost vanishes.
 CHUNK = 1 << 17
@@ -131,7 +131,7 @@ def _exact(fn: Callable, plan: Plan, cols: dict, n: int, truth: bool = False) ->
             if truth:
                 return [np.broadcast_to(np.asarray(r, dtype=bool), (n,)) for r in res]
             return [_objects(exact_values(r), n) for r in res]
-    except Overflow:
+    except Int64OverflowError:
         pass
     args = [np.asarray(cols[s], dtype=object) if s in cols else plan.base[s] for s in plan.symbols]
     try:

@@ -94,7 +94,7 @@ def write(plan: Plan, shown: Sequence[str], fmt: str, *, output: str | None = No
     best = None
     pq_writer = None
     try:
-        fh = open(tmp, "wb") if tmp is not None else stream  # noqa: SIM115 (closed below, before the rename)
+        fh = open(tmp, "wb") if tmp is not None else stream
         try:
             if fmt == "parquet":
                 pq_writer, pa = writers.parquet_writer(tmp, dt)

@@ -38,7 +38,7 @@ from ..expr import parse_int, parse_number
 from ..families import Model
 from ..graph.codegen import compile_exprs, float_mode, object_mode, source
 from ..options import Options
-from .chunks import CHUNK, Plan, evaluate, run
+from .chunks import Plan, evaluate, run
 from .estimate import model_for, resolve
 from .quantities import quantities
 from .results import Sweep
