@@ -67,10 +67,14 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
         return 0
     from costmodel.reports import stream
-    from costmodel.reports.sweep import chinchilla_optimal, describe_optimal, plan
+    from costmodel.reports.plans import plan  # cached formulas: no sympy, no networkx
 
     extra = ["params.non_embedding", "flops.training", "tokens.per_step"] if args.budget is not None else []
-    opt = chinchilla_optimal(args.budget, args.ratio) if args.budget is not None else None
+    opt = None
+    if args.budget is not None:
+        from costmodel.reports.sweep import chinchilla_optimal, describe_optimal  # exact square roots: sympy
+
+        opt = chinchilla_optimal(args.budget, args.ratio)
     p, _ = plan(args.model, args.grid, list(dict.fromkeys([*metrics, *extra])), settings=settings(args),
                 exact=args.exact, options=options(args))
     shown = [*p.names, *metrics, "valid"]

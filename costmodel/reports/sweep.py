@@ -26,7 +26,6 @@ chunk (memory flat in the grid's size) and :func:`sweep` collects into columns.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -34,52 +33,19 @@ import numpy as np
 import sympy
 
 from ..errors import CostModelError, closest
-from ..expr import parse_int, parse_number
+from ..expr import parse_number
 from ..families import Model
 from ..graph.codegen import compile_exprs, float_mode, object_mode, source
 from ..options import Options
 from .chunks import Plan, evaluate, run
 from .estimate import model_for, resolve
+from .grid import MAX_EXACT_POINTS as MAX_EXACT_POINTS  # the limits and the parser, where they were
+from .grid import MAX_POINTS as MAX_POINTS
+from .grid import axes as grid_axes
+from .grid import check_budget
+from .grid import parse_grid as parse_grid
 from .quantities import quantities
 from .results import Sweep
-
-#: Most configs one sweep evaluates, and most values (configs × metrics): evaluation is streamed, so these
-#: bound time, not memory. Exact sweeps run at Python-int speed once numbers leave int64, so they take fewer.
-MAX_POINTS = 10**7
-MAX_EXACT_POINTS = 10**6
-MAX_VALUES = 4 * 10**7
-MAX_EXACT_VALUES = 4 * 10**6
-
-
-def parse_grid(text: str) -> tuple[str, Sequence[int]]:
-    """``NAME=START:STOP:STEP`` (STOP included; a ``range``, never a list), ``NAME=A,B,C`` or ``NAME=A`` →
-    (name, values).
-
-    >>> parse_grid("d=1024:4096:1024")
-    ('d', range(1024, 4097, 1024))
-    >>> parse_grid("L=12,24,48")
-    ('L', [12, 24, 48])
-    """
-    name, eq, spec = text.partition("=")
-    name, spec = name.strip(), spec.strip()
-    where = f"--grid {text!r}"
-    if not eq or not name.isidentifier() or not spec:
-        raise CostModelError(f"{where}: expected NAME=START:STOP:STEP or NAME=A,B,C such as d=1024:8192:1024")
-    if ":" in spec:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3):
-            raise CostModelError(f"{where}: expected START:STOP or START:STOP:STEP, received {spec!r}")
-        start, stop = (parse_int(p, where) for p in parts[:2])
-        step = parse_int(parts[2], where) if len(parts) == 3 else 1
-        if stop < start:
-            raise CostModelError(f"{where}: expected START <= STOP, received {start} > {stop}")
-        if (stop - start) // step + 1 > MAX_POINTS:
-            raise CostModelError(f"{where}: more than {MAX_POINTS:,} values")
-        return name, range(start, stop + 1, step)
-    values = spec.split(",")
-    if len(values) > MAX_POINTS:
-        raise CostModelError(f"{where}: more than {MAX_POINTS:,} values")
-    return name, list(dict.fromkeys(parse_int(p, where) for p in values))
 
 
 @dataclass(frozen=True)
@@ -134,45 +100,14 @@ def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[st
     return Formulas(tuple(metrics), symbols, dict(base), cache[key])
 
 
-def _axes(grid: Mapping[str, Sequence[int]] | Sequence[str]) -> dict[str, Sequence[int]]:
-    """The grid as name → a ``range`` or a tuple of positive Python ints; nothing is expanded."""
-    if not isinstance(grid, Mapping):
-        grid = dict(parse_grid(g) for g in grid)
-    out: dict[str, Sequence[int]] = {}
-    for name, values in grid.items():
-        if isinstance(values, range):
-            if len(values) and min(values[0], values[-1]) < 1:
-                raise CostModelError(f"--grid {name}: expected positive whole numbers, received {values}")
-            out[str(name)] = values
-            continue
-        if len(values) > MAX_POINTS:
-            raise CostModelError(f"--grid {name}: more than {MAX_POINTS:,} values")
-        try:
-            vals = tuple(operator.index(v) for v in values)
-        except TypeError:
-            raise CostModelError(f"--grid {name}: expected whole numbers, received {list(values)[:5]}") from None
-        bad = [v for v in vals if isinstance(v, bool) or v < 1]
-        if bad:
-            raise CostModelError(f"--grid {name}: expected positive whole numbers, received {bad[0]!r}")
-        out[str(name)] = tuple(int(v) for v in vals)
-    return out
-
-
 def plan(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
         "flops.training",), *, settings: Mapping[str, object] | None = None, exact: bool = False,
          options: Options | None = None, **kwargs: object) -> tuple[Plan, Model]:
     """Validate a sweep before any work (grid sizes, points × metrics, then names), derive it once and return
     the :class:`~.chunks.Plan` the chunk engine evaluates, with the model."""
     metrics = list(dict.fromkeys(metrics))
-    axes = _axes(grid)
-    n = math.prod(len(v) for v in axes.values())
-    limit, values = (MAX_EXACT_POINTS, MAX_EXACT_VALUES) if exact else (MAX_POINTS, MAX_VALUES)
-    mode = " with --exact" if exact else ""
-    if n > limit:
-        raise CostModelError(f"sweep: {n:,} configs; expected at most {limit:,}{mode}")
-    if n * max(1, len(metrics)) > values:
-        raise CostModelError(f"sweep: {n:,} configs × {len(metrics)} metrics = {n * len(metrics):,} values; "
-                             f"expected at most {values:,}{mode} (fewer configs or metrics per sweep)")
+    axes = grid_axes(grid)
+    check_budget(axes, metrics, exact)
     opts = Options.make(options, **kwargs)
     m = model_for(model, settings, opts)
     base = resolve(m, opts)
@@ -213,7 +148,14 @@ def sweep(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str],
     metrics = list(dict.fromkeys(metrics))
     extra = ["params.non_embedding", "flops.training", "tokens.per_step"] if budget is not None else []
     wanted = list(dict.fromkeys([*metrics, *extra]))
-    p, m = plan(model, grid, wanted, settings=settings, exact=exact, options=options, **kwargs)
+    if isinstance(model, str):  # cached formulas when there are (see .plans), else derived here
+        from .plans import plan as cached_plan
+
+        p, name = cached_plan(model, grid, wanted, settings=settings, exact=exact,
+                              options=Options.make(options, **kwargs))
+    else:
+        p, m = plan(model, grid, wanted, settings=settings, exact=exact, options=options, **kwargs)
+        name = m.name
     parts = list(run(p, evaluate, workers=workers, dask=dask))
     keys = [*p.names, *wanted, "valid"]
     out: dict[str, object] = {}
@@ -228,7 +170,7 @@ def sweep(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str],
         for k in extra:
             if k not in metrics:
                 del out[k]
-    return Sweep(out, model=m.name, grid=list(p.names), metrics=metrics, exact=exact, optimal=optimal)
+    return Sweep(out, model=name, grid=list(p.names), metrics=metrics, exact=exact, optimal=optimal)
 
 
 def describe_optimal(opt: Mapping[str, sympy.Expr], closest_config: Mapping[str, int]) -> dict:

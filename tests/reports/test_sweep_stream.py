@@ -208,3 +208,33 @@ def test_non_finite_values_are_null_or_a_reason():
     assert text(cols, ["d", "m", "valid"], "jsonl").count(b"null") == 2
     assert text(cols, ["d", "m", "valid"], "csv") == b"1,,True\n2,,True\n3,2.5,True\n"
     assert _float(sympy.Integer(10) ** 400) == "1.00000E+400 (beyond float64)"
+
+
+# -- the plan cache: a warm sweep is the derived one, without sympy ------------------------------------------
+
+
+def test_cached_plan_equals_the_derived_one_and_needs_no_sympy(tmp_path, monkeypatch, capsys):
+    import os
+    import subprocess
+    import sys
+
+    from costmodel.reports import plans
+
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
+    grid, metrics = ["d=64:640:64", "L=2,4"], ["params.total", "flops.training"]
+    cold, name = plans.plan("gpt2-small", grid, metrics, options=None)
+    warm, name2 = plans.plan("gpt2-small", grid, metrics, options=None)
+    derived, m = plan("gpt2-small", grid, metrics)
+    assert cold == warm == derived and name == name2 == m.name
+    code = ("import sys; from costmodel.cli import main; rc = main(['sweep', 'gpt2-small', '--grid', 'd=64:640:64', "
+            "'--grid', 'L=2,4', '--metric', 'params.total', '--metric', 'flops.training', '--csv']); "
+            "assert rc == 0; print(sorted(k for k in ('sympy', 'networkx') if k in sys.modules))")
+    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.splitlines()[-1] == "[]"
+    # a base config the checks refuse goes to the derivation, which says why (T = 4096 > T_max = 1024)
+    args = ["sweep", "gpt2-small", "--grid", "L=2,4", "--metric", "params.total", "--metric", "flops.training"]
+    assert main([*args, "--csv"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--csv", "--seq", "4096"]) == 2
+    assert "T_max" in capsys.readouterr().err
