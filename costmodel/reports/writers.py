@@ -46,12 +46,12 @@ def _split(joined: str, n: int, sep: str) -> tuple[np.ndarray, np.ndarray]:
     return _matrix(buf, starts, ends - starts)
 
 
-_DIGITS = np.array([list(f"{i:04d}".encode()) for i in range(10000)], np.uint8)  # 0000 … 9999
+_DIGITS = np.array([list(f"{i:04d}".encode()) for i in range(10000)], np.uint8).view("<u4").ravel()  # "0000"…
 _POWERS = 10 ** np.arange(1, 19, dtype=np.int64)  # 10 … 10^18
 
 
 def _ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int64 values in decimal, four digits at a time from a table; leading zeros masked off."""
+    """int64 values in decimal, four digits (one uint32 of a table) at a time; leading zeros masked off."""
     a = np.asarray(a, dtype=np.int64)
     if not len(a):
         return _empty(0)
@@ -60,16 +60,19 @@ def _ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     neg = a < 0
     u = np.abs(a)
     digits = np.searchsorted(_POWERS, u, side="right") + 1
-    groups = (int(digits.max()) + 3) // 4
-    w = 4 * groups + 1  # a sign, then the digits
-    m = np.empty((len(a), w), np.uint8)
+    width = digits + neg  # a minus sign takes a leading zero's place
+    groups = (int(width.max()) + 3) // 4
+    m = np.empty((len(a), groups), "<u4")
     for g in range(groups - 1, -1, -1):
-        m[:, 1 + 4 * g:5 + 4 * g] = _DIGITS[u % 10000]
-        u = u // 10000
+        q, r = np.divmod(u, 10000)
+        m[:, g] = _DIGITS[r]
+        u = q
+    m = m.view(np.uint8)  # (n, 4·groups) bytes, in order
+    w = 4 * groups
     if neg.any():
         rows = np.flatnonzero(neg)
-        m[rows, w - 1 - digits[rows]] = ord("-")
-    return m, np.arange(w) >= (w - digits - neg)[:, None]
+        m[rows, w - width[rows]] = ord("-")
+    return m, np.arange(w) >= (w - width)[:, None]
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
