@@ -8,8 +8,6 @@ import sys
 
 import costmodel
 from costmodel import CostModelError
-from costmodel.files import write_atomic
-from costmodel.reports.chunks import CHUNK
 
 from ._common import add_counting_args, add_memory_args, add_model_args, add_step_args, options, sci, settings
 
@@ -45,55 +43,33 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="evaluate chunks in N local processes (the output is identical; 0: one per CPU)")
     p.add_argument("--dask", metavar="ADDRESS", help="evaluate chunks on a Dask cluster, e.g. tcp://host:8786 "
                    "(needs pip install 'costmodel[dask]')")
-    p.add_argument("--chunk", type=int, default=CHUNK, metavar="N", help=f"configs per chunk (default {CHUNK})")
+    p.add_argument("--chunk", type=int, metavar="N", help="configs per chunk (default 131072)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     metrics = list(dict.fromkeys(args.metric or ["flops.training"]))
     fmt = "csv" if args.csv else "json" if args.json else args.format or "table"
-    workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
-    if args.workers < 0 or args.chunk < 1:
+    if args.workers < 0 or (args.chunk is not None and args.chunk < 1):
         raise CostModelError(f"--workers {args.workers} --chunk {args.chunk}: expected --workers >= 0 and "
                              "--chunk >= 1")
-    if fmt == "json":
-        r = costmodel.sweep(args.model, args.grid, metrics, settings=settings(args), exact=args.exact,
-                            budget=args.budget, ratio=args.ratio, workers=workers, dask=args.dask,
-                            options=options(args))
-        text = r.to_json() + "\n"
-        if args.output:
-            write_atomic(args.output, text, "sweep")
-        else:
-            sys.stdout.write(text)
-        return 0
-    from costmodel.reports import stream
-    from costmodel.reports.plans import plan  # cached formulas: no sympy, no networkx
-
-    extra = ["params.non_embedding", "flops.training", "tokens.per_step"] if args.budget is not None else []
-    opt = None
-    if args.budget is not None:
-        from costmodel.reports.sweep import chinchilla_optimal, describe_optimal  # exact square roots: sympy
-
-        opt = chinchilla_optimal(args.budget, args.ratio)
-    p, _ = plan(args.model, args.grid, list(dict.fromkeys([*metrics, *extra])), settings=settings(args),
-                exact=args.exact, options=options(args))
-    shown = [*p.names, *metrics, "valid"]
+    workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
     out = None
     if args.output is None:
         if fmt in ("npy", "parquet") and sys.stdout.isatty():
             raise CostModelError(f"--format {fmt}: binary output to a terminal; expected --output FILE")
         sys.stdout.flush()
         out = getattr(sys.stdout, "buffer", None) or _Text(sys.stdout)
-    budget = (float(opt["budget"]), float(opt["tokens_per_param"])) if opt is not None else None
-    best = stream.write(p, shown, fmt, output=args.output, stream=out, workers=workers, dask=args.dask,
-                        chunk=args.chunk, budget=budget, cell=_cell)
+    r = costmodel.sweep(args.model, args.grid, metrics, settings=settings(args), exact=args.exact,
+                        budget=args.budget, ratio=args.ratio, workers=workers, dask=args.dask, format=fmt,
+                        output=args.output, stream=out, chunk=args.chunk, cell=_cell, options=options(args))
     if out is not None:
         out.flush()
-    if opt is not None:
-        closest = stream.evaluate(p, best[1], best[1] + 1) if best is not None else {}
-        o = describe_optimal(opt, {k: int(closest[k][0]) for k in p.names} if best is not None else {})
-        print(f"compute-optimal for C = {sci(opt['budget'])} FLOPs at {o['tokens_per_param']} tokens/param "
-              f"(C = 6ND): N = {sci(opt['params'])}, D = {sci(opt['tokens'])}; closest swept config: "
+    if r.optimal is not None and fmt != "json":
+        o = r.optimal
+        num = lambda v: sci(v) if isinstance(v, (int, float)) else str(v)  # noqa: E731 (a float or why not)
+        print(f"compute-optimal for C = {num(o['budget'])} FLOPs at {o['tokens_per_param']} tokens/param "
+              f"(C = 6ND): N = {num(o['params'])}, D = {num(o['tokens'])}; closest swept config: "
               + " ".join(f"{k}={v}" for k, v in o["closest"].items()),
               file=sys.stdout if fmt == "table" and args.output is None else sys.stderr)
     return 0

@@ -1,4 +1,5 @@
-"""A sweep streamed to a file or stdout, chunk by chunk: memory flat in the grid's size.
+"""The ``sweep`` verb: a grid's metrics streamed to a file or stdout chunk by chunk (memory flat in the grid's
+size), or collected into columns.
 
 :func:`write` runs the chunk engine (:func:`~.chunks.run`: one process, local processes or a Dask cluster)
 with :func:`chunk_task`, which evaluates a chunk and formats it where it ran, so only bytes travel back; the
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ..errors import CostModelError
+from ..options import Options
 from . import writers
 from .chunks import CHUNK, Plan, evaluate, run
+from .results import Sweep
 
 TEXT_FORMATS = ("table", "csv", "jsonl")
 
@@ -24,7 +27,7 @@ TEXT_FORMATS = ("table", "csv", "jsonl")
 def dtype(plan: Plan, shown: Sequence[str], fmt: str) -> np.dtype:
     """The record of a binary format: int64 grid values (refused up front beyond int64), float64 metrics
     (int64 when exact), a bool ``valid``."""
-    from .chunks import _fits
+    from .chunks import _fits  # a helper of the engine, not part of its interface
 
     for name, axis in zip(plan.names, plan.axes):
         if not _fits(axis):
@@ -59,8 +62,6 @@ def chunk_task(plan: Plan, start: int, stop: int, fmt: str, shown: tuple[str, ..
 
 
 def _table_rows(cols: dict, shown: Sequence[str], cell) -> bytes:
-    from .results import Sweep
-
     s = Sweep(cols)
     rows = zip(*([f"{cell(v):>14}" for v in s.column(k)] for k in shown))
     return "".join("  ".join(r) + "\n" for r in rows).encode("utf-8")
@@ -142,3 +143,82 @@ class _Task:
 
     def __call__(self, plan: Plan, start: int, stop: int):
         return chunk_task(plan, start, stop, self.fmt, self.shown, self.budget, self.cell)
+
+
+EXTRA = ["params.non_embedding", "flops.training", "tokens.per_step"]  # what the compute-optimal point needs
+
+
+def sweep(model: object, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
+        "flops.training",), *, settings: Mapping[str, object] | None = None, exact: bool = False,
+          budget: object = None, ratio: object = 20, workers: int = 1, dask: object = None, format: str | None = None,
+          output: str | None = None, stream=None, chunk: int | None = None, cell=str,
+          options: Options | None = None, **kwargs: object) -> Sweep:
+    """Evaluate ``metrics`` over the Cartesian product of ``grid`` (symbol name → values, or
+    ``"NAME=SPEC"`` strings as on the command line).
+
+    Returns column name → 1-D array: the grid symbols, then the metrics, then ``valid`` (False where a
+    config describes no model: an axis size such as d/h is not a whole number, a constraint fails, a
+    layout does not divide). Symbols not in the grid keep the model's values (``settings`` on top);
+    ``options`` are those of :func:`~costmodel.reports.estimate.estimate` and apply to every point.
+    ``budget``: a FLOP budget C; the result's ``optimal`` gives the compute-optimal N and D
+    (C = 6ND, D = ``ratio``·N) and the swept config closest to it. ``workers`` (local processes) and
+    ``dask`` (a scheduler address or a ``distributed.Client``) spread the chunks; the result is the same.
+
+    ``format`` (``table``, ``csv``, ``jsonl``, ``npy``, ``parquet``, ``json``) writes the sweep to ``output``
+    (a file, atomically) or to the binary ``stream`` instead, chunk by chunk (``json``: in memory), and returns
+    a result with no columns (its ``optimal`` when a budget was given); ``cell`` shows one value of a table.
+    """
+    metrics = list(dict.fromkeys(metrics))
+    wanted = list(dict.fromkeys([*metrics, *(EXTRA if budget is not None else [])]))
+    opts = Options.make(options, **kwargs)
+    opt = None
+    if budget is not None:
+        from .sweep import chinchilla_optimal  # deferred: exact square roots need sympy; a sweep does not
+
+        opt = chinchilla_optimal(budget, ratio)
+    if isinstance(model, str):  # cached formulas when there are (see .plans), else derived
+        from .plans import plan as cached_plan  # deferred: plans imports the estimate's cache keys
+
+        p, name = cached_plan(model, grid, wanted, settings=settings, exact=exact, options=opts)
+    else:
+        from .sweep import plan as derive  # deferred: deriving needs sympy
+
+        p, m = derive(model, grid, wanted, settings=settings, exact=exact, options=opts)
+        name = m.name
+    shown = [*p.names, *metrics, "valid"]
+    if format not in (None, "json"):
+        best = write(p, shown, format, output=output, stream=stream, workers=workers, dask=dask,
+                     chunk=chunk or CHUNK, budget=(float(opt["budget"]), float(opt["tokens_per_param"]))
+                     if opt is not None else None, cell=cell)
+        optimal = _optimal(opt, p, evaluate(p, best[1], best[1] + 1) if best is not None else None, 0)
+        return Sweep({}, model=name, grid=list(p.names), metrics=metrics, exact=exact, optimal=optimal)
+    parts = list(run(p, evaluate, workers=workers, dask=dask, chunk=chunk or CHUNK))
+    out = {k: np.concatenate([c[k] for c in parts]) if parts else np.empty(0) for k in [*p.names, *wanted, "valid"]}
+    i = None
+    if opt is not None and p.size:
+        from .sweep import closest_to_optimal  # deferred: with chinchilla_optimal, above
+
+        i = closest_to_optimal(out, opt["budget"], opt["tokens_per_param"])
+    optimal = _optimal(opt, p, out, i)
+    for k in wanted:
+        if k not in metrics:
+            del out[k]
+    result = Sweep(out, model=name, grid=list(p.names), metrics=metrics, exact=exact, optimal=optimal)
+    if format == "json":
+        text = result.to_json() + "\n"
+        if output is not None:
+            from ..files import write_atomic  # deferred: only a file output writes one
+
+            write_atomic(output, text, "sweep")
+        elif stream is not None:
+            stream.write(text.encode("utf-8"))
+    return result
+
+
+def _optimal(opt, p: Plan, cols, i) -> dict | None:
+    if opt is None:
+        return None
+    from .sweep import describe_optimal  # deferred: with chinchilla_optimal, above
+
+    found = cols is not None and p.size and i is not None
+    return describe_optimal(opt, {k: int(cols[k][i]) for k in p.names} if found else {})

@@ -15,8 +15,8 @@ Validity is the checks ``estimate`` makes (axis sizes that divide, block counts 
 constraints, the options' checks), always evaluated exactly, never on wrapping int64.
 
 The grid is validated (names, sizes, points × metrics) before anything is derived or allocated; a grid is
-never materialised: :func:`plan` gives the :class:`~.chunks.Plan` that :func:`write` streams to a file chunk by
-chunk (memory flat in the grid's size) and :func:`sweep` collects into columns.
+never materialised: :func:`plan` derives the :class:`~.chunks.Plan` that :func:`~.stream.sweep` (the verb,
+cached by :mod:`.plans`) streams to a file chunk by chunk (memory flat in the grid's size) or collects.
 
 >>> s = sweep("gpt3-175b", {"L": [48, 96]}, ["params.total"], exact=True)
 >>> [int(v) for v in s["params.total"]]
@@ -37,7 +37,7 @@ from ..expr import parse_number
 from ..families import Model
 from ..graph.codegen import compile_exprs, float_mode, object_mode, source
 from ..options import Options
-from .chunks import Plan, evaluate, run
+from .chunks import Plan
 from .estimate import model_for, resolve
 from .grid import MAX_EXACT_POINTS as MAX_EXACT_POINTS  # the limits and the parser, where they were
 from .grid import MAX_POINTS as MAX_POINTS
@@ -45,7 +45,7 @@ from .grid import axes as grid_axes
 from .grid import check_budget
 from .grid import parse_grid as parse_grid
 from .quantities import quantities
-from .results import Sweep
+from .stream import sweep as sweep  # the verb: streamed or in memory, from a cached or derived plan
 
 
 @dataclass(frozen=True)
@@ -128,49 +128,6 @@ def plan(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], 
     p = Plan(cache[key], tuple(map(str, symbols)), tuple(metrics), {str(s): int(v) for s, v in base.items()},
              tuple(axes), tuple(axes.values()), exact)
     return p, m
-
-
-def sweep(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
-        "flops.training",), *, settings: Mapping[str, object] | None = None, exact: bool = False,
-          budget: object = None, ratio: object = 20, workers: int = 1, dask: object = None,
-          options: Options | None = None, **kwargs: object) -> Sweep:
-    """Evaluate ``metrics`` over the Cartesian product of ``grid`` (symbol name → values, or
-    ``"NAME=SPEC"`` strings as on the command line).
-
-    Returns column name → 1-D array: the grid symbols, then the metrics, then ``valid`` (False where a
-    config describes no model: an axis size such as d/h is not a whole number, a constraint fails, a
-    layout does not divide). Symbols not in the grid keep the model's values (``settings`` on top);
-    ``options`` are those of :func:`~costmodel.reports.estimate.estimate` and apply to every point.
-    ``budget``: a FLOP budget C; the result's ``optimal`` gives the compute-optimal N and D
-    (C = 6ND, D = ``ratio``·N) and the swept config closest to it. ``workers`` (local processes) and
-    ``dask`` (a scheduler address or a ``distributed.Client``) spread the chunks; the result is the same.
-    """
-    metrics = list(dict.fromkeys(metrics))
-    extra = ["params.non_embedding", "flops.training", "tokens.per_step"] if budget is not None else []
-    wanted = list(dict.fromkeys([*metrics, *extra]))
-    if isinstance(model, str):  # cached formulas when there are (see .plans), else derived here
-        from .plans import plan as cached_plan
-
-        p, name = cached_plan(model, grid, wanted, settings=settings, exact=exact,
-                              options=Options.make(options, **kwargs))
-    else:
-        p, m = plan(model, grid, wanted, settings=settings, exact=exact, options=options, **kwargs)
-        name = m.name
-    parts = list(run(p, evaluate, workers=workers, dask=dask))
-    keys = [*p.names, *wanted, "valid"]
-    out: dict[str, object] = {}
-    for k in keys:
-        col = np.concatenate([c[k] for c in parts]) if parts else np.empty(0)
-        out[k] = col
-    optimal = None
-    if budget is not None:
-        opt = chinchilla_optimal(budget, ratio)
-        i = closest_to_optimal(out, opt["budget"], opt["tokens_per_param"]) if p.size else 0
-        optimal = describe_optimal(opt, {k: int(out[k][i]) for k in p.names} if p.size else {})
-        for k in extra:
-            if k not in metrics:
-                del out[k]
-    return Sweep(out, model=name, grid=list(p.names), metrics=metrics, exact=exact, optimal=optimal)
 
 
 def describe_optimal(opt: Mapping[str, sympy.Expr], closest_config: Mapping[str, int]) -> dict:
