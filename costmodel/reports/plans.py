@@ -47,7 +47,7 @@ def plan(model: object, grid: Mapping[str, Sequence[int]] | Sequence[str], metri
 
     p, m = derive(model, axes, metrics, settings=settings, exact=exact, options=opts)
     if k is not None:
-        from ..families import graph_symbols
+        from ..families import graph_symbols  # deferred: networkx, loaded already by the derivation above
 
         values = {str(s): int(v) for s, v in m.values.items() if isinstance(v, int) or getattr(v, "is_Integer", False)}
         meta = {"model": m.name, "checks": p.source[1], "values": values,

@@ -17,6 +17,7 @@ integers, other floats as Python writes them (shortest round trip), non-finite f
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
@@ -184,8 +185,6 @@ def record(columns: Mapping[str, np.ndarray], shown: Sequence[str], dtype: np.dt
 
 def npy_header(dtype: np.dtype, n: int) -> bytes:
     """The ``.npy`` header of ``n`` records of ``dtype`` (the records follow it, chunk by chunk)."""
-    import io
-
     buf = io.BytesIO()
     np.lib.format.write_array_header_2_0(buf, {"descr": np.lib.format.dtype_to_descr(dtype),
                                                "fortran_order": False, "shape": (n,)})
@@ -196,7 +195,7 @@ def parquet_writer(path: str, dtype: np.dtype):
     """A ``pyarrow.parquet.ParquetWriter`` for records of ``dtype`` (pyarrow: the ``parquet`` extra)."""
     try:
         import pyarrow as pa  # an optional package: pip install 'costmodel[parquet]'
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # (the same)
     except ModuleNotFoundError:
         raise CostModelError("--format parquet needs pyarrow: pip install 'costmodel[parquet]'") from None
     schema = pa.schema([(k, pa.from_numpy_dtype(dtype[k])) for k in dtype.names])
