@@ -70,7 +70,7 @@ def lift(x) -> Q:
             raise Int64OverflowError("a value could leave int64")
         return Q(np.int64(x))
     a = np.asarray(x)
-    if a.dtype.kind not in "iu":
+    if not np.issubdtype(a.dtype, np.integer):
         raise Int64OverflowError("not whole numbers")
     return Q(a.astype(np.int64))
 

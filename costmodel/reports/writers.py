@@ -106,9 +106,9 @@ def field(a: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         table[1, :len(yes)] = np.frombuffer(yes, np.uint8)
         i = a.astype(np.intp)
         return table[i], np.arange(table.shape[1]) < np.array([len(no), len(yes)])[i][:, None]
-    if a.dtype.kind in "iu":
+    if np.issubdtype(a.dtype, np.integer):
         return _ints(a)
-    if a.dtype.kind == "f":
+    if np.issubdtype(a.dtype, np.floating):
         finite = np.isfinite(a)
         whole = finite & (np.floor(a) == a) & (np.abs(a) < 2.0**53)
         if whole.all():
@@ -164,7 +164,7 @@ def npy_dtype(columns: Mapping[str, np.ndarray], shown: Sequence[str]) -> np.dty
 
 
 def _kind(a: np.ndarray) -> str:
-    return "?" if a.dtype == bool else "<f8" if a.dtype.kind == "f" else "<i8"
+    return "?" if a.dtype == bool else "<f8" if np.issubdtype(a.dtype, np.floating) else "<i8"
 
 
 def record(columns: Mapping[str, np.ndarray], shown: Sequence[str], dtype: np.dtype, fmt: str) -> np.ndarray:
