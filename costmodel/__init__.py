@@ -43,7 +43,7 @@ _VERBS = {
     "estimate": "costmodel.reports.fast",
     "derive": "costmodel.reports.derive",
     "compare": ("costmodel.reports.compare", "compare_conventions"),
-    "sweep": "costmodel.reports.sweep",
+    "sweep": "costmodel.reports.stream",  # the verb streams; its derivation (reports/sweep.py) loads when needed
     "roofline": "costmodel.reports.roofline",
     "fit": "costmodel.reports.fit",
     "report": "costmodel.reports.document",

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import itertools
+import os
 import sys
 
 import costmodel
+from costmodel import CostModelError
 
 from ._common import add_counting_args, add_memory_args, add_model_args, add_step_args, options, sci, settings
 
@@ -30,34 +31,61 @@ def add(sub: argparse._SubParsersAction) -> None:
                    "(C = 6ND, D = RATIO·N) and the swept config closest to it")
     p.add_argument("--ratio", default="20", metavar="R", help="tokens per parameter for --budget (Chinchilla: 20)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--csv", action="store_true", help="CSV on stdout")
-    fmt.add_argument("--json", action="store_true", help="one JSON object of columns")
+    fmt.add_argument("--csv", action="store_true", help="CSV on stdout (as --format csv)")
+    fmt.add_argument("--json", action="store_true", help="one JSON object of columns (held in memory)")
+    fmt.add_argument("--format", choices=["table", "csv", "jsonl", "npy", "parquet", "json"],
+                     help="streamed chunk by chunk, memory flat in the grid's size: csv, jsonl (one object per "
+                          "config), npy (one record per config), parquet (needs pip install 'costmodel[parquet]')"
+                          "; json: as --json; default: a table")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (atomically: complete or not at all) "
+                   "instead of stdout")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="evaluate chunks in N local processes (the output is identical; 0: one per CPU)")
+    p.add_argument("--dask", metavar="ADDRESS", help="evaluate chunks on a Dask cluster, e.g. tcp://host:8786 "
+                   "(needs pip install 'costmodel[dask]')")
+    p.add_argument("--chunk", type=int, metavar="N", help="configs per chunk (default 131072)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     metrics = list(dict.fromkeys(args.metric or ["flops.training"]))
+    fmt = "csv" if args.csv else "json" if args.json else args.format or "table"
+    if args.workers < 0 or (args.chunk is not None and args.chunk < 1):
+        raise CostModelError(f"--workers {args.workers} --chunk {args.chunk}: expected --workers >= 0 and "
+                             "--chunk >= 1")
+    workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
+    out = None
+    if args.output is None:
+        if fmt in ("npy", "parquet") and sys.stdout.isatty():
+            raise CostModelError(f"--format {fmt}: binary output to a terminal; expected --output FILE")
+        sys.stdout.flush()
+        out = getattr(sys.stdout, "buffer", None) or _Text(sys.stdout)
     r = costmodel.sweep(args.model, args.grid, metrics, settings=settings(args), exact=args.exact,
-                        budget=args.budget, ratio=args.ratio, options=options(args))
-    if args.json:
-        print(r.to_json())
-        return 0
-    shown = [*r.grid, *metrics, "valid"]
-    values = {k: r.column(k) for k in shown}  # Python numbers, column by column (fast for 1e6 rows)
-    if args.csv:
-        row = ",".join(["%s"] * len(shown)) + "\n"  # one C-level format for all rows: fast for 1e6 rows
-        sys.stdout.write(",".join(shown) + "\n" + (row * len(values["valid"])) % tuple(
-            itertools.chain.from_iterable(zip(*(values[k] for k in shown)))))
-    else:
-        rows = zip(*([f"{_cell(v):>14}" for v in values[k]] for k in shown))
-        sys.stdout.write("  ".join(f"{k:>14}" for k in shown) + "\n" + "".join("  ".join(r) + "\n" for r in rows))
-    if r.optimal is not None:
-        opt = r.optimal
-        print(f"compute-optimal for C = {sci(opt['budget'])} FLOPs at {opt['tokens_per_param']} tokens/param "
-              f"(C = 6ND): N = {sci(opt['params'])}, D = {sci(opt['tokens'])}; closest swept config: "
-              + " ".join(f"{k}={v}" for k, v in opt["closest"].items()),
-              file=sys.stderr if args.csv else sys.stdout)
+                        budget=args.budget, ratio=args.ratio, workers=workers, dask=args.dask, format=fmt,
+                        output=args.output, stream=out, chunk=args.chunk, cell=_cell, options=options(args))
+    if out is not None:
+        out.flush()
+    if r.optimal is not None and fmt != "json":
+        o = r.optimal
+        num = lambda v: sci(v) if isinstance(v, (int, float)) else str(v)  # noqa: E731 (a float or why not)
+        print(f"compute-optimal for C = {num(o['budget'])} FLOPs at {o['tokens_per_param']} tokens/param "
+              f"(C = 6ND): N = {num(o['params'])}, D = {num(o['tokens'])}; closest swept config: "
+              + " ".join(f"{k}={v}" for k, v in o["closest"].items()),
+              file=sys.stdout if fmt == "table" and args.output is None else sys.stderr)
     return 0
+
+
+class _Text:
+    """A text stream (a test's StringIO) taking the bytes of a text format."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, data: bytes) -> None:
+        self.stream.write(data.decode("utf-8"))
+
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def _cell(v: object) -> str:

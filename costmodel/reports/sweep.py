@@ -1,18 +1,22 @@
-"""Sweeps: derive a model's formulas once, compile them, evaluate them over a grid of configs.
+"""Sweeps: derive a model's formulas once, compile them, evaluate them over a grid of configs, in chunks.
 
 The expressions are :func:`~costmodel.reports.quantities.quantities` — the ones ``estimate`` evaluates,
 under the same options (memory, layout, time) — written as plain Python by
-:mod:`costmodel.graph.codegen` and evaluated in one of two modes, by choice:
+:mod:`costmodel.graph.codegen` and evaluated by the chunk engine (:mod:`.chunks`) in one of two modes:
 
 * ``exact=False`` (default): float64 arrays. Fast (millions of configs per
   second) and free of int64 overflow (a 1e23 FLOP count fits), but a float64
   holds integers exactly only up to 2**53 ≈ 9.0e15: larger counts are rounded to
   about 16 significant digits.
 * ``exact=True``: Python ints (and fractions), the same numbers :func:`~costmodel.reports.estimate.estimate`
-  gives, at Python-int speed.
+  gives: int64 with checked overflow while they fit, Python ints beyond.
 
-Validity (axis sizes that divide, block counts that are positive, the model's constraints, the options'
-checks) is always evaluated exactly, with Python ints.
+Validity is the checks ``estimate`` makes (axis sizes that divide, block counts that are positive, the model's
+constraints, the options' checks), always evaluated exactly, never on wrapping int64.
+
+The grid is validated (names, sizes, points × metrics) before anything is derived or allocated; a grid is
+never materialised: :func:`plan` derives the :class:`~.chunks.Plan` that :func:`~.stream.sweep` (the verb,
+cached by :mod:`.plans`) streams to a file chunk by chunk (memory flat in the grid's size) or collects.
 
 >>> s = sweep("gpt3-175b", {"L": [48, 96]}, ["params.total"], exact=True)
 >>> [int(v) for v in s["params.total"]]
@@ -29,47 +33,19 @@ import numpy as np
 import sympy
 
 from ..errors import CostModelError, closest
-from ..expr import parse_int, parse_number
+from ..expr import parse_number
 from ..families import Model
-from ..graph.analysis import op_nodes
-from ..graph.codegen import compile_exprs, float_mode, object_mode
+from ..graph.codegen import compile_exprs, float_mode, object_mode, source
 from ..options import Options
+from .chunks import Plan
 from .estimate import model_for, resolve
+from .grid import MAX_EXACT_POINTS as MAX_EXACT_POINTS  # the limits and the parser, where they were
+from .grid import MAX_POINTS as MAX_POINTS
+from .grid import axes as grid_axes
+from .grid import check_budget
+from .grid import parse_grid as parse_grid
 from .quantities import quantities
-from .results import Sweep
-
-#: Most configs one sweep evaluates (one float64 column of 1e7 points takes 80 MB); exact sweeps run
-#: at Python-int speed, so they take fewer.
-MAX_POINTS = 10**7
-MAX_EXACT_POINTS = 10**6
-
-
-def parse_grid(text: str) -> tuple[str, list[int]]:
-    """``NAME=START:STOP:STEP`` (STOP included), ``NAME=A,B,C`` or ``NAME=A`` → (name, values).
-
-    >>> parse_grid("d=1024:4096:1024")
-    ('d', [1024, 2048, 3072, 4096])
-    >>> parse_grid("L=12,24,48")
-    ('L', [12, 24, 48])
-    """
-    name, eq, spec = text.partition("=")
-    name, spec = name.strip(), spec.strip()
-    where = f"--grid {text!r}"
-    if not eq or not name.isidentifier() or not spec:
-        raise CostModelError(f"{where}: expected NAME=START:STOP:STEP or NAME=A,B,C such as d=1024:8192:1024")
-    if ":" in spec:
-        parts = spec.split(":")
-        if len(parts) not in (2, 3):
-            raise CostModelError(f"{where}: expected START:STOP or START:STOP:STEP, received {spec!r}")
-        start, stop = (parse_int(p, where) for p in parts[:2])
-        step = parse_int(parts[2], where) if len(parts) == 3 else 1
-        if stop < start:
-            raise CostModelError(f"{where}: expected START <= STOP, received {start} > {stop}")
-        if (stop - start) // step + 1 > MAX_POINTS:
-            raise CostModelError(f"{where}: more than {MAX_POINTS:,} values")
-        return name, list(range(start, stop + 1, step))
-    values = [parse_int(p, where) for p in spec.split(",")]
-    return name, list(dict.fromkeys(values))
+from .stream import sweep as sweep  # the verb: streamed or in memory, from a cached or derived plan
 
 
 @dataclass(frozen=True)
@@ -107,11 +83,15 @@ def compile_metrics(model: Model | str, metrics: Sequence[str], *, settings: Map
     return _compile(m, resolve(m, opts), quantities(m, opts), metrics)
 
 
-def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[str]) -> Formulas:
+def _known(q, metrics: Sequence[str]) -> None:
     unknown = [k for k in metrics if k not in q.exprs]
     if unknown:
         raise CostModelError(f"sweep: unknown metric {unknown[0]!r}{closest(unknown[0], q.exprs)}; "
                              f"known: {', '.join(q.exprs)}")
+
+
+def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[str]) -> Formulas:
+    _known(q, metrics)
     symbols = tuple(sorted(base, key=str))
     cache = q.__dict__.setdefault("_sweep_metrics", {})  # compiled once per metrics and symbols of these quantities
     key = (tuple(metrics), symbols)
@@ -120,115 +100,45 @@ def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[st
     return Formulas(tuple(metrics), symbols, dict(base), cache[key])
 
 
-def _axis_checks(G) -> tuple[list[tuple[sympy.Expr, sympy.Expr]], list[sympy.Basic]]:
-    """What ``analysis.check_values`` checks, as vectorisable expressions.
-
-    (numerator, denominator) of axis sizes that are fractions of symbols (d/h must
-    divide), and relations that must hold: every size and block count positive
-    (``L - L_dense``), routes within the experts, the graph's declared constraints.
-    """
-    fractions, relations, seen = [], [], set()
-    for _, data in op_nodes(G):
-        op = data["op"]
-        for _, size in op.sizes:
-            num, den = sympy.fraction(sympy.together(size))
-            if den != 1 and (num, den) not in seen:
-                seen.add((num, den))
-                fractions.append((num, den))
-            if size.free_symbols and size.is_positive is not True:
-                relations.append(size > 0)
-        if op.attr("experts") and op.attr("route"):
-            relations.append(op.size[str(op.attr("route"))] <= op.size[str(op.attr("experts"))])
-    for count in G.graph.get("blocks", {}).values():
-        if count.free_symbols and count.is_positive is not True:
-            relations.append(count > 0)
-    relations += [condition for condition, _ in G.graph.get("constraints", ())]
-    return fractions, [r for r in relations if r not in (sympy.true, True)]
-
-
-def sweep(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
+def plan(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
         "flops.training",), *, settings: Mapping[str, object] | None = None, exact: bool = False,
-          budget: object = None, ratio: object = 20, options: Options | None = None, **kwargs: object) -> Sweep:
-    """Evaluate ``metrics`` over the Cartesian product of ``grid`` (symbol name → values, or
-    ``"NAME=SPEC"`` strings as on the command line).
-
-    Returns column name → 1-D array: the grid symbols, then the metrics, then ``valid`` (False where a
-    config describes no model: an axis size such as d/h is not a whole number, a constraint fails, a
-    layout does not divide). Symbols not in the grid keep the model's values (``settings`` on top);
-    ``options`` are those of :func:`~costmodel.reports.estimate.estimate` and apply to every point.
-    ``budget``: a FLOP budget C; the result's ``optimal`` gives the compute-optimal N and D
-    (C = 6ND, D = ``ratio``·N) and the swept config closest to it.
-    """
-    extra = ["params.non_embedding", "flops.training", "tokens.per_step"] if budget is not None else []
+         options: Options | None = None, **kwargs: object) -> tuple[Plan, Model]:
+    """Validate a sweep before any work (grid sizes, points × metrics, then names), derive it once and return
+    the :class:`~.chunks.Plan` the chunk engine evaluates, with the model."""
     metrics = list(dict.fromkeys(metrics))
-    wanted = list(dict.fromkeys([*metrics, *extra]))
-
-    if not isinstance(grid, Mapping):
-        grid = dict(parse_grid(g) for g in grid)
+    axes = grid_axes(grid)
+    check_budget(axes, metrics, exact)
     opts = Options.make(options, **kwargs)
     m = model_for(model, settings, opts)
     base = resolve(m, opts)
-    q = quantities(m, opts)
-    formulas = _compile(m, base, q, wanted)
-    symbols = formulas.symbols
-    by_name = {str(s): s for s in symbols}
-    for name in grid:
+    by_name = {str(s): s for s in base}
+    for name in axes:
         if name not in by_name:
             raise CostModelError(f"--grid {name}: not a symbol of model {m.name!r}{closest(name, by_name)}; "
-                                 f"expected one of {', '.join(by_name)}")
-    n = math.prod(len(v) for v in grid.values())
-    limit = MAX_EXACT_POINTS if exact else MAX_POINTS
-    if n > limit:
-        raise CostModelError(f"sweep: {n:,} configs; expected at most {limit:,}{' with --exact' if exact else ''}")
-    names = list(grid)
-    mesh = np.meshgrid(*(np.asarray(grid[k], dtype=object) for k in names), indexing="ij") if names else []
-    columns = {k: a.ravel() for k, a in zip(names, mesh)}
-    out: dict[str, object] = {k: np.asarray(v.astype(np.int64) if _fits_int64(v) else v) for k, v in columns.items()}
-    results = formulas(columns, exact=exact)
-    for metric in wanted:
-        if exact:
-            col = np.empty(n, dtype=object)
-            col[:] = np.broadcast_to(np.asarray(results[metric], dtype=object), (n,))
-        else:
-            col = np.broadcast_to(np.asarray(results[metric], dtype=np.float64), (n,)).copy()
-        out[metric] = col
-    out["valid"] = _valid(m, q, symbols, columns, base, n)
-    optimal = None
-    if budget is not None:
-        opt = chinchilla_optimal(budget, ratio)
-        i = closest_to_optimal(out, opt["budget"], opt["tokens_per_param"])
-        optimal = {"budget": float(opt["budget"]), "tokens_per_param": float(opt["tokens_per_param"]),
-                   "params": float(opt["params"]), "tokens": float(opt["tokens"]),
-                   "closest": {k: int(out[k][i]) for k in names}}
-        for k in extra:
-            if k not in metrics:
-                del out[k]
-    return Sweep(out, model=m.name, grid=names, metrics=metrics, exact=exact, optimal=optimal)
+                                 f"expected one of {', '.join(sorted(by_name))}")
+    q = quantities(m, opts)
+    _known(q, metrics)
+    symbols = tuple(sorted(base, key=str))
+    cache = q.__dict__.setdefault("_sweep_sources", {})  # written once per metrics and symbols of these quantities
+    key = (tuple(metrics), symbols)
+    if key not in cache:
+        # validity: exactly the checks estimate makes (value_checks of the graph, then the options')
+        cache[key] = (source([q.exprs[k] for k in metrics], symbols),
+                      source([sympy.sympify(r) for r, _ in q.checks], symbols))
+    p = Plan(cache[key], tuple(map(str, symbols)), tuple(metrics), {str(s): int(v) for s, v in base.items()},
+             tuple(axes), tuple(axes.values()), exact)
+    return p, m
 
 
-def _fits_int64(a) -> bool:
-    return all(-2**63 <= int(v) < 2**63 for v in a)
+def describe_optimal(opt: Mapping[str, sympy.Expr], closest_config: Mapping[str, int]) -> dict:
+    """The JSON of a compute-optimal point: floats, or a string saying why not when beyond float64."""
+    return {"budget": _float(opt["budget"]), "tokens_per_param": _float(opt["tokens_per_param"]),
+            "params": _float(opt["params"]), "tokens": _float(opt["tokens"]), "closest": dict(closest_config)}
 
 
-def _valid(m: Model, q, symbols, columns: Mapping, base: Mapping, n: int):
-    """Exact validity of every point: the graph's axis checks and the options' checks, with Python ints."""
-    fractions, relations = _axis_checks(m.graph)
-    relations = relations + [r for r, _ in q.checks]
-    valid = np.ones(n, dtype=bool)
-    if not (fractions or relations):
-        return valid
-    exprs = [e for pair in fractions for e in pair] + relations
-    cache = q.__dict__.setdefault("_validity", {})  # compiled once per symbols of these quantities
-    if symbols not in cache:
-        cache[symbols] = compile_exprs(exprs, symbols)
-    f = cache[symbols]
-    args = [columns[str(s)] if str(s) in columns else base[s] for s in symbols]
-    res = f(object_mode(), *args)
-    for j in range(len(fractions)):
-        valid &= np.broadcast_to(np.asarray(res[2 * j] % res[2 * j + 1] == 0, dtype=bool), (n,))
-    for r in res[2 * len(fractions):]:
-        valid &= np.broadcast_to(np.asarray(r, dtype=bool), (n,))
-    return valid
+def _float(x: sympy.Expr) -> float | str:
+    v = float(x)
+    return v if math.isfinite(v) else f"{sympy.N(x, 6)} (beyond float64)"
 
 
 def chinchilla_optimal(budget: object, tokens_per_param: object = 20) -> dict[str, sympy.Expr]:
@@ -259,10 +169,15 @@ def closest_to_optimal(columns: Mapping[str, object], budget: object, tokens_per
         if key not in columns:
             raise CostModelError(f"compute-optimal: the sweep needs metric {key!r}")
     opt = chinchilla_optimal(budget, tokens_per_param)
-    per_token = np.asarray(columns["flops.training"], float) / np.asarray(columns["tokens.per_step"], float)
-    tokens = float(opt["budget"]) / per_token
-    ratio = tokens / np.asarray(columns["params.non_embedding"], float)
-    score = np.abs(np.log(ratio / float(opt["tokens_per_param"])))
-    score[~np.asarray(columns.get("valid", np.ones_like(score, bool)))] = np.inf
+    score = _scores(columns, float(opt["budget"]), float(opt["tokens_per_param"]))
     return int(np.argmin(score))
 
+
+def _scores(columns: Mapping[str, object], budget: float, tokens_per_param: float) -> np.ndarray:
+    """|log((D/N) / r)| of each config (inf where invalid): the smallest is the closest to compute-optimal."""
+    with np.errstate(all="ignore"):  # a zero or infinite ratio is a score, not a warning
+        per_token = np.asarray(columns["flops.training"], float) / np.asarray(columns["tokens.per_step"], float)
+        ratio = budget / per_token / np.asarray(columns["params.non_embedding"], float)
+        score = np.abs(np.log(ratio / tokens_per_param))
+    score[~np.asarray(columns.get("valid", np.ones_like(score, bool)))] = np.inf
+    return score
