@@ -29,6 +29,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", metavar="FLOPS", help="also report the compute-optimal N and D for this FLOP budget "
                    "(C = 6ND, D = RATIO·N) and the swept config closest to it")
     p.add_argument("--ratio", default="20", metavar="R", help="tokens per parameter for --budget (Chinchilla: 20)")
+    p.add_argument("--plot", metavar="FILE", help="a chart of the first metric against the first grid axis, one line "
+                                                  "per value of the second (.png, .svg or .pdf; needs matplotlib)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="CSV on stdout")
     fmt.add_argument("--json", action="store_true", help="one JSON object of columns")
@@ -39,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
     metrics = list(dict.fromkeys(args.metric or ["flops.training"]))
     r = costmodel.sweep(args.model, args.grid, metrics, settings=settings(args), exact=args.exact,
                         budget=args.budget, ratio=args.ratio, options=options(args))
+    if args.plot:
+        from ..devices.plot import sweep_chart  # matplotlib is imported only when a chart is asked for
+
+        columns = {k: r.column(k) for k in [*r.grid, metrics[0], "valid"]}
+        sweep_chart(columns, r.grid, metrics[0], args.plot, title=f"{r.model}: {metrics[0]}")
+        print(f"wrote the sweep chart to {args.plot}", file=sys.stderr)
     if args.json:
         print(r.to_json())
         return 0
