@@ -129,6 +129,11 @@ class Estimate(Result):
     def title(self) -> str:  # type: ignore[override]
         return f"costmodel estimate: {self._data.get('model', '')}"
 
+    def _repr_html_(self) -> str:
+        from .notebook import estimate_html  # the documents' summary and units
+
+        return estimate_html(self.flat)
+
     def plot_memory(self, path: str, *, capacity: int | None = None):
         """A bar chart of the memory breakdown (``.png``/``.svg``/``.pdf``; needs matplotlib)."""
         parts = {k: v for k, v in self._data["memory_bytes"].items() if k not in ("total", "peak")
@@ -212,6 +217,11 @@ class Sweep(Result):
 
     def _rows(self) -> list[tuple[str, object]]:
         return [(k, f"{len(v)} values") for k, v in self._data.items()]
+
+    def _repr_html_(self) -> str:
+        from .notebook import sweep_html  # the documents' units
+
+        return sweep_html({k: self.column(k) for k in [*self.grid, *self.metrics, "valid"]}, f"sweep of {self.model}")
 
 
 class Roofline(Result):
