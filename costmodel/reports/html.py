@@ -31,7 +31,6 @@ from ..options import Options
 from ..symbols import SYMBOLS, T, describe
 from . import names, summary
 from .quantities import SECTIONS
-from .results import flatten
 from .sweep import _axis_checks
 
 #: The devices a page's time is spread over, when they are a control.
@@ -263,11 +262,6 @@ def write(model, options: Options, path: str, controls: Sequence[str] = ()) -> N
     from ..files import write_atomic  # the base layer's atomic writer
 
     write_atomic(path, render(model, options, controls), "the html report")
-
-
-def flat_numbers(est: Mapping[str, object]) -> dict[str, object]:
-    """The numeric keys of an estimate's JSON (the page shows each)."""
-    return {k: v for k, v in flatten(est).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 __all__ = ["render", "write", "page_quantities", "mathml_lines", "N_DEV"]

@@ -69,10 +69,10 @@ def _same(shown: dict[str, str], flat: dict[str, object]) -> list[str]:
     return bad
 
 
-def _summary(**options) -> dict[str, str]:
+def _summary(model: str = MODEL, **options) -> dict[str, str]:
     """The summary rows Python writes at ``options`` (what the page must write after a change)."""
     opts = Options.make(None, **options)
-    m = model_for(MODEL, None, opts)
+    m = model_for(model, None, opts)
     values = resolve(m, opts)
     flat = estimate(m, options=opts).flat
     parts = summary.time_parts(m, opts, values, quantities(m, opts), flat)
@@ -255,3 +255,22 @@ def test_nothing_overflows(browser, page, width, tmp_path):
                 assert a[2] <= c[0] or c[2] <= a[0] or a[3] <= c[1] or c[3] <= a[1], (name, a, c)
     browser.save_screenshot(str(tmp_path / f"report-{width}.png"))
     browser.set_window_size(1280, 900)
+
+
+@pytest.mark.parametrize("model, options", [
+    ("gpt2-small", {"batch": 2}),  # no device: no time, no devices control
+    ("gpt2-small", {"hardware": "a100-80gb", "inference": True, "context": 512, "batch": 2}),  # prefill and decode
+], ids=["no-device", "inference"])
+def test_other_pages_follow_their_controls(browser, model, options, tmp_path):
+    from costmodel.reports.document import report
+
+    path = tmp_path / "page.html"
+    report(model, **options).write("html", str(path))
+    _open(browser, path)
+    values, rows = _shown(browser)
+    assert _same(values, estimate(model, **options).flat) == [] and rows == _summary(model, **options)
+    assert ('data-symbol="N_dev"' in path.read_text()) == ("hardware" in options)
+    _set(browser, "B", 8, 2)
+    now = {**options, "batch": 8}
+    values, rows = _shown(browser)
+    assert _same(values, estimate(model, **now).flat) == [] and rows == _summary(model, **now)
