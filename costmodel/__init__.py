@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import importlib
 
-from . import conventions
+from . import conventions, units
 from .errors import CostModelError
 from .options import Counting, Layout, Options
 
@@ -45,7 +45,7 @@ _VERBS = {
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions"]
+           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units"]
 
 
 def __getattr__(name: str) -> object:

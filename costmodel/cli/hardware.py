@@ -6,6 +6,7 @@ import argparse
 import json
 
 import costmodel
+from costmodel import units
 
 from ._common import sci
 
@@ -77,15 +78,12 @@ def detail(d) -> str:
 
 def time_text(r: dict) -> list[str]:
     """The time lines of ``costmodel estimate`` text output (durations in the unit a person says)."""
-    from ..units import devices  # the units every report shares
-    from ..units import duration as said
-
     t = r["time"]
-    where = f"{devices(t['devices'])} × {t['hardware']}"
+    where = f"{units.devices(t['devices'])} × {t['hardware']}"
     if "ttft_s" in t:  # an inference estimate
         return [f"time on {where} ({t['dtype']}), roofline bound, context {t['context']:,}",
-                f"  time to first token (prefill)  {said(t['ttft_s'])}",
-                f"  decode step ({t['decode_bound']}-bound)  {said(t['decode_step_s'])}  "
+                f"  time to first token (prefill)  {units.duration(t['ttft_s'])}",
+                f"  decode step ({t['decode_bound']}-bound)  {units.duration(t['decode_step_s'])}  "
                 f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
     basis = t["basis"]
     if basis == "achieved":
@@ -98,14 +96,14 @@ def time_text(r: dict) -> list[str]:
         how = "at the roofline bound (each op's max(FLOPs/peak, bytes/bandwidth), summed)"
     lines = [f"time on {where} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s)",
              f"  {how}",
-             f"  step          {said(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
-             f"roofline bound {said(t['roofline_step_s'])})",
+             f"  step          {units.duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
+             f"roofline bound {units.duration(t['roofline_step_s'])})",
              f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
     if t["comm_s"]:
-        lines.append(f"  communication {said(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
+        lines.append(f"  communication {units.duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
     if "training_s" in t:
-        lines.append(f"  training      {said(t['training_s'])}  ({t['training_s']:.3g} s; "
+        lines.append(f"  training      {units.duration(t['training_s'])}  ({t['training_s']:.3g} s; "
                      f"{t['gpu_hours']:,.0f} device-hours)")
         if "six_nd_training_s" in t:
-            lines.append(f"  6ND only      {said(t['six_nd_training_s'])} (the back-of-envelope count)")
+            lines.append(f"  6ND only      {units.duration(t['six_nd_training_s'])} (the back-of-envelope count)")
     return lines

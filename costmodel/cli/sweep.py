@@ -42,10 +42,7 @@ def run(args: argparse.Namespace) -> int:
     r = costmodel.sweep(args.model, args.grid, metrics, settings=settings(args), exact=args.exact,
                         budget=args.budget, ratio=args.ratio, options=options(args))
     if args.plot:
-        from ..devices.plot import sweep_chart  # matplotlib is imported only when a chart is asked for
-
-        columns = {k: r.column(k) for k in [*r.grid, metrics[0], "valid"]}
-        sweep_chart(columns, r.grid, metrics[0], args.plot, title=f"{r.model}: {metrics[0]}")
+        r.plot(args.plot, metrics[0])
         print(f"wrote the sweep chart to {args.plot}", file=sys.stderr)
     if args.json:
         print(r.to_json())

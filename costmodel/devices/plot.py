@@ -77,10 +77,11 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
     ax.text(ridge * 1.08, lo * bw, f"ridge I* = {ridge:.0f} FLOP/B", rotation=90, va="bottom", fontsize=9)
     ax.text(lo * 1.3, peak * 2.2, "memory-bound", color="tab:blue", fontsize=10)
     ax.text(hi / 1.3, peak * 2.2, "compute-bound", color="tab:red", fontsize=10, ha="right")
-    kinds = list(dict.fromkeys(r.kind for r in points))
+    by_kind: dict[str, list[tuple[float, float]]] = {}
+    for r, x in zip(points, xs):
+        by_kind.setdefault(r.kind, []).append((x, min(peak, x * bw)))
     colours = plt.get_cmap("tab10")
-    for i, kind in enumerate(kinds):
-        mine = [(x, min(peak, x * bw)) for r, x in zip(points, xs) if r.kind == kind]
+    for i, (kind, mine) in enumerate(by_kind.items()):
         ax.scatter([x for x, _ in mine], [y for _, y in mine], color=colours(i % 10), s=30, zorder=3,
                    label=kind.replace("_", " "))
     ax.set_xlim(lo, hi)
@@ -209,7 +210,7 @@ def texts_overlap(fig) -> list[tuple[str, str]]:
     entries): what a legible chart has none of. Texts outside the figure (ticks matplotlib keeps beyond the
     limits) are not drawn and not counted."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # matplotlib is present: fig is one of its figures
-    from matplotlib.text import Text
+    from matplotlib.text import Text  # with the canvas above: matplotlib only when a chart is checked
 
     if not hasattr(fig.canvas, "get_renderer"):  # a closed figure: draw it again off screen
         FigureCanvasAgg(fig)

@@ -110,28 +110,28 @@ def show(key: str, value: object) -> str:
     return shown(unit(key), value)
 
 
-def shown(kind: str, value: object) -> str:
-    """``value`` shown as ``kind`` (the rules of ``units.js``'s twin, ``show`` in ``page.js``)."""
+def shown(as_: str, value: object) -> str:
+    """``value`` shown as ``as_`` (the rules of ``units.js``'s twin, ``show`` in ``page.js``)."""
     if value is None:
         return "-"
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    if kind == "count":
+    if as_ == "count":
         return units.grouped(value) if isinstance(value, int) else units.sig(value, 4)
-    if kind == "flops":
+    if as_ == "flops":
         return units.sci(value)
-    if kind == "bytes":
+    if as_ == "bytes":
         return units.nbytes(value)
-    if kind == "seconds":
+    if as_ == "seconds":
         return units.duration(value)
-    if kind == "share":
+    if as_ == "share":
         return units.percent(value)
-    if kind == "rate":
+    if as_ == "rate":
         return units.rate(value)
-    if kind == "days":
+    if as_ == "days":
         return units.amount(value) + " days"
-    if kind == "hours":
+    if as_ == "hours":
         return units.amount(value) + " h"
-    if kind == "usd":
+    if as_ == "usd":
         return "$" + units.amount(value)
     return units.grouped(value) if isinstance(value, int) else units.sig(value, 4)

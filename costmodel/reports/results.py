@@ -218,6 +218,14 @@ class Sweep(Result):
     def _rows(self) -> list[tuple[str, object]]:
         return [(k, f"{len(v)} values") for k, v in self._data.items()]
 
+    def plot(self, path: str, metric: str | None = None):
+        """A chart of ``metric`` (default: the first) against the grid axes (needs matplotlib); the Figure."""
+        from ..devices.plot import sweep_chart  # matplotlib is imported only when a chart is asked for
+
+        metric = metric or self.metrics[0]
+        columns = {k: self.column(k) for k in [*self.grid, metric, "valid"]}
+        return sweep_chart(columns, self.grid, metric, path, title=f"{self.model}: {metric}")
+
     def _repr_html_(self) -> str:
         from .notebook import sweep_html  # the documents' units
 
