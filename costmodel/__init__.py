@@ -32,7 +32,7 @@ if _sys.argv[:1] == ["-m"] and _ARGV in ("-m costmodel", "-mcostmodel") or _ARGV
         pass
 del _ARGV
 
-from . import conventions  # noqa: E402  (after the -m interrupt handler above)
+from . import conventions, units  # noqa: E402  (after the -m interrupt handler above)
 from .errors import CostModelError  # noqa: E402
 from .options import Counting, Layout, Options  # noqa: E402
 from .version import __version__ as __version__  # noqa: E402
@@ -54,7 +54,7 @@ _VERBS = {
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions"]
+           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units"]
 
 
 def __getattr__(name: str) -> object:

@@ -16,7 +16,7 @@ PKG = ROOT / "costmodel"
 RANKS = [
     ("costmodel.errors", 0), ("costmodel.dtypes", 0), ("costmodel.sizes", 0), ("costmodel.symbols", 0),
     ("costmodel.expr", 0), ("costmodel.files", 0), ("costmodel.memory.policies", 0), ("costmodel.formulas", 0),
-    ("costmodel.version", 0),
+    ("costmodel.version", 0), ("costmodel.units", 0),
     ("costmodel.options", 1), ("costmodel.conventions", 1),
     ("costmodel.graph", 2), ("costmodel.memory", 3), ("costmodel.devices", 4), ("costmodel.families", 5),
     ("costmodel.reports", 6), ("costmodel.trace", 6),

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import textwrap
+from collections.abc import Mapping
 
 import costmodel
 
@@ -49,19 +52,53 @@ def run(args: argparse.Namespace) -> int:
     if args.plot_memory:
         capacity = int(costmodel.hardware(args.hardware).memory_bytes) if args.hardware else None
         r.plot_memory(args.plot_memory, capacity=capacity)
-    print(r.to_json() if args.json else text(r))
+        print(f"wrote the memory chart to {args.plot_memory}", file=sys.stderr)
+    chosen = {"B": "default" if args.batch is None else None, "T": "the config's context" if args.seq is None else None}
+    print(r.to_json() if args.json else text(r, defaults=chosen))
     return 0
 
 
-def text(r) -> str:
+#: Columns of the text report: every line fits.
+WIDTH = 100
+
+
+def wrap(head: str, text: str, width: int = WIDTH) -> list[str]:
+    """``head`` then ``text``, the text wrapped at ``width`` columns under its own first column."""
+    lines = textwrap.wrap(text, width - len(head)) or [""]
+    return [head + lines[0], *(" " * len(head) + line for line in lines[1:])]
+
+
+def wrap_items(head: str, items: list[str], width: int = WIDTH) -> list[str]:
+    """``head`` then ``items`` joined by commas, a line broken only between items."""
+    lines = [head]
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if len(lines[-1]) + 1 + len(piece) > width and lines[-1].strip():
+            lines.append(" " * len(head))
+        lines[-1] += ("" if lines[-1].endswith(" ") or not lines[-1].strip() else " ") + piece
+    return lines
+
+
+def _config_lines(r, defaults: Mapping[str, str | None]) -> list[str]:
+    cfg = r["config"]
+    step = [f"{k}={v:,}" + (f" ({defaults[k]})" if defaults.get(k) else "") for k, v in cfg.items() if k in ("B", "T")]
+    layout = r.get("memory", {}).get("layout", {})
+    if "micro_batch" in layout:
+        step.append(f"micro-batch {layout['micro_batch']:,}"
+                    + (f" x {layout['micro_batches']:,}" if layout.get("micro_batches", 1) > 1 else ""))
+    rest = " ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("B", "T"))
+    return wrap(f"{r['model']} ({r['family']})  ", ", ".join(step)) + (wrap("  config: ", rest) if rest else [])
+
+
+def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
+    """The text report; ``defaults``: why a value of B or T was chosen (``"default"``), where the user left it."""
     p, f = r["params"], r["flops"]
-    cfg = " ".join(f"{k}={v}" for k, v in r["config"].items())
     conv = r["conventions"]
     inference = "kv_cache" in r.get("memory_bytes", {})
     lines = [
-        f"{r['model']} ({r['family']})  {cfg}",
-        f"  conventions: {conv['flop']}; causal attention counted {conv['causal']}"
-        + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}"),
+        *_config_lines(r, defaults or {}),
+        *wrap("  conventions: ", f"{conv['flop']}; causal attention counted {conv['causal']}"
+              + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}")),
         f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
         + (f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
            if p["active"] != p["total"] else ""),
@@ -83,8 +120,8 @@ def text(r) -> str:
         lines.append(f"training on D = {sci(tokens['total'])} tokens: {sci(f['training_total'])} FLOPs")
     else:
         lines.append(f"one step = {tokens['per_step']:,} tokens (use --tokens D for a whole run)")
-    lines.append(f"  6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it "
-                 "(the rest: attention scores, the unembedding of tied/embedding weights, element-wise ops)")
+    lines += wrap("  ", f"6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it (the rest: attention "
+                        "scores, the unembedding of tied/embedding weights, element-wise ops)")
     lines.extend(memory_lines(r))
     if "time" in r:
         lines.extend(time_text(r))
@@ -92,7 +129,7 @@ def text(r) -> str:
 
 
 def memory_lines(r) -> list[str]:
-    """The memory part of the text report: one line per component, each naming its convention."""
+    """The memory part of the text report: one line per component, each naming its convention (wrapped)."""
     m, conv = r["memory_bytes"], r["memory"]["conventions"]
     inference = "kv_cache" in m
     title = "inference memory" if inference else "training memory"
@@ -101,18 +138,18 @@ def memory_lines(r) -> list[str]:
         if inference else \
         ("params", "grads", "optimizer", "activations", "total")
     for key in keys:
-        lines.append(f"  {key:<12} {nbytes(m[key]):<30} {conv.get(key, '')}")
+        lines += wrap(f"  {key:<12} {nbytes(m[key]):<26} ", conv.get(key, ""))
     if m.get("peak") is not None:
-        lines.append(f"  {'peak':<12} {nbytes(m['peak']):<30} {conv['peak']}; at {r['memory']['peak_at']}")
+        lines += wrap(f"  {'peak':<12} {nbytes(m['peak']):<26} ", f"{conv['peak']}; at {r['memory']['peak_at']}")
     parts = m.get("parts", {})
     if parts:
-        lines.append("  parts: " + ", ".join(f"{k} {v / 1e9:,.3g} GB" for k, v in parts.items()))
+        lines += wrap_items("  parts: ", [f"{k} {v / 1e9:,.3g} GB" for k, v in parts.items()])
     devices = r.get("time", {}).get("devices", 1)
     if devices > r["memory"].get("layout", {}).get("devices", 1) == 1:
-        lines.append(f"  note: this is one device holding the whole model; --devices {devices} spreads only the "
-                     "time. Give --dp/--tp/--pp (and --zero) to shard memory across them")
+        lines += wrap("  note: ", f"this is one device holding the whole model; --devices {devices} spreads only "
+                                  "the time. Give --dp/--tp/--pp (and --zero) to shard memory across them")
     comm = r.get("communication_bytes")
     if comm and comm["total"]:
-        lines.append("communication per step per device (ring collectives): "
-                     + ", ".join(f"{k} {v / 1e9:,.3g} GB" for k, v in comm.items()))
+        lines += wrap_items("communication per step per device (ring collectives): ",
+                            [f"{k} {v / 1e9:,.3g} GB" for k, v in comm.items()])
     return lines

@@ -6,8 +6,9 @@ import argparse
 import json
 
 import costmodel
+from costmodel import units
 
-from ._common import duration, sci
+from ._common import sci
 
 #: Columns of the table, in this order.
 PEAK_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
@@ -76,12 +77,13 @@ def detail(d) -> str:
 
 
 def time_text(r: dict) -> list[str]:
-    """The time lines of ``costmodel estimate`` text output."""
+    """The time lines of ``costmodel estimate`` text output (durations in the unit a person says)."""
     t = r["time"]
+    where = f"{units.devices(t['devices'])} × {t['hardware']}"
     if "ttft_s" in t:  # an inference estimate
-        return [f"time on {t['devices']} x {t['hardware']} ({t['dtype']}), roofline bound, context {t['context']:,}",
-                f"  time to first token (prefill)  {duration(t['ttft_s'])}",
-                f"  decode step ({t['decode_bound']}-bound)  {duration(t['decode_step_s'])}  "
+        return [f"time on {where} ({t['dtype']}), roofline bound, context {t['context']:,}",
+                f"  time to first token (prefill)  {units.duration(t['ttft_s'])}",
+                f"  decode step ({t['decode_bound']}-bound)  {units.duration(t['decode_step_s'])}  "
                 f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
     basis = t["basis"]
     if basis == "achieved":
@@ -91,15 +93,17 @@ def time_text(r: dict) -> list[str]:
     elif basis == "measured":
         how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
     else:
-        how = "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"
-    lines = [f"time on {t['devices']} x {t['hardware']} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s) {how}",
-             f"  step          {duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
-             f"roofline bound {duration(t['roofline_step_s'])})",
+        how = "at the roofline bound (each op's max(FLOPs/peak, bytes/bandwidth), summed)"
+    lines = [f"time on {where} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s)",
+             f"  {how}",
+             f"  step          {units.duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
+             f"roofline bound {units.duration(t['roofline_step_s'])})",
              f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
     if t["comm_s"]:
-        lines.append(f"  communication {duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
+        lines.append(f"  communication {units.duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
     if "training_s" in t:
-        lines.append(f"  training      {duration(t['training_s'])}  ({t['gpu_hours']:,.0f} device-hours)")
+        lines.append(f"  training      {units.duration(t['training_s'])}  ({t['training_s']:.3g} s; "
+                     f"{t['gpu_hours']:,.0f} device-hours)")
         if "six_nd_training_s" in t:
-            lines.append(f"  6ND only      {duration(t['six_nd_training_s'])} (the back-of-envelope count)")
+            lines.append(f"  6ND only      {units.duration(t['six_nd_training_s'])} (the back-of-envelope count)")
     return lines

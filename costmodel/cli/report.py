@@ -1,4 +1,4 @@
-"""``costmodel report MODEL --latex report.tex``: the whole report as LaTeX, Markdown or JSON."""
+"""``costmodel report MODEL --latex report.tex``: the whole report as LaTeX, Markdown, JSON or an interactive HTML page."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from ._common import options, output_file, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="a full report (formulas, derivation, numbers, memory) as LaTeX/Markdown/JSON",
+    p = sub.add_parser("report", help="a full report (summary, formulas, memory, time, ops) as LaTeX/Markdown/JSON/HTML",
                        description="Write the report of one model and config: a standalone LaTeX document "
-                                   "(compiles with pdflatex as is), Markdown with GitHub math, or JSON. "
+                                   "(compiles with pdflatex as is), Markdown with GitHub math, JSON, or an interactive HTML page. "
                                    "With no output option, Markdown goes to stdout.")
     estimate.add_options(p)
     p.add_argument("--latex", metavar="FILE", type=output_file,
@@ -23,12 +23,17 @@ def add(sub: argparse._SubParsersAction) -> None:
                    help="Markdown with $...$ math ('-' for stdout)")
     p.add_argument("--json", metavar="FILE", type=output_file,
                    help="exact numbers and formulas as JSON ('-' for stdout)")
+    p.add_argument("--html", metavar="FILE", type=output_file,
+                   help="one self-contained interactive page: summary, formulas (MathML), charts, and controls "
+                        "that recompute every number ('-' for stdout)")
+    p.add_argument("--control", metavar="SYMBOL", action="append", default=[],
+                   help="a symbol the HTML page lets a reader change besides B, T and the devices (repeatable)")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    doc = costmodel.report(args.model, settings=settings(args), options=options(args))
-    outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json}
+    doc = costmodel.report(args.model, settings=settings(args), options=options(args), controls=tuple(args.control))
+    outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json, "html": doc.to_html}
     chosen = {k: getattr(args, k) for k in outputs if getattr(args, k) is not None}
     for kind, path in (chosen or {"markdown": "-"}).items():
         text = outputs[kind]()

@@ -30,6 +30,8 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", metavar="FLOPS", help="also report the compute-optimal N and D for this FLOP budget "
                    "(C = 6ND, D = RATIO·N) and the swept config closest to it")
     p.add_argument("--ratio", default="20", metavar="R", help="tokens per parameter for --budget (Chinchilla: 20)")
+    p.add_argument("--plot", metavar="FILE", help="a chart of the first metric against the first grid axis, one line "
+                                                  "per value of the second (.png, .svg or .pdf; needs matplotlib)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="CSV on stdout (as --format csv)")
     fmt.add_argument("--json", action="store_true", help="one JSON object of columns (held in memory)")
@@ -65,6 +67,11 @@ def run(args: argparse.Namespace) -> int:
                         output=args.output, stream=out, chunk=args.chunk, cell=_cell, options=options(args))
     if out is not None:
         out.flush()
+    if args.plot:  # a chart needs the columns: the same sweep once more, held in memory (within the budget)
+        held = costmodel.sweep(args.model, args.grid, metrics, settings=settings(args), exact=args.exact,
+                               workers=workers, dask=args.dask, options=options(args))
+        held.plot(args.plot, metrics[0])
+        print(f"wrote the sweep chart to {args.plot}", file=sys.stderr)
     if r.optimal is not None and fmt != "json":
         o = r.optimal
         num = lambda v: sci(v) if isinstance(v, (int, float)) else str(v)  # noqa: E731 (a float or why not)

@@ -191,7 +191,7 @@ def _inference_times(G: nx.DiGraph, dev: Device, dtype: str, n: int, options: Op
     return q
 
 
-def time_quantities(model, options: Options, q: Quantities) -> Quantities:
+def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Expr | None = None) -> Quantities:
     """``time.*``, ``mfu`` and ``hfu`` keys of an estimate, when ``options.hardware`` is given.
 
     Reads the keys of the counts and memory sections in ``q`` (``flops.training``, ``flops.recompute``,
@@ -205,12 +205,17 @@ def time_quantities(model, options: Options, q: Quantities) -> Quantities:
     throughput, are end-to-end: communication and bubbles are inside them. Without either, the compute
     time is the roofline bound of one training step (plus recompute at peak) split
     evenly over the devices.
+
+    ``devices``: the devices N as an expression (a symbol: the live report's control) where the layout is one
+    device that N spreads only the time over; by default ``options.devices``.
     """
     out = Quantities()
     if options.hardware is None:
         return out
     dev = device(options.hardware)
     n, pipe = _devices(q, options)
+    if devices is not None and options.layout.devices == 1:
+        n = devices
     dtype = options.dtype or model.graph.graph.get("dtype", "bf16")
     peak = dev.peak(dtype)
     G = prepared(model.graph, options)

@@ -6,6 +6,7 @@ printing is configured through printer settings, not string munging.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import sympy
@@ -47,24 +48,42 @@ def number(value: int | float) -> str:
     return rf"{mantissa} \times 10^{{{int(exp)}}}"
 
 
-def terms(expr: sympy.Expr, per_line: int = 4) -> list[str]:
-    """LaTeX of a sum broken into lines of at most ``per_line`` terms (each line after the first
-    starts with its sign), so long formulas fit a page."""
+def visible(text: str) -> int:
+    r"""About how many characters wide LaTeX math prints (commands and braces take no room; ``\cdot`` one)."""
+    return len(re.sub(r"[{}_^]", "", re.sub(r"\\(cdot|quad)", "·", re.sub(r"\\(mathrm|frac|left|right)", "", text))))
+
+
+#: Characters of math a line of the page holds (10pt on a 2 cm-margin page), the left side included.
+LINE = 96
+
+
+def terms(expr: sympy.Expr, per_line: int = 4, width: int | None = None) -> list[str]:
+    """LaTeX of a sum broken into lines of at most ``per_line`` terms, and (``width``) of about ``width``
+    characters (each line after the first starts with its sign), so long formulas fit a page."""
     expr = sympy.expand(expr)
     parts = expr.as_ordered_terms(order="lex") if isinstance(expr, sympy.Add) else [expr]
+    groups: list[list[sympy.Expr]] = []
+    for part in parts:
+        if groups and len(groups[-1]) < per_line and (width is None or visible(latex(sympy.Add(
+                *groups[-1], part, evaluate=False))) <= width):
+            groups[-1].append(part)
+        else:
+            groups.append([part])
     lines = []
-    for i in range(0, len(parts), per_line):
-        text = latex(sympy.Add(*parts[i:i + per_line], evaluate=False))
+    for i, group in enumerate(groups):
+        text = latex(sympy.Add(*group, evaluate=False))
         lines.append(text if i == 0 or text.startswith("-") else "+ " + text)
-    return lines
+    return lines or ["0"]
 
 
 def broken_equations(expressions: Mapping[str, sympy.Expr], per_line: int = 4) -> str:
-    """Like :func:`equations`, with long sums broken over several lines."""
+    """Like :func:`equations`, with long sums broken over several lines that fit the page."""
     rows = []
+    room = max(36, LINE - max((visible(key_latex(k)) for k in expressions), default=0))  # align*: one column
     for key, expr in expressions.items():
-        first, *rest = terms(expr, per_line)
-        rows.append(rf"  {key_latex(key)} &= {first}")
+        lhs = key_latex(key)
+        first, *rest = terms(expr, per_line, room)
+        rows.append(rf"  {lhs} &= {first}")
         rows += [rf"  &\quad {line}" for line in rest]
     return "\\begin{align*}\n" + " \\\\\n".join(rows) + "\n\\end{align*}"
 
@@ -75,15 +94,21 @@ def derivation(rows: list[tuple[str, sympy.Expr, sympy.Expr]], lhs: str, total: 
     ``rows`` holds (op name, count, what one run contributes).
     """
     lines = [rf"  {lhs} &= \sum_{{\text{{ops}}}} \text{{count}} \times \text{{one run}} \\"]
-    for name, count, per_run in rows:
-        if per_run == 0:
-            continue
+    shown = [(name, count, per_run) for name, count, per_run in rows if per_run != 0]
+    room = max(30, LINE - visible(lhs) - max((len(name) for name, _, _ in shown), default=0) - 6)
+    for name, count, per_run in shown:
         factor = "" if count == 1 else latex(count) + r" \cdot "
         body = latex(per_run)
-        if factor and isinstance(per_run, sympy.Add):
-            body = rf"\left({body}\right)"
-        lines.append(rf"  &\quad + {factor}{body} && \text{{{escape(name)}}} \\")
-    first, *rest = terms(total)
+        if visible(factor + body) <= room:  # one line
+            if factor and isinstance(per_run, sympy.Add):
+                body = rf"\left({body}\right)"
+            lines.append(rf"  &\quad + {factor}{body} && \text{{{escape(name)}}} \\")
+            continue
+        first, *more = terms(per_run, 8, room - visible(factor) - 2)  # a long term: over several lines
+        opening, closing = ("(", ")") if factor else ("", "")
+        lines.append(rf"  &\quad + {factor}{opening}{first} && \text{{{escape(name)}}} \\")
+        lines += [rf"  &\qquad {line}{closing if i == len(more) - 1 else ''} \\" for i, line in enumerate(more)]
+    first, *rest = terms(total, 4, room)  # the names column stands beside these lines too
     lines.append(rf"  &= {first}" + (r" \\" if rest else ""))
     lines += [rf"  &\quad {line}" + (r" \\" if i < len(rest) - 1 else "") for i, line in enumerate(rest)]
     return "\\begin{align*}\n" + "\n".join(lines) + "\n\\end{align*}"

@@ -151,6 +151,11 @@ class Estimate(Result):
     def title(self) -> str:  # type: ignore[override]
         return f"costmodel estimate: {self._data.get('model', '')}"
 
+    def _repr_html_(self) -> str:
+        from .notebook import estimate_html  # the documents' summary and units
+
+        return estimate_html(self.flat)
+
     def plot_memory(self, path: str, *, capacity: int | None = None):
         """A bar chart of the memory breakdown (``.png``/``.svg``/``.pdf``; needs matplotlib)."""
         from ..devices.plot import memory_chart  # the plot extra, loaded when a chart is drawn
@@ -238,6 +243,19 @@ class Sweep(Result):
 
     def _rows(self) -> list[tuple[str, object]]:
         return [(k, f"{len(v)} values") for k, v in self._data.items()]
+
+    def plot(self, path: str, metric: str | None = None):
+        """A chart of ``metric`` (default: the first) against the grid axes (needs matplotlib); the Figure."""
+        from ..devices.plot import sweep_chart  # matplotlib is imported only when a chart is asked for
+
+        metric = metric or self.metrics[0]
+        columns = {k: self.column(k) for k in [*self.grid, metric, "valid"]}
+        return sweep_chart(columns, self.grid, metric, path, title=f"{self.model}: {metric}")
+
+    def _repr_html_(self) -> str:
+        from .notebook import sweep_html  # the documents' units
+
+        return sweep_html({k: self.column(k) for k in [*self.grid, *self.metrics, "valid"]}, f"sweep of {self.model}")
 
 
 class Roofline(Result):

@@ -3,9 +3,10 @@
 import matplotlib  # noqa: F401  (in the test extra: a missing one fails, never skips)
 import pytest
 
-from costmodel import CostModelError, load
+from costmodel import CostModelError, load, sweep
+from costmodel.cli import main
 from costmodel.devices.decode import decode_graph, prefill_graph
-from costmodel.devices.plot import memory_chart, roofline_chart
+from costmodel.devices.plot import ALL_LABELLED, LABELLED, memory_chart, roofline_chart, sweep_chart, texts_overlap
 from costmodel.devices.roofline import roofline
 from costmodel.devices.table import device
 from costmodel.symbols import B, C
@@ -23,18 +24,55 @@ def _texts(fig):
     return [t.get_text() for ax in fig.axes for t in ax.texts]
 
 
+def _labels(fig):
+    return [t.get_text() for t in fig.axes[0].texts if t.get_text() not in ("memory-bound", "compute-bound")
+            and not t.get_text().startswith("ridge")]
+
+
 def test_roofline_png(tmp_path, rows):
     out = tmp_path / "r.png"
     fig = roofline_chart(rows, H100, out)
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     drawn = "\n".join(_texts(fig))
-    for r in rows:
-        if r.flops and r.bytes:  # ops without FLOPs have no place on a log axis
-            assert r.name in drawn
     assert "memory-bound" in drawn and "compute-bound" in drawn and "ridge I* = 295" in drawn
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    placed = [r for r in rows if r.flops and r.bytes]
+    assert len(placed) > ALL_LABELLED  # many ops: only those with the largest time shares are named
+    labels = _labels(fig)
+    top = sorted(placed, key=lambda r: -r.time_s)[:LABELLED]
+    assert 4 <= len(labels) <= LABELLED and set(labels) <= {r.name for r in top}
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {r.kind.replace("_", " ") for r in placed} <= set(legend)  # grouped by kind: a colour each
+    assert texts_overlap(fig) == []
+
+
+def test_roofline_of_a_large_model_stays_legible(tmp_path):
+    # deepseek-v3's training step: 69 ops, whose labels once smeared into each other
+    m = load("deepseek-v3")
+    rows = roofline(m.graph, {**m.values, B: 1}, H100, phase="training")
+    assert len(rows) >= 60
+    fig = roofline_chart(rows, H100, tmp_path / "r.svg")
+    assert texts_overlap(fig) == [] and 4 <= len(_labels(fig)) <= LABELLED
+    assert "routed matmul" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_few_ops_are_all_named(tmp_path):
+    m = load("gpt2-small")
+    rows = [r for r in roofline(prefill_graph(m.graph), {**m.values, B: 1}, H100) if r.kind == "matmul"]
+    fig = roofline_chart(rows, H100, tmp_path / "r.png")
+    drawn = "\n".join(_labels(fig))
+    assert all(r.name in drawn for r in rows) and texts_overlap(fig) == []
+
+
+def test_overlap_check_sees_overlaps():
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "one label")
+    ax.text(0.52, 0.5, "another label")
+    assert ("one label", "another label") in texts_overlap(fig)
+    plt.close(fig)
 
 
 def test_roofline_svg_names_ops(tmp_path):
@@ -52,9 +90,28 @@ def test_memory_chart(tmp_path):
     fig = memory_chart({"params": 14 * 10**9, "grads": 14 * 10**9, "optimizer": 84 * 10**9}, out,
                        capacity=80 * 10**9)
     assert out.read_bytes()[:4] == b"\x89PNG"
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["params", "grads", "optimizer"]
     assert "84.0" in _texts(fig)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["capacity 80 GB"]
+    assert texts_overlap(fig) == []
+
+
+def test_sweep_chart_and_cli(tmp_path, capsys):
+    out = tmp_path / "s.svg"
+    assert main(["sweep", "gpt2-small", "--grid", "B=1,2,4,8,16,32,64", "--grid", "T=256,512,1024",
+                 "--metric", "flops.training", "--plot", str(out)]) == 0
+    assert f"wrote the sweep chart to {out}" in capsys.readouterr().err
+    assert "flops.training" in out.read_text() and "T = 1,024" in out.read_text()
+    r = sweep("gpt2-small", ["B=1,2,4,8,16,32,64", "T=256,512,1024"], ["flops.training"])
+    fig = sweep_chart({k: r.column(k) for k in ["B", "T", "flops.training", "valid"]}, ["B", "T"],
+                      "flops.training", tmp_path / "s.png")
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"  # 1..64 and 2e11..6e13: log helps
+    assert ax.get_xlabel() == "B" and ax.get_ylabel() == "flops.training" and len(ax.get_lines()) == 3
+    assert texts_overlap(fig) == []
+    with pytest.raises(CostModelError, match="one or two grid axes"):
+        sweep_chart({"a": [1]}, [], "a", tmp_path / "x.png")
 
 
 def test_bad_plot_name(tmp_path, rows):

@@ -17,7 +17,9 @@ from costmodel.reports.latex import derivation, escape, terms
 from costmodel.symbols import L, d
 
 PDFLATEX = shutil.which("pdflatex")
-MODELS = [m for m in ("gpt3-175b", "llama3-8b") if m in presets()]  # llama3-8b arrives with the architectures work
+PDFTOTEXT = shutil.which("pdftotext")
+# deepseek-v3 compiles too (17 pages, its summary on page 1) but takes minutes to write: checked by hand
+MODELS = [m for m in ("gpt3-175b", "llama3-8b", "mixtral-8x7b") if m in presets()]
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -26,18 +28,30 @@ def test_latex_report_compiles_unchanged(model, tmp_path):
         if os.environ.get("COSTMODEL_REQUIRE_PDFLATEX"):
             pytest.fail("pdflatex is required here (COSTMODEL_REQUIRE_PDFLATEX is set) but not installed")
         pytest.skip("pdflatex not installed (.ci/run installs it: texlive-latex-base, texlive-latex-recommended)")
-    assert main(["report", model, "--tokens", "3e11", "--latex", str(tmp_path / "report.tex")]) == 0
+    assert main(["report", model, "--tokens", "3e11", "--hardware", "h100-sxm", "--devices", "1024",
+                 "--latex", str(tmp_path / "report.tex")]) == 0
     run = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout[-3000:]
     assert (tmp_path / "report.pdf").stat().st_size > 10_000
+    assert "Overfull \\hbox" not in (tmp_path / "report.log").read_text(errors="replace")  # nothing runs off the page
+    if PDFTOTEXT is None:  # poppler-utils: with texlive on Debian, not everywhere
+        return
+    first = subprocess.run([PDFTOTEXT, "-f", "1", "-l", "1", "report.pdf", "-"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=60).stdout
+    # the answer first: the summary leads page 1, the number a person asks for in the unit they would say
+    assert first.index("Summary") < first.index("Derivation")
+    for what in ("Training FLOPs", "Time", "Memory per device", "Binding resource", "of 80.00 GB", "devices ×"):
+        assert what in first, what
+    assert "flops.training_total" not in first.split("Derivation")[0]
 
 
 def test_document_has_the_sections_and_exact_numbers():
     doc = report("gpt3-175b", tokens=3 * 10**11)
     titles = [s.title for s in doc.sections]
-    assert titles[:6] == ["Model and configuration", "Formulas", "Training FLOPs, term by term",
-                          "Per-op forward costs", "Numbers for this configuration", "Memory breakdown"]
+    # the answer first; no time section without a device, no communication rows when nothing is sent
+    assert titles == ["Summary", "Derivation", "Memory per device", "Ops", "Training FLOPs, term by term",
+                      "Every number", "Conventions"]
     text = doc.to_latex()
     assert r"\usepackage{booktabs}" in text and r"\toprule" in text
     assert "174\\,604\\,259\\,328" in text  # params.total, exact
@@ -80,10 +94,10 @@ def test_cli_report_errors_are_one_line(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("costmodel: error: cannot write the latex report")
 
 
-def test_roofline_section_when_the_hardware_work_is_present():
+def test_time_section_with_a_device():
     doc = report("gpt3-175b", hardware="h100-sxm")
     titles = [s.title for s in doc.sections]
-    assert "Roofline" in titles and titles.index("Roofline") == titles.index("Memory breakdown") + 1
+    assert titles[:5] == ["Summary", "Derivation", "Memory per device", "Time", "Ops"]
 
 
 def test_any_quantity_as_an_equation_compiles(tmp_path):

@@ -1,0 +1,50 @@
+"""The terminal text of ``estimate``: fits 100 columns, says "1 device", shows the micro-batch and the defaults
+it chose, and announces the files it writes."""
+
+import json
+
+import pytest
+
+from costmodel.cli import main
+from costmodel.units import duration
+
+CASES = [
+    ("llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12"),
+    ("gpt3-175b", "--tokens", "3e11", "--hardware", "h100-sxm", "--achieved-tflops", "400"),
+    ("mixtral-8x7b", "--hardware", "h100-sxm", "--devices", "64", "--dp", "8", "--tp", "8", "--zero", "1",
+     "--batch", "64", "--recompute", "selective"),
+    ("gpt2-small", "--inference", "--context", "1024", "--hardware", "h100-sxm"),
+]
+
+
+@pytest.mark.parametrize("argv", CASES, ids=lambda a: a[0])
+def test_estimate_text_fits_100_columns(argv, capsys):
+    assert main(["estimate", *argv]) == 0
+    out = capsys.readouterr().out
+    wide = [line for line in out.splitlines() if len(line) > 100]
+    assert wide == []
+
+
+def test_estimate_text_says_what_it_chose(capsys):
+    assert main(["estimate", "llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert first == "llama2-7b (llama)  B=1 (default), T=4,096 (the config's context), micro-batch 1"
+    assert "time on 1 device × h100-sxm" in out and "1 x h100" not in out
+    # the training time in years of 365.25 days (31,557,600 s), 3 significant digits, as every report says it
+    line = next(x for x in out.splitlines() if x.startswith("  training "))
+    assert main(["estimate", "llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12", "--json"]) == 0
+    seconds = json.loads(capsys.readouterr().out)["time"]["training_s"]
+    assert 5.85 < seconds / 31_557_600 < 5.95  # 5.9 years: 6.7e9 params, 2e12 tokens on one H100 at the roofline
+    assert line.startswith(f"  training      {duration(seconds)}  (") and duration(seconds) == "5.9 years"
+    assert main(["estimate", "llama2-7b", "--batch", "8", "--seq", "1024", "--dp", "2", "--devices", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "llama2-7b (llama)  B=8, T=1,024, micro-batch 4"
+
+
+def test_files_written_are_announced(capsys, tmp_path):
+    svg = tmp_path / "m.svg"
+    assert main(["estimate", "gpt2-small", "--hardware", "a100-40gb", "--plot-memory", str(svg)]) == 0
+    assert f"wrote the memory chart to {svg}" in capsys.readouterr().err
+    tex = tmp_path / "r.tex"
+    assert main(["report", "gpt2-small", "--latex", str(tex)]) == 0
+    assert f"wrote latex report to {tex}" in capsys.readouterr().err
