@@ -1,0 +1,277 @@
+"""ATen ops with a core costmodel kind: matmuls, attention, norms, softmax, lookups, the loss.
+
+* ``linear``, ``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``matmul``, ``einsum`` (two operands), ``dot``,
+  ``mv``: a ``matmul`` (activation × parameter, the parameter counted there) or a ``contraction``
+  (activation × activation); einops patterns read off the shapes, batch axes shared by size. When torch
+  folds a non-contiguous operand into a copy (``at::matmul``'s reshape), the copy is an op of its own, so
+  the tensor autograd keeps is the one the graph has.
+* ``scaled_dot_product_attention`` and the flash/efficient/cuDNN variants: one fused ``attention`` op
+  (``q, k, v -> out``; grouped keys as a ``g``/``m`` split of the heads). Its mask is a constant.
+* ``layer_norm``/``rms_norm`` with a gain: ``norm``; ``softmax``/``log_softmax``: ``softmax``;
+  ``embedding`` of a parameter: ``gather``; ``cross_entropy_loss``: ``loss``; ``_grouped_mm``: the
+  tracer's ``grouped_matmul`` (every row meets one expert's matrix).
+"""
+
+from __future__ import annotations
+
+import sympy
+
+from ..errors import CostModelError
+from .aten import Reader, maps
+from .export import target_name
+from .ir import Operand, TOp
+from .saved import run_saving
+
+
+def _param(r: Reader, a) -> str | None:
+    return r.param_of.get(r.resolve(a).name) if hasattr(a, "meta") else None
+
+
+def _materialise(r: Reader, a) -> None:
+    """A constant operand of a contraction (a buffer view) becomes a tensor fed to the graph."""
+    a = r.resolve(a)
+    if r.role(a) == "const" and a.name not in r.produced:
+        r.input(a, "constant")
+        r.const.discard(a.name)
+
+
+def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=None, fold: bool = True) -> TOp:
+    """``a·b`` as a ``matmul`` (one operand a parameter) or a ``contraction``; ``bias`` a parameter's axes."""
+    pa, pb = _param(r, a), _param(r, b)
+    if pa and pb:
+        raise CostModelError(f"trace: {node.name} ({target_name(node.target)}) multiplies two parameters; "
+                             "expected at least one activation")
+    for x in (a, b):
+        _materialise(r, x)
+    if pa:  # the weight is the second pattern operand of a matmul
+        a, b, a_dims, b_dims = b, a, b_dims, a_dims
+    operands = [r.operand(a, a_dims), r.operand(b, b_dims)]
+    kind = "matmul" if (pa or pb) else "contraction"
+    attrs: dict = {}
+    op = TOp(node.name, kind, operands, out_dims, sizes, r.prog.dtype(node), attrs=attrs)
+    if kind == "matmul":
+        fqn = operands[1].source
+        if not r.prog.param_tensors[fqn].requires_grad:
+            attrs["trainable"] = False
+        if bias is not None:
+            attrs["bias"] = bias[1]
+            op.extra_params.append(bias[0])
+    if fold and r.rg.get(node.name, False):
+        _fold_copies(r, node, op, [a, b] if kind == "contraction" else [a])
+    return r.add(op)
+
+
+def _fold_copies(r: Reader, node, op: TOp, data: list) -> None:
+    """Where torch copies an operand to fold it (``at::matmul``), read the copy instead (it is what is kept)."""
+    prog = r.prog
+    saved, _ = run_saving(prog, r.rg, node)
+    known = {prog.storage(prog.nodes[n]) for n in (*prog.params, *prog.constants)}
+    known |= {prog.storage(r.resolve(x)) for x in data}
+    for t in saved:
+        if not hasattr(t, "untyped_storage") or t.untyped_storage()._cdata in known:
+            continue
+        known.add(t.untyped_storage()._cdata)
+        shape = tuple(prog.expr(s) for s in t.shape)
+        for i, x in enumerate(data):
+            xs = prog.shape(r.resolve(x))
+            tail = 2 if len(shape) >= 3 and len(xs) >= 2 else 1
+            if shape[-tail:] != xs[-tail:] or op.operands[i].source != r.resolve(x).name:
+                continue
+            copy_name = f"{node.name}__fold{i}"
+            src_dims, src_sizes = r.fresh(xs)
+            full = sympy.Mul(*shape)
+            dims = op.operands[i].dims
+            if sympy.expand(full - prog.numel(prog.val(r.resolve(x)))) != 0:  # broadcast batch axes copied
+                batch = [d for d in op.output if d not in op.operands[1 - i].dims[-2:]][:len(op.output) - 2]
+                dims = (*batch, *dims[-2:])
+            out_dims, out_sizes = r.fresh(tuple(op.sizes[d] for d in dims))
+            r.rg[copy_name] = r.rg.get(r.resolve(x).name, False)
+            copy = TOp(copy_name, "reshape", [r.operand(x, src_dims)], out_dims, {**src_sizes, **out_sizes},
+                       prog.dtype(t), module=prog.module_path(node), hint="fold_copy", attrs={"copy": True},
+                       passthrough=True)
+            r.add(copy)
+            op.operands[i] = Operand(copy_name, dims)
+            break
+
+
+@maps("linear.default")
+def linear(r: Reader, node) -> None:
+    x, w = node.args[0], node.args[1]
+    b = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
+    xs, ws = r.prog.shape(r.resolve(x)), r.prog.shape(r.resolve(w))
+    xd, sizes = r.fresh(xs)
+    (n,), nsize = r.fresh(ws[:1])
+    sizes.update(nsize)
+    bias = None
+    if b is not None:
+        if _param(r, b) is None:
+            raise CostModelError(f"trace: {node.name}: linear with a bias that is not a parameter")
+        bias = (_param(r, b), (n,))
+    contract(r, node, x, w, xd, (n, xd[-1]), (*xd[:-1], n), sizes, bias=bias)
+
+
+@maps("mm.default", "bmm.default", "addmm.default", "baddbmm.default", "dot.default", "mv.default",
+      "matmul.default")
+def matmul(r: Reader, node) -> None:
+    name = target_name(node.target)
+    a, b = (node.args[1], node.args[2]) if name in ("addmm.default", "baddbmm.default") else node.args[:2]
+    sa, sb, so = r.prog.shape(r.resolve(a)), r.prog.shape(r.resolve(b)), r.prog.shape(node)
+    if len(sa) == 1 and len(sb) == 1:
+        (k,), sizes = r.fresh(sa[:1])
+        contract(r, node, a, b, (k,), (k,), (), sizes)
+        return
+    if len(sb) == 1:
+        ad, sizes = r.fresh(sa)
+        contract(r, node, a, b, ad, ad[-1:], ad[:-1], sizes)
+        return
+    if len(sa) == 1:
+        bd, sizes = r.fresh(sb)
+        contract(r, node, a, b, bd[-2:-1], bd, (*bd[:-2], bd[-1]), sizes)
+        return
+    batch, sizes = r.fresh(so[:-2])
+    (m, k, n), more = r.fresh((sa[-2], sa[-1], sb[-1]))
+    sizes.update(more)
+
+    def side(shape):
+        dims = batch[len(batch) - (len(shape) - 2):] if len(shape) > 2 else ()
+        return tuple(d for d, s in zip(dims, shape[:-2]) if s != 1 or sizes[d] == 1)
+
+    bias = None
+    if name in ("addmm.default", "baddbmm.default"):
+        c = node.args[0]
+        if _param(r, c) is None or len(r.prog.shape(r.resolve(c))) != 1:
+            raise CostModelError(f"trace: {node.name}: {name} with a bias that is not a parameter vector")
+        bias = (_param(r, c), (n,))
+    contract(r, node, a, b, (*side(sa), m, k), (*side(sb), k, n), (*batch, m, n), sizes, bias=bias)
+
+
+@maps("einsum.default")
+def einsum(r: Reader, node) -> None:
+    eq, operands = node.args[0], node.args[1]
+    lhs, _, out = eq.replace(" ", "").partition("->")
+    ins = lhs.split(",")
+    if len(ins) != 2 or "." in eq or any(len(set(s)) != len(s) for s in ins) or not _:
+        raise CostModelError(f"trace: {node.name}: einsum {eq!r}; expected two operands, explicit output, "
+                             "no ellipsis or repeated index")
+    letters = dict.fromkeys(ins[0] + ins[1] + out)
+    dims = {c: f"a{next(r.ids)}" for c in letters}
+    sizes = {}
+    for spec, x in zip(ins, operands):
+        for c, s in zip(spec, r.prog.shape(r.resolve(x))):
+            sizes[dims[c]] = s
+    contract(r, node, operands[0], operands[1], tuple(dims[c] for c in ins[0]), tuple(dims[c] for c in ins[1]),
+             tuple(dims[c] for c in out), sizes)
+
+
+# -- attention ------------------------------------------------------------------------------------------
+
+SDPA = {"scaled_dot_product_attention.default": 5, "_scaled_dot_product_flash_attention.default": 4,
+        "_scaled_dot_product_efficient_attention.default": 6, "_scaled_dot_product_cudnn_attention.default": 8,
+        "_scaled_dot_product_flash_attention_for_cpu.default": 4}
+
+
+@maps(*SDPA)
+def attention(r: Reader, node) -> None:
+    """Fused attention: FLOPs as the math path counts them (backward 2 × forward), memory as FlashAttention."""
+    q, k, v = node.args[:3]
+    name = target_name(node.target)
+    causal = node.kwargs.get("is_causal", node.args[SDPA[name]] if len(node.args) > SDPA[name] else False)
+    sq, sk, sv = (r.prog.shape(r.resolve(x)) for x in (q, k, v))
+    *batch_sizes, hq, t, e = sq
+    hk, s, ev = sk[-3], sk[-2], sv[-1]
+    batch, sizes = r.fresh(tuple(batch_sizes))
+    (g, td, sd, ed, evd), more = r.fresh((hk, t, s, e, ev))
+    sizes.update(more)
+    heads: tuple[str, ...] = (g,)
+    if sympy.expand(hq - hk) != 0:
+        ratio = sympy.simplify(hq / hk)
+        if not (ratio.is_Integer or not ratio.is_number):
+            raise CostModelError(f"trace: {node.name}: {hq} query heads do not group over {hk} key heads")
+        (m,), more = r.fresh((ratio,))
+        sizes.update(more)
+        heads = (g, m)
+    for x in (q, k, v):
+        _materialise(r, x)
+    operands = [r.operand(q, (*batch, *heads, td, ed)), r.operand(k, (*batch, g, sd, ed)),
+                r.operand(v, (*batch, g, sd, evd))]
+    attrs = {"scores": (*batch, *heads, td, sd), "causal": True if causal is True else None}
+    r.add(TOp(node.name, "attention", operands, (*batch, *heads, td, evd), sizes, r.prog.dtype(q),
+              hint="attention", attrs={k: v for k, v in attrs.items() if v is not None}))
+
+
+# -- norms, softmax, lookups, loss -----------------------------------------------------------------------
+
+@maps("layer_norm.default", "rms_norm.default")
+def norm(r: Reader, node) -> None:
+    rms = target_name(node.target).startswith("rms")
+    x, shape = node.args[0], node.args[1]
+    w = node.args[2] if len(node.args) > 2 else node.kwargs.get("weight")
+    b = None if rms else (node.args[3] if len(node.args) > 3 else node.kwargs.get("bias"))
+    gain, bias = _param(r, w) if w is not None else None, _param(r, b) if b is not None else None
+    if len(shape) != 1 or gain is None or (b is not None and bias is None):
+        r.pointwise_like(node, [x, *(a for a in (w, b) if a is not None)], "reduce", kind="aten")
+        return
+    dims, sizes = r.fresh(r.prog.shape(r.resolve(x)))
+    op = TOp(node.name, "norm", [r.operand(x, dims)], dims, sizes, r.prog.dtype(node),
+             attrs={"axis": dims[-1:], "rms": True if rms else None, "bias": bool(bias) if not rms else None})
+    op.attrs = {k: v for k, v in op.attrs.items() if v is not None}
+    op.extra_params.extend(p for p in (gain, bias) if p)
+    r.add(op)
+
+
+@maps("softmax.int", "_softmax.default", "_safe_softmax.default", "log_softmax.int", "_log_softmax.default")
+def softmax(r: Reader, node) -> None:
+    x, dim = node.args[0], node.args[1]
+    dims, sizes = r.fresh(r.prog.shape(r.resolve(x)))
+    hint = "log_softmax" if "log" in target_name(node.target) else "softmax"
+    r.add(TOp(node.name, "softmax", [r.operand(x, dims)], dims, sizes, r.prog.dtype(node), hint=hint,
+              attrs={"axis": (dims[dim],)}))
+
+
+def embedding(r: Reader, node) -> None:
+    """``embedding(table, ids)``: rows of a parameter table picked by ids."""
+    w, ids = node.args[0], node.args[1]
+    id_dims, sizes = r.fresh(r.prog.shape(r.resolve(ids)))
+    (v, d), more = r.fresh(r.prog.shape(r.resolve(w)))
+    sizes.update(more)
+    r.add(TOp(node.name, "gather", [r.operand(ids, id_dims), r.operand(w, (v, d))], (*id_dims, d), sizes,
+              r.prog.dtype(node), hint="embedding"))
+
+
+def indexed_parameter(r: Reader, node) -> bool:
+    """``weight[ids]`` (a mixture of experts picking each row's expert matrix): a lookup of a table."""
+    w, indices = node.args[0], node.args[1]
+    if len(indices) != 1 or indices[0] is None:
+        return False
+    ids = indices[0]
+    id_dims, sizes = r.fresh(r.prog.shape(r.resolve(ids)))
+    w_dims, more = r.fresh(r.prog.shape(r.resolve(w)))
+    sizes.update(more)
+    r.add(TOp(node.name, "gather", [r.operand(ids, id_dims), r.operand(w, w_dims)], (*id_dims, *w_dims[1:]), sizes,
+              r.prog.dtype(node), hint="index"))
+    return True
+
+
+@maps("cross_entropy_loss.default")
+def cross_entropy(r: Reader, node) -> None:
+    logits = node.args[0]
+    shape = r.prog.shape(r.resolve(logits))
+    if len(shape) != 2:
+        raise CostModelError(f"trace: {node.name}: cross_entropy over logits of shape {shape}; expected (N, V)")
+    (n, v), sizes = r.fresh(shape)
+    out = () if len(r.prog.shape(node)) == 0 else (n,)
+    r.add(TOp(node.name, "loss", [r.operand(logits, (n, v))], out, sizes, r.prog.dtype(node), hint="loss",
+              attrs={"axis": (v,), "probs_dtype": r.prog.dtype(logits)}))
+
+
+@maps("_grouped_mm.default", "transformers::grouped_mm_fallback.default")
+def grouped(r: Reader, node) -> None:
+    """Rows sorted by expert times each expert's matrix: every row meets one of the ``e`` matrices."""
+    x, w = node.args[0], node.args[1]
+    (s, k), sizes = r.fresh(r.prog.shape(r.resolve(x)))
+    (e, _, n), more = r.fresh(r.prog.shape(r.resolve(w)))
+    sizes.update(more)
+    if _param(r, w) is None:
+        raise CostModelError(f"trace: {node.name}: grouped matmul whose weight is not a parameter")
+    r.add(TOp(node.name, "grouped_matmul", [r.operand(x, (s, k)), r.operand(w, (e, k, n))], (s, n), sizes,
+              r.prog.dtype(node), attrs={"experts": (e,)}))
