@@ -64,6 +64,7 @@ class Reader:
         self.unsupported: dict[str, list[str]] = {}
         self.ids = itertools.count()
         self.views_of: dict[str, object] = {}  # a list-of-views op (split) → the tensor it views
+        self.kept_outputs: set[tuple[str, int]] = set()  # (op, k): its k-th output is kept for its backward
         self.const_operands: set[tuple[str, str]] = set()  # (node, operand): read as a constant (a mask)
 
     # -- operands -------------------------------------------------------------------------------------
@@ -101,11 +102,14 @@ class Reader:
 
     # -- what a node becomes -----------------------------------------------------------------------
 
-    def add(self, op: TOp) -> TOp:
-        if not op.hint:
-            op.hint = target_name(self.prog.nodes[op.node].target).split(".")[0].split("::")[-1].lstrip("_")
-        op.module = op.module or self.prog.module_path(self.prog.nodes[op.node])
-        if not self.rg.get(op.node, False):
+    def add(self, op: TOp, keeps: bool = False) -> TOp:
+        """Add ``op`` (detached where no gradient flows, unless it ``keeps`` a tensor for its producer)."""
+        fx = self.prog.nodes.get(op.node.split("__")[0])  # an op the tracer adds (a fold copy) is named after one
+        if not op.hint and fx is not None:
+            op.hint = target_name(fx.target).split(".")[0].split("::")[-1].lstrip("_")
+        if not op.module and fx is not None:
+            op.module = self.prog.module_path(fx)
+        if not self.rg.get(op.node, False) and not keeps:
             op.attrs["detached"] = True  # no gradient flows here: no backward, nothing saved
         self.items.append(op)
         self.produced[op.node] = op
@@ -130,6 +134,8 @@ class Reader:
         a = self.resolve(a)
         if a.name in self.param_of:
             return Operand(self.param_of[a.name], dims, weight=True)
+        if a.name not in self.produced:  # a constant read where a tensor is needed (ids from a buffer)
+            self.input(a, "constant")
         return Operand(a.name, dims)
 
     def pointwise_like(self, node, args: list, fn: str, *, kind: str | None = None, probe: bool = True,
@@ -203,8 +209,11 @@ class Reader:
                 val = self.prog.val(node)
                 if val is None and name.startswith("_assert"):
                     continue  # a check on metadata: no tensor, no cost
-                if val is not None and not self.prog.is_tensor(node) and not isinstance(val, (list, tuple)):
+                if val is not None and not self.prog.is_tensor(node):
                     continue  # size arithmetic (SymInt, SymBool): no tensor
+                if self.prog.is_tensor(node) and any(self.prog.expr(x) == 0 for x in val.shape):
+                    self.const.add(node.name)  # an empty tensor (a zero-width slice): nothing to count
+                    continue
                 fn = MAPPERS.get(name)
                 if fn is None:
                     self.unsupported.setdefault(name, []).append(self.prog.module_path(node) or node.name)
@@ -216,11 +225,31 @@ class Reader:
                 fn(self, node)
             elif node.op == "output":
                 outputs = [a.name for a in node.all_input_nodes]
-        return Read(self.items, self.alias, outputs, self.unsupported, self._unused())
+        unused = self._unused()
+        return Read(self.items, self.alias, outputs, self.unsupported, unused)
 
     def _unused(self) -> dict[str, int]:
+        """Parameters no op reads: each becomes a ``parameter`` op in its module's place (so it is counted,
+        and folds with its layer)."""
+        from .fold import layer_key
+
         used = {p for op in self.items if isinstance(op, TOp) for p in op.owned}
-        return {fqn: int(t.numel()) for fqn, t in self.prog.param_tensors.items() if fqn not in used}
+        unused = {fqn: t for fqn, t in self.prog.param_tensors.items() if fqn not in used}
+        for fqn, t in unused.items():
+            module, _, hint = fqn.rpartition(".")
+            dims, sizes = self.fresh(tuple(sympy.Integer(int(s)) for s in t.shape) or (sympy.Integer(1),))
+            from .export import DTYPES
+
+            op = TOp(f"unused:{fqn}", "parameter", [Operand(fqn, dims, weight=True)], dims, sizes,
+                     DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"), module=module, hint=f"unused_{hint}",
+                     attrs={"detached": True})
+            key = layer_key(module)
+            at = len(self.items)
+            if key is not None:  # right after the last op of its layer
+                at = max((i + 1 for i, it in enumerate(self.items) if (layer_key(it.module) or ())[:2] == key[:2]),
+                         default=at)
+            self.items.insert(at, op)
+        return {fqn: int(t.numel()) for fqn, t in unused.items()}
 
 
 def weighted(op: TOp) -> TOp:

@@ -69,7 +69,7 @@ class Writer:
         self.item_of[t.node] = item
 
     def _op(self, op: TOp, local: str) -> Tensor:
-        names = self.namer.rename_free(op) if op.kind in FREE_KINDS and not set(op.attrs) & set(AXIS_ATTRS) \
+        names = self.namer.rename_free(op) if op.kind in FREE_KINDS \
             else self.namer.rename(order_of(op), op.sizes)
         pattern = pattern_of(op, names)
         used = {d for o in op.operands for d in o.dims} | set(op.output)
@@ -78,7 +78,7 @@ class Writer:
             sizes[UNIT] = 1
         attrs = dict(op.attrs)
         for key in AXIS_ATTRS:
-            if key in attrs:
+            if isinstance(attrs.get(key), tuple):  # axis ids (a norm's bias is a flag)
                 attrs[key] = " ".join(names[d] for d in attrs[key])
         w = op.weight
         if w is not None:

@@ -158,7 +158,11 @@ class Program:
     # -- what a node is ----------------------------------------------------------------------------
 
     def val(self, node) -> object:
-        return node.meta.get("val") if hasattr(node, "meta") else None
+        """A node's fake value; of an op with several outputs (``topk``, ``split``), the first."""
+        v = node.meta.get("val") if hasattr(node, "meta") else None
+        if isinstance(v, (list, tuple)) and v and hasattr(v[0], "untyped_storage"):
+            return v[0]
+        return v
 
     def is_tensor(self, node) -> bool:
         import torch

@@ -77,7 +77,8 @@ def _signature(items: list, prefix: str, resolve) -> tuple[tuple, list[str]]:
         operands = tuple((ref(o.source, o.weight), tuple(dim(d) for d in o.dims)) for o in it.operands)
         out = tuple(dim(d) for d in it.output)
         sizes = tuple((dim(d), s) for d, s in it.sizes.items())
-        attrs = tuple(sorted((k, tuple(dim(d) for d in v) if k in AXIS_ATTRS else v) for k, v in it.attrs.items()))
+        attrs = tuple(sorted((k, tuple(dim(d) for d in v) if k in AXIS_ATTRS and isinstance(v, tuple) else v)
+                             for k, v in it.attrs.items()))
         extra = tuple(p[len(prefix):] if p.startswith(prefix) else "/" + p for p in it.extra_params)
         rows.append((it.kind, it.dtype, it.hint, operands, out, sizes, attrs, extra))
     return tuple(rows), ext

@@ -118,6 +118,14 @@ def _grouped(op: Op, counting) -> OpCost:
     return OpCost(forward, backward, (weight,), (Saved("input", "input0", elements(x, op.size), op.dtype),))
 
 
+def _parameter(op: Op, counting) -> OpCost:
+    """A parameter the traced forward never reads (a decoder's cross-attention without an encoder): it is
+    still a parameter of the model (memory, optimizer states), with no FLOPs or bytes in this step."""
+    axes = op.parsed.inputs[0]
+    weights = () if op.attr("tied") else (Param("weight", tuple((a, op.size[a]) for a in axes)),)
+    return OpCost(Cost(), Cost(), weights)
+
+
 def register() -> None:
     """Register the tracer's kinds and functions (once per process)."""
     _register_fns()
@@ -126,6 +134,7 @@ def register() -> None:
         rule("aten_pointwise", view=_inplace, pointwise=True)(_aten)
         rule("aten_weighted", weight_operand=_last, view=_inplace)(_aten)
         rule("grouped_matmul", weight_operand=1, weight_use="routed")(_grouped)
+        rule("parameter", weight_operand=0)(_parameter)
 
 
 register()

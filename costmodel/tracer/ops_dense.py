@@ -17,38 +17,30 @@ from __future__ import annotations
 import sympy
 
 from ..errors import CostModelError
-from .aten import Reader, maps
+from .aten import Reader, maps, weighted
 from .export import target_name
 from .ir import Operand, TOp
-from .saved import run_saving
+from .saved import new_saved_shapes
 
 
 def _param(r: Reader, a) -> str | None:
     return r.param_of.get(r.resolve(a).name) if hasattr(a, "meta") else None
 
 
-def _materialise(r: Reader, a) -> None:
-    """A constant operand of a contraction (a buffer view) becomes a tensor fed to the graph."""
-    a = r.resolve(a)
-    if r.role(a) == "const" and a.name not in r.produced:
-        r.input(a, "constant")
-        r.const.discard(a.name)
-
-
-def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=None, fold: bool = True) -> TOp:
-    """``a·b`` as a ``matmul`` (one operand a parameter) or a ``contraction``; ``bias`` a parameter's axes."""
+def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=None, fold: bool = True,
+             name: str | None = None) -> TOp:
+    """``a·b`` as a ``matmul`` (one operand a parameter) or a ``contraction``; ``bias`` a parameter's axes.
+    ``name``: the op's node when it is not ``node``'s own (a product a bias is then added to)."""
     pa, pb = _param(r, a), _param(r, b)
     if pa and pb:
         raise CostModelError(f"trace: {node.name} ({target_name(node.target)}) multiplies two parameters; "
                              "expected at least one activation")
-    for x in (a, b):
-        _materialise(r, x)
     if pa:  # the weight is the second pattern operand of a matmul
         a, b, a_dims, b_dims = b, a, b_dims, a_dims
     operands = [r.operand(a, a_dims), r.operand(b, b_dims)]
     kind = "matmul" if (pa or pb) else "contraction"
     attrs: dict = {}
-    op = TOp(node.name, kind, operands, out_dims, sizes, r.prog.dtype(node), attrs=attrs)
+    op = TOp(name or node.name, kind, operands, out_dims, sizes, r.prog.dtype(node), attrs=attrs)
     if kind == "matmul":
         fqn = operands[1].source
         if not r.prog.param_tensors[fqn].requires_grad:
@@ -64,14 +56,7 @@ def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=Non
 def _fold_copies(r: Reader, node, op: TOp, data: list) -> None:
     """Where torch copies an operand to fold it (``at::matmul``), read the copy instead (it is what is kept)."""
     prog = r.prog
-    saved, _ = run_saving(prog, r.rg, node)
-    known = {prog.storage(prog.nodes[n]) for n in (*prog.params, *prog.constants)}
-    known |= {prog.storage(r.resolve(x)) for x in data}
-    for t in saved:
-        if not hasattr(t, "untyped_storage") or t.untyped_storage()._cdata in known:
-            continue
-        known.add(t.untyped_storage()._cdata)
-        shape = tuple(prog.expr(s) for s in t.shape)
+    for shape, dtype in new_saved_shapes(r, node):
         for i, x in enumerate(data):
             xs = prog.shape(r.resolve(x))
             tail = 2 if len(shape) >= 3 and len(xs) >= 2 else 1
@@ -79,15 +64,14 @@ def _fold_copies(r: Reader, node, op: TOp, data: list) -> None:
                 continue
             copy_name = f"{node.name}__fold{i}"
             src_dims, src_sizes = r.fresh(xs)
-            full = sympy.Mul(*shape)
             dims = op.operands[i].dims
-            if sympy.expand(full - prog.numel(prog.val(r.resolve(x)))) != 0:  # broadcast batch axes copied
+            if sympy.expand(sympy.Mul(*shape) - prog.numel(prog.val(r.resolve(x)))) != 0:
                 batch = [d for d in op.output if d not in op.operands[1 - i].dims[-2:]][:len(op.output) - 2]
-                dims = (*batch, *dims[-2:])
+                dims = (*batch, *dims[-2:])  # a broadcast operand copied to the full batch
             out_dims, out_sizes = r.fresh(tuple(op.sizes[d] for d in dims))
             r.rg[copy_name] = r.rg.get(r.resolve(x).name, False)
             copy = TOp(copy_name, "reshape", [r.operand(x, src_dims)], out_dims, {**src_sizes, **out_sizes},
-                       prog.dtype(t), module=prog.module_path(node), hint="fold_copy", attrs={"copy": True},
+                       dtype, module=prog.module_path(node), hint="fold_copy", attrs={"copy": True},
                        passthrough=True)
             r.add(copy)
             op.operands[i] = Operand(copy_name, dims)
@@ -136,13 +120,27 @@ def matmul(r: Reader, node) -> None:
         dims = batch[len(batch) - (len(shape) - 2):] if len(shape) > 2 else ()
         return tuple(d for d, s in zip(dims, shape[:-2]) if s != 1 or sizes[d] == 1)
 
-    bias = None
+    bias, added = None, None
     if name in ("addmm.default", "baddbmm.default"):
         c = node.args[0]
-        if _param(r, c) is None or len(r.prog.shape(r.resolve(c))) != 1:
-            raise CostModelError(f"trace: {node.name}: {name} with a bias that is not a parameter vector")
-        bias = (_param(r, c), (n,))
-    contract(r, node, a, b, (*side(sa), m, k), (*side(sb), k, n), (*batch, m, n), sizes, bias=bias)
+        if _param(r, c) is not None and len(r.prog.shape(r.resolve(c))) == 1:
+            bias = (_param(r, c), (n,))
+        else:  # a tensor added to the product (ALiBi's bias in baddbmm): the product, then an add
+            added = c
+    product = f"{node.name}__product" if added is not None else None
+    if product:
+        r.rg[product] = r.rg.get(node.name, False)
+    op = contract(r, node, a, b, (*side(sa), m, k), (*side(sb), k, n), (*batch, m, n), sizes, bias=bias,
+                  name=product)
+    if added is not None:
+        out = (*batch, m, n)
+        cs = r.prog.shape(r.resolve(added))
+        c_dims = tuple(d for d, size in zip(out[len(out) - len(cs):], cs) if size != 1 or op.sizes[d] == 1)
+        operands = [Operand(product, out)]
+        if r.role(added) in ("tensor", "param"):
+            operands.append(r.operand(added, c_dims))
+        r.add(weighted(TOp(node.name, "aten_pointwise", operands, out, dict(op.sizes), op.dtype,
+                           attrs={"fn": "add"})))
 
 
 @maps("einsum.default")
@@ -190,8 +188,6 @@ def attention(r: Reader, node) -> None:
         (m,), more = r.fresh((ratio,))
         sizes.update(more)
         heads = (g, m)
-    for x in (q, k, v):
-        _materialise(r, x)
     operands = [r.operand(q, (*batch, *heads, td, ed)), r.operand(k, (*batch, g, sd, ed)),
                 r.operand(v, (*batch, g, sd, evd))]
     attrs = {"scores": (*batch, *heads, td, sd), "causal": True if causal is True else None}

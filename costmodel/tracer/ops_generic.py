@@ -100,8 +100,12 @@ def getitem(r: Reader, node) -> None:
     first = r.produced[parent.name]
     dims = first.output if isinstance(first, TOp) else first.dims
     out, sizes = r.fresh(r.prog.shape(node))
-    r.add(TOp(node.name, "aten", [Operand(parent.name, dims)], out, {**first.sizes, **sizes}, r.prog.dtype(node),
-              hint=f"{first.hint}_out{i}", attrs={"fn": fn_name("copy")}))
+    keeps = (parent.name, i) in r.kept_outputs  # the op keeps this output for its backward: held here
+    op = TOp(node.name, "aten", [Operand(parent.name, dims)], out, {**first.sizes, **sizes}, r.prog.dtype(node),
+             hint=f"{first.hint}_out{i}", attrs={"fn": fn_name("copy")})
+    if keeps:
+        op.attrs["saves"] = (("output", "output", r.prog.dtype(node), None),)
+    r.add(op, keeps=keeps)
 
 
 # -- factories ----------------------------------------------------------------------------------------
@@ -144,7 +148,8 @@ POINTWISE = {
     "nan_to_num.default": "clamp", "logit.default": "log", "atan.default": "tanh", "atan2.default": "div",
     "dropout.default": "dropout", "alpha_dropout.default": "dropout", "feature_dropout.default": "dropout",
     "xlogy.Tensor": "log", "copysign.Tensor": "round", "fill.Scalar": "fill", "fill.Tensor": "fill",
-    "gelu_.default": "gelu", "relu_.default": "relu", "silu_.default": "silu",
+    "gelu_.default": "gelu", "relu_.default": "relu", "silu_.default": "silu", "min.other": "maximum",
+    "max.other": "maximum", "softshrink.default": "clamp", "prelu.default": "relu",
 }
 COMPARE = ("eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor", "le.Scalar",
            "gt.Tensor", "gt.Scalar", "ge.Tensor", "ge.Scalar", "logical_and.default", "logical_or.default",
@@ -156,7 +161,8 @@ INPLACE = {"add_.Tensor": "add", "add_.Scalar": "add", "sub_.Tensor": "sub", "mu
            "mul_.Scalar": "scale", "div_.Tensor": "div", "div_.Scalar": "scale", "clamp_.default": "clamp",
            "masked_fill_.Scalar": "where", "masked_fill_.Tensor": "where", "fill_.Scalar": "fill",
            "zero_.default": "fill", "copy_.default": "copy", "neg_.default": "neg", "exp_.default": "exp",
-           "pow_.Scalar": "pow", "tanh_.default": "tanh", "sigmoid_.default": "sigmoid", "clamp_min_.default": "clamp"}
+           "pow_.Scalar": "pow", "tanh_.default": "tanh", "sigmoid_.default": "sigmoid", "clamp_min_.default": "clamp",
+           "uniform_.default": "fill", "normal_.default": "fill", "bernoulli_.float": "fill"}
 
 
 def _dropout_active(node) -> bool:
@@ -227,8 +233,7 @@ def gathered(r: Reader, node) -> None:
         fn = "sort"
     elif name.startswith(("index_put", "scatter", "index_add", "index_copy", "masked_scatter", "index_fill")):
         fn = "scatter"
-    val = r.prog.val(node)
-    first = val if r.prog.is_tensor(node) else val[0]
+    first = r.prog.val(node)
     out, sizes = r.fresh(tuple(r.prog.expr(s) for s in first.shape))
     operands = []
     for a in tensors:

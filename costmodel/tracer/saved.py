@@ -58,7 +58,74 @@ def run_saving(prog, rg: dict[str, bool], node, args=None, kwargs=None) -> tuple
     return saved, out
 
 
+#: Ops whose derivative keeps nothing (``derivatives.yaml``: sums, negation, concatenation, copies).
+KEEP_NOTHING = {"add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Scalar", "neg.default", "cat.default",
+                "stack.default", "sum.dim_IntList", "sum.default", "mean.dim", "mean.default", "clone.default",
+                "constant_pad_nd.default", "pad.default", "flip.default", "roll.default", "repeat.default",
+                "cumsum.default", "add_.Tensor", "sub_.Tensor", "tril.default", "triu.default"}
+
+
+def _key(prog, rg, node) -> tuple:
+    """What a probe's answer depends on: the op, its arguments' sizes, strides, dtypes, gradients, aliasing."""
+    import torch
+
+    storages: dict[int, int] = {}
+
+    def arg(a):
+        v = a.meta.get("val") if hasattr(a, "meta") else a
+        if isinstance(v, torch.Tensor):
+            sid = storages.setdefault(v.untyped_storage()._cdata, len(storages))
+            return ("T", tuple(str(prog.expr(s)) for s in v.shape), tuple(str(prog.expr(s)) for s in v.stride()),
+                    str(v.dtype), bool(rg.get(a.name, False)), sid, str(v.storage_offset()))
+        if isinstance(v, torch.SymInt):
+            return ("S", str(prog.expr(v)))
+        return repr(v)
+
+    args = torch.fx.node.map_aggregate(node.args, lambda a: arg(a))
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, lambda a: arg(a))
+    return (str(node.target), repr(args), repr(kwargs), bool(rg.get(node.name, False)))
+
+
+_CACHE: dict[tuple, tuple] = {}
+
+
 def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
+    """What ``node``'s op keeps for backward (see :func:`probe`); cached per op and argument signature, so
+    the layers of a deep model are probed once."""
+    if not reader.rg.get(node.name, False) or target_name(node.target) in KEEP_NOTHING:
+        return ()
+    key = _key(reader.prog, reader.rg, node) + (tuple(reader.prog.storage(reader.resolve(reader.prog.nodes[n]))
+                                                      == reader.prog.storage(node) for n in data),)
+    if key not in _CACHE:
+        kept: set = set()
+        entries = probe(reader, node, data, kept)
+        _CACHE[key] = (entries, tuple(sorted(kept)))
+    entries, kept = _CACHE[key]
+    reader.kept_outputs.update((node.name, k) for k in kept)
+    return entries
+
+
+def new_saved_shapes(reader, node) -> tuple[tuple, ...]:
+    """Shapes and dtypes of the tensors ``node``'s op keeps that are none of its inputs' storage (a matmul's
+    folded copy), cached like :func:`saves_of`."""
+    import torch
+
+    prog = reader.prog
+    key = ("new",) + _key(prog, reader.rg, node)
+    if key not in _CACHE:
+        saved, _ = run_saving(prog, reader.rg, node)
+        known = {prog.storage(prog.nodes[n]) for n in (*prog.params, *prog.constants)}
+        known |= {prog.storage(a) for a in node.all_input_nodes if prog.is_tensor(a)}
+        out = []
+        for t in saved:
+            if isinstance(t, torch.Tensor) and t.untyped_storage()._cdata not in known:
+                known.add(t.untyped_storage()._cdata)
+                out.append((tuple(prog.expr(x) for x in t.shape), prog.dtype(t)))
+        _CACHE[key] = tuple(out)
+    return _CACHE[key]
+
+
+def probe(reader, node, data: list[str], kept: set) -> tuple[tuple, ...]:
     """``(name, source, dtype, elements)`` of each distinct storage ``node``'s op keeps for backward.
 
     ``data``: the fx nodes of the op's graph-tensor operands, in pattern order (``"inputN"`` is the N-th).
@@ -68,8 +135,6 @@ def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
     import torch
 
     prog = reader.prog
-    if not reader.rg.get(node.name, False):
-        return ()
     saved, out = run_saving(prog, reader.rg, node)
     skip = {prog.storage(prog.nodes[n]) for n in (*prog.params, *prog.constants)}
     skip |= {prog.storage(prog.nodes[n]) for n in reader.const if prog.is_tensor(prog.nodes[n])}
@@ -78,6 +143,8 @@ def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
         by_storage.setdefault(prog.storage(reader.resolve(prog.nodes[name])), f"input{i}")
     outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
     out_storage = outs[0].untyped_storage()._cdata if outs else None
+    # a second output kept (topk's indices): charged to the node that holds it, where others read it too
+    later = {o.untyped_storage()._cdata: k for k, o in enumerate(outs) if k}
     if node.target is not None and prog.is_tensor(node) and prog.storage(node) in by_storage:
         out_storage = None  # an in-place op: its output is input 0's storage
     entries: dict[int, tuple] = {}
@@ -86,6 +153,9 @@ def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
             continue
         sid = original or t.untyped_storage()._cdata
         if sid in skip or sid in entries:
+            continue
+        if sid in later:
+            kept.add(later[sid])
             continue
         dtype = prog.dtype(t)
         if sid in by_storage:
