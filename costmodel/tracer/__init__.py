@@ -116,7 +116,27 @@ def write(traced: Traced) -> nx.DiGraph:
     return G
 
 
-def trace(module, example_inputs: Mapping[str, object], dynamic: Mapping[str, Mapping[int, str]] | None = None, *,
+def _from_factory(spec: str) -> tuple:
+    """``path/to/file.py:factory``: run the file (it is executed: only trust your own) and call the factory,
+    which returns ``(module, example_inputs)`` or ``(module, example_inputs, dynamic)``."""
+    from ..families import load_builder
+
+    made = load_builder(spec).build()
+    if not isinstance(made, tuple) or len(made) not in (2, 3) or not isinstance(made[1], Mapping):
+        raise CostModelError(f"trace {spec!r}: the factory returned {type(made).__name__}; expected (module, "
+                             "example_inputs) or (module, example_inputs, dynamic), inputs a dict by name")
+    return made if len(made) == 3 else (*made, None)
+
+
+def dynamic_from(names: str, example_inputs: Mapping[str, object]) -> dict[str, dict[int, str]]:
+    """``"B,T"``: dimension 0 of every tensor input is B, dimension 1 is T (where the input has it)."""
+    symbols = [n.strip() for n in names.split(",") if n.strip()]
+    return {k: {i: sym for i, sym in enumerate(symbols[:v.dim()])} for k, v in example_inputs.items()
+            if hasattr(v, "dim") and v.dim() > 0}
+
+
+def trace(module, example_inputs: Mapping[str, object] | None = None,
+          dynamic: Mapping[str, Mapping[int, str]] | str | None = None, *,
           ranges: Mapping[str, tuple[int | None, int | None]] | None = None, name: str | None = None,
           fold: bool = True) -> Model:
     """Trace ``module`` into a costmodel :class:`~costmodel.families.Model` with symbolic sizes.
@@ -124,13 +144,16 @@ def trace(module, example_inputs: Mapping[str, object], dynamic: Mapping[str, Ma
     Parameters
     ----------
     module:
-        A ``torch.nn.Module``, best built on the meta device (``with torch.device("meta"): ...``).
+        A ``torch.nn.Module``, best built on the meta device (``with torch.device("meta"): ...``), or
+        ``"path/to/file.py:factory"``, a function returning ``(module, example_inputs[, dynamic])`` (the
+        file is executed: only load files you trust).
     example_inputs:
         Keyword inputs of ``module.forward`` (``{"input_ids": ids}``); sizes named in ``dynamic`` must be
         at least 2 in the example (torch specialises 0 and 1).
     dynamic:
-        Input → {dimension: symbol}: ``{"input_ids": {0: "B", 1: "T"}}``. ``B`` and ``T`` are costmodel's
-        batch and sequence; any other name becomes a symbol of that name.
+        Input → {dimension: symbol}: ``{"input_ids": {0: "B", 1: "T"}}``, or ``"B,T"`` for the leading
+        dimensions of every tensor input. ``B`` and ``T`` are costmodel's batch and sequence; any other
+        name becomes a symbol of that name.
     ranges:
         Symbol → (min, max) given to ``torch.export.Dim``; a max is also a constraint of the graph (e.g.
         ``T`` within a position table: meta tensors never check indices, so export cannot find it).
@@ -140,6 +163,14 @@ def trace(module, example_inputs: Mapping[str, object], dynamic: Mapping[str, Ma
     Returns a model every verb accepts (``estimate``, ``derive``, ``sweep``, ``roofline``, ``report``).
     An ATen op without a mapping is an error naming every such op; nothing is counted as zero.
     """
+    if isinstance(module, str):
+        module, made_inputs, made_dynamic = _from_factory(module)
+        example_inputs = made_inputs if example_inputs is None else example_inputs
+        dynamic = made_dynamic if dynamic is None else dynamic
+    if example_inputs is None:
+        raise CostModelError("trace: expected example inputs, a dict of keyword inputs of the module's forward")
+    if isinstance(dynamic, str):
+        dynamic = dynamic_from(dynamic, example_inputs)
     traced = read_module(module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold)
     G = write(traced)
     about = f"traced from {traced.info['module']} with torch.export ({traced.info['aten_nodes']} ATen nodes)"

@@ -104,7 +104,7 @@ class Reader:
 
     def add(self, op: TOp, keeps: bool = False) -> TOp:
         """Add ``op`` (detached where no gradient flows, unless it ``keeps`` a tensor for its producer)."""
-        fx = self.prog.nodes.get(op.node.split("__")[0])  # an op the tracer adds (a fold copy) is named after one
+        fx = self.prog.nodes.get(op.node.split("#")[0])  # an op the tracer adds (a fold copy) is named after one
         if not op.hint and fx is not None:
             op.hint = target_name(fx.target).split(".")[0].split("::")[-1].lstrip("_")
         if not op.module and fx is not None:
@@ -172,11 +172,34 @@ class Reader:
             return None
         all_attrs = {"fn": fn_name(fn), **{k: v for k, v in (attrs or {}).items() if v is not None}}
         op = TOp(node.name, kind or "aten_pointwise", operands, out, sizes, self.prog.dtype(node), attrs=all_attrs)
-        weighted(op)
+        weighted(op, self)
         self.add(op)
         if probe:
             op.attrs["saves"] = saves_of(self, node, op.inputs)
         return op
+
+    def storage_of(self, name: str) -> int | None:
+        """The storage of a graph tensor by its producer's name (an op the tracer adds has none of torch's)."""
+        if name in self.prog.nodes:
+            return self.prog.storage(self.resolve(self.prog.nodes[name]))
+        if name.startswith("param#"):
+            fqn = name.removeprefix("param#")
+            return next((self.prog.storage(self.prog.nodes[p]) for p, f in self.prog.params.items() if f == fqn), None)
+        return None
+
+    def parameter_tensor(self, operand: Operand) -> Operand:
+        """A parameter read as a tensor: made by a ``parameter`` op (once per parameter and shape)."""
+        name = f"param#{operand.source}"
+        if name not in self.produced:
+            t = self.prog.param_tensors[operand.source]
+            dims, sizes = self.fresh(tuple(sympy.Integer(int(x)) for x in t.shape) or (sympy.Integer(1),))
+            from .export import DTYPES
+
+            module, _, hint = operand.source.rpartition(".")
+            self.rg[name] = bool(t.requires_grad)
+            self.add(TOp(name, "parameter", [Operand(operand.source, dims, weight=True)], dims, sizes,
+                         DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"), module=module, hint=hint))
+        return Operand(name, operand.dims)
 
     def moved(self, node, src) -> TOp:
         """An op that makes its output from one input's elements (pad, repeat, roll, tril): bytes, no FLOPs."""
@@ -187,7 +210,7 @@ class Reader:
         out, out_sizes = self.fresh(self.prog.shape(node))
         op = TOp(node.name, "aten", [self.operand(src, dims)], out, {**sizes, **out_sizes}, self.prog.dtype(node),
                  attrs={"fn": fn_name("copy")})
-        weighted(op)
+        weighted(op, self)
         self.add(op)
         op.attrs["saves"] = saves_of(self, node, op.inputs)
         return op
@@ -240,7 +263,7 @@ class Reader:
             dims, sizes = self.fresh(tuple(sympy.Integer(int(s)) for s in t.shape) or (sympy.Integer(1),))
             from .export import DTYPES
 
-            op = TOp(f"unused:{fqn}", "parameter", [Operand(fqn, dims, weight=True)], dims, sizes,
+            op = TOp(f"unused#{fqn}", "parameter", [Operand(fqn, dims, weight=True)], dims, sizes,
                      DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"), module=module, hint=f"unused_{hint}",
                      attrs={"detached": True})
             key = layer_key(module)
@@ -252,13 +275,17 @@ class Reader:
         return {fqn: int(t.numel()) for fqn, t in unused.items()}
 
 
-def weighted(op: TOp) -> TOp:
-    """An ``aten`` op reading a parameter: the parameter becomes its last operand (kind ``aten_weighted``)."""
+def weighted(op: TOp, reader: "Reader | None" = None) -> TOp:
+    """An ``aten`` op reading a parameter: the parameter becomes its last operand (kind ``aten_weighted``).
+
+    An op reading several parameters (``lambda_q · lambda_k``) reads each as a tensor that a ``parameter``
+    op makes (the parameter is counted there, and needs a gradient like any parameter)."""
     weights = [o for o in op.operands if o.weight]
     if len(weights) > 1:
-        raise CostModelError(f"trace: {op.node} reads {len(weights)} parameters ({', '.join(o.source for o in weights)}); "
-                             "expected at most one per element-wise op")
-    if weights:
+        if reader is None:
+            raise CostModelError(f"trace: {op.node} reads {len(weights)} parameters; expected at most one here")
+        op.operands = [reader.parameter_tensor(o) if o.weight else o for o in op.operands]
+    elif weights:
         op.operands = [o for o in op.operands if not o.weight] + weights
         op.kind = "aten_weighted"
     return op

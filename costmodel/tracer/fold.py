@@ -100,6 +100,34 @@ def _runs(sigs: list[tuple]) -> list[tuple[int, int, int]]:
     return out
 
 
+def _with_glue(items: list, where: dict, container: str, by_index: dict[int, list]) -> bool:
+    """Give each layer the ops of the parent module that run between it and the next (a residual add written
+    in the loop over the layers), the last layer as many as the others; False if the layers interleave
+    with anything else."""
+    indices = sorted(by_index)
+    first = {i: items.index(by_index[i][0]) for i in indices}
+    last = {i: max(items.index(it) for it in by_index[i]) for i in indices}
+    if any(where.get(k) != (container, i) for i in indices for k in range(first[i], last[i] + 1)):
+        return False  # a layer's ops are interleaved with others'
+    glue = []
+    for a, b in zip(indices, indices[1:]):
+        between = range(last[a] + 1, first[b])
+        if any(k in where for k in between):
+            return False
+        glue.append([items[k] for k in between])
+    if len({len(g) for g in glue}) > 1:
+        return False
+    tail = range(last[indices[-1]] + 1, min(last[indices[-1]] + 1 + len(glue[0]), len(items)))
+    if any(k in where for k in tail):
+        return False
+    glue.append([items[k] for k in tail])
+    for i, g in zip(indices, glue):
+        for it in g:
+            where[items.index(it)] = (container, i)
+        by_index[i].extend(g)
+    return True
+
+
 def plan(items: list, resolve, fold: bool = True) -> Plan:
     """The emission plan of ``items`` (in graph order): layers folded where ``fold`` and it is safe."""
     layers: dict[str, dict[int, list]] = {}
@@ -114,10 +142,7 @@ def plan(items: list, resolve, fold: bool = True) -> Plan:
     skipped: set[int] = set()
     for container, by_index in layers.items():
         indices = sorted(by_index)
-        positions = [k for k, key in where.items() if key[0] == container]
-        span = range(min(positions), max(positions) + 1)
-        contiguous = all(k in where and where[k][0] == container for k in span)
-        if not fold or len(indices) < 2 or not contiguous:
+        if not fold or len(indices) < 2 or not _with_glue(items, where, container, by_index):
             continue  # emitted op by op, as traced
         sigs, exts = [], []
         for i in indices:

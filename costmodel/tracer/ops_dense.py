@@ -62,7 +62,7 @@ def _fold_copies(r: Reader, node, op: TOp, data: list) -> None:
             tail = 2 if len(shape) >= 3 and len(xs) >= 2 else 1
             if shape[-tail:] != xs[-tail:] or op.operands[i].source != r.resolve(x).name:
                 continue
-            copy_name = f"{node.name}__fold{i}"
+            copy_name = f"{node.name}#fold{i}"
             src_dims, src_sizes = r.fresh(xs)
             dims = op.operands[i].dims
             if sympy.expand(sympy.Mul(*shape) - prog.numel(prog.val(r.resolve(x)))) != 0:
@@ -127,7 +127,7 @@ def matmul(r: Reader, node) -> None:
             bias = (_param(r, c), (n,))
         else:  # a tensor added to the product (ALiBi's bias in baddbmm): the product, then an add
             added = c
-    product = f"{node.name}__product" if added is not None else None
+    product = f"{node.name}#product" if added is not None else None
     if product:
         r.rg[product] = r.rg.get(node.name, False)
     op = contract(r, node, a, b, (*side(sa), m, k), (*side(sb), k, n), (*batch, m, n), sizes, bias=bias,
@@ -140,7 +140,7 @@ def matmul(r: Reader, node) -> None:
         if r.role(added) in ("tensor", "param"):
             operands.append(r.operand(added, c_dims))
         r.add(weighted(TOp(node.name, "aten_pointwise", operands, out, dict(op.sizes), op.dtype,
-                           attrs={"fn": "add"})))
+                           attrs={"fn": "add"}), r))
 
 
 @maps("einsum.default")

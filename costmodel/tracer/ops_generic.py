@@ -247,6 +247,6 @@ def gathered(r: Reader, node) -> None:
         r.input(node, name.split(".")[0])
         return
     op = weighted(TOp(node.name, "aten", operands, out, sizes, r.prog.dtype(first),
-                      attrs={k: v for k, v in attrs.items() if v is not None}))
+                      attrs={k: v for k, v in attrs.items() if v is not None}), r)
     r.add(op)
     op.attrs["saves"] = saves_of(r, node, op.inputs)

@@ -94,8 +94,8 @@ def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
     the layers of a deep model are probed once."""
     if not reader.rg.get(node.name, False) or target_name(node.target) in KEEP_NOTHING:
         return ()
-    key = _key(reader.prog, reader.rg, node) + (tuple(reader.prog.storage(reader.resolve(reader.prog.nodes[n]))
-                                                      == reader.prog.storage(node) for n in data),)
+    key = _key(reader.prog, reader.rg, node) + (tuple(reader.storage_of(n) == reader.prog.storage(node)
+                                                      for n in data),)
     if key not in _CACHE:
         kept: set = set()
         entries = probe(reader, node, data, kept)
@@ -140,7 +140,7 @@ def probe(reader, node, data: list[str], kept: set) -> tuple[tuple, ...]:
     skip |= {prog.storage(prog.nodes[n]) for n in reader.const if prog.is_tensor(prog.nodes[n])}
     by_storage = {}
     for i, name in enumerate(data):
-        by_storage.setdefault(prog.storage(reader.resolve(prog.nodes[name])), f"input{i}")
+        by_storage.setdefault(reader.storage_of(name), f"input{i}")
     outs = [out] if isinstance(out, torch.Tensor) else [o for o in out if isinstance(o, torch.Tensor)]
     out_storage = outs[0].untyped_storage()._cdata if outs else None
     # a second output kept (topk's indices): charged to the node that holds it, where others read it too
