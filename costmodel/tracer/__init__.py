@@ -43,7 +43,7 @@ class Traced:
 
 def _check_supported(read, module_name: str) -> None:
     if read.unsupported:
-        listed = "; ".join(f"{t} ({len(where)}×, e.g. in {where[0] or 'the top module'})"
+        listed = "; ".join(f"{t if '::' in t or t == 'getitem' else 'aten.' + t} ({len(where)}×, e.g. in {where[0]})"
                            for t, where in sorted(read.unsupported.items()))
         raise CostModelError(f"trace {module_name}: {len(read.unsupported)} ATen op(s) have no mapping to a "
                              f"costmodel op, so nothing was counted: {listed}. See docs/tracer.md for what is "
