@@ -2,11 +2,12 @@
 
 torch is optional (``pip install costmodel[torch]``) and imported only inside these functions.
 
->>> import costmodel                                                        # doctest: +SKIP
->>> m = costmodel.trace(model, {"input_ids": torch.zeros(2, 16, dtype=torch.long, device="meta")},
-...                     dynamic={"input_ids": {0: "B", 1: "T"}})
->>> costmodel.estimate(m, batch=4, seq=128)["flops"]["matmul"]["training"]
->>> costmodel.derive(m)["expressions"]["flops.matmul.forward"]             # a formula in B and T
+Usage (``model`` an ``nn.Module`` built on the meta device)::
+
+    m = costmodel.trace(model, {"input_ids": torch.zeros(2, 16, dtype=torch.long, device="meta")},
+                        dynamic={"input_ids": {0: "B", 1: "T"}})
+    costmodel.estimate(m, batch=4, seq=128)["flops"]["matmul"]["training"]   # a number
+    costmodel.derive(m)["expressions"]["flops.matmul.forward"]                # a formula in B and T
 
 The pieces: :mod:`.export` (export and read the program), :mod:`.aten` with :mod:`.ops_dense` and
 :mod:`.ops_generic` (the op table), :mod:`.saved` (what autograd keeps, read off torch), :mod:`.fold`

@@ -17,6 +17,7 @@ is reported as not polynomial, by op and axis, never guessed: :class:`Recovered`
 from __future__ import annotations
 
 import copy
+import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,9 @@ def sample_configs(sizes: Sequence[str], n: int, seed: int = 0) -> list[dict[str
     lists = {"kv": [2, 3, 5], "rep": [2, 3], "heads": [2, 3, 4, 5, 6], "head_dim": [4, 6, 8, 10, 12],
              "layers": [2, 3, 4], "experts": [3, 4, 5, 6], "positions": [64, 96, 128, 160],
              "per_head": [4, 6, 8, 10], "width": [16, 24, 32, 40]}
-    strides = {k: 1 + 2 * i for i, k in enumerate(lists)}
+    strides, primes = {}, [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29]
+    for k, values in lists.items():  # a stride coprime with the list's length walks all of it
+        strides[k] = next(p for p in primes if math.gcd(p, len(values)) == 1 and p not in strides.values())
     offsets = {k: rng.randrange(len(v)) for k, v in lists.items()}
 
     def pick(kind: str, i: int) -> int:
