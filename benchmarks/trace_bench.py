@@ -17,8 +17,8 @@ import os
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import statistics  # noqa: E402
-import time  # noqa: E402
+import statistics
+import time
 
 
 def median_time(fn, repeat: int = 3) -> float:

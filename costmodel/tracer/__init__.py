@@ -103,9 +103,9 @@ def _resolve(alias: Mapping[str, str], fx: str) -> str:
 
 def write(traced: Traced) -> nx.DiGraph:
     """The costmodel graph of a :class:`Traced` (sizes may be numbers or expressions)."""
+    from ..symbols import symbol as sym_
     from .build import Writer
     from .kinds import register
-    from ..symbols import symbol as sym_
 
     register()
     w = Writer(traced.name, traced.dtype, traced.read.alias, traced.plan, lambda fqn: fqn in traced.frozen)

@@ -275,7 +275,7 @@ class Reader:
         return {fqn: int(t.numel()) for fqn, t in unused.items()}
 
 
-def weighted(op: TOp, reader: "Reader | None" = None) -> TOp:
+def weighted(op: TOp, reader: Reader | None = None) -> TOp:
     """An ``aten`` op reading a parameter: the parameter becomes its last operand (kind ``aten_weighted``).
 
     An op reading several parameters (``lambda_q · lambda_k``) reads each as a tensor that a ``parameter``

@@ -156,7 +156,7 @@ class Writer:
             scores, context = chain[0], chain[-1]
             if len(scores) == 1:
                 sources += [G.nodes[scores[0]]["inputs"][1], G.nodes[context]["inputs"][1]]
-        for name, data in G.nodes(data=True):
+        for _, data in G.nodes(data=True):
             op = data.get("op")
             if op is not None and kind_of(op).dedupes_inputs and kind_of(op).cache_operands is not None:
                 sources += [data["inputs"][j] for j in kind_of(op).cache_operands(op) if j > 0]

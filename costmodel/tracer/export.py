@@ -61,6 +61,48 @@ def _flatten(x: object):
         yield x
 
 
+def inline_regions(gm) -> set[str]:
+    """Inline ``wrap_with_set_grad_enabled`` regions (a ``torch.no_grad()`` block in the model's code) into
+    the graph; the names of the nodes that ran without gradients."""
+    import torch
+
+    g, no_grad = gm.graph, set()
+    for node in list(g.nodes):
+        if node.op != "call_function" or target_name(node.target) != "hop::wrap_with_set_grad_enabled":
+            continue
+        enabled, sub_node, *args = node.args
+        sub = getattr(gm, sub_node.target)
+        env = dict(zip([n for n in sub.graph.nodes if n.op == "placeholder"], args))
+        outs = ()
+        with g.inserting_before(node):
+            for n in sub.graph.nodes:
+                if n.op == "placeholder":
+                    continue
+                if n.op == "output":
+                    outs = n.args[0] if isinstance(n.args[0], (list, tuple)) else (n.args[0],)
+                    break
+                if n.op == "get_attr":  # a constant of the region: lift it onto the outer module
+                    name = f"{sub_node.target}_{n.target}"
+                    setattr(gm, name, getattr(sub, n.target))
+                    copy = g.get_attr(name)
+                    copy.meta = dict(n.meta)
+                else:
+                    copy = g.node_copy(n, env.__getitem__)
+                env[n] = copy
+                if not enabled:
+                    no_grad.add(copy.name)
+        outs = [env.get(o, o) if isinstance(o, torch.fx.Node) else o for o in outs]
+        for user in list(node.users):
+            if user.target is operator.getitem:
+                user.replace_all_uses_with(outs[user.args[1]])
+                g.erase_node(user)
+        if node.users:
+            node.replace_all_uses_with(outs[0])
+        g.erase_node(node)
+        g.erase_node(sub_node) if not sub_node.users else None
+    return no_grad
+
+
 def export_program(module, inputs: Mapping[str, object], dynamic: Mapping[str, Mapping[int, str]],
                    ranges: Mapping[str, tuple[int | None, int | None]] | None = None):
     """``torch.export.export(module, (), inputs)`` with the named dimensions of ``dynamic`` symbolic.
@@ -131,6 +173,8 @@ class Program:
             self.params[placeholder] = canonical
             self.param_tensors[canonical] = tensor
         self.constants = set(sig.inputs_to_buffers) | set(getattr(sig, "inputs_to_lifted_tensor_constants", {}))
+        self.no_grad = inline_regions(ep.graph_module)
+        self.nodes = {n.name: n for n in ep.graph.nodes}
         vals = [n.meta["val"] for n in ep.graph.nodes if isinstance(n.meta.get("val"), torch.Tensor)]
         self.fake_mode = torch._guards.detect_fake_mode(vals)
         self.subs = self._symbols(dynamic)
@@ -228,5 +272,5 @@ class Program:
                            for x in _flatten(v))
             name = target_name(n.target)
             reads = [a for a in n.all_input_nodes if rg.get(a.name, False)]
-            rg[n.name] = is_float and name not in NONDIFF and bool(reads)
+            rg[n.name] = is_float and name not in NONDIFF and bool(reads) and n.name not in self.no_grad
         return rg

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .ir import AXIS_ATTRS, TInput, TOp
+from .ir import AXIS_ATTRS, TInput
 
 
 @dataclass

@@ -127,7 +127,7 @@ class Namer:
             used[size] = used.get(size, 0) + 1
         return out
 
-    def rename_free(self, op: "TOp") -> dict[str, str]:
+    def rename_free(self, op: TOp) -> dict[str, str]:
         """Names for an op whose axes carry no meaning across operands (a view, an element-wise op): each
         operand is named on its own, so ``b t d -> b t h k`` reads as it should."""
         out: dict[str, str] = {}
@@ -164,6 +164,6 @@ def order_of(op: TOp) -> list[str]:
 
 
 def check_positive(op: TOp) -> None:
-    for d, size in op.sizes.items():
+    for size in op.sizes.values():
         if size.is_number and not (size.is_integer and size.is_positive):
             raise CostModelError(f"trace: {op.node} ({op.hint}) has a size {size}; expected positive sizes")

@@ -271,3 +271,38 @@ def grouped(r: Reader, node) -> None:
         raise CostModelError(f"trace: {node.name}: grouped matmul whose weight is not a parameter")
     r.add(TOp(node.name, "grouped_matmul", [r.operand(x, (s, k)), r.operand(w, (e, k, n))], (s, n), sizes,
               r.prog.dtype(node), attrs={"experts": (e,)}))
+
+
+@maps("conv1d.default", "conv1d.padding")
+def conv1d(r: Reader, node) -> None:
+    """A 1-D convolution as a matmul over an unfolded view of its input (a window of ``k`` positions per
+    output position, ``g`` groups of ``ci`` input channels): ``b g ci lo k, g co ci k -> b g co lo``, so
+    its FLOPs are FlopCounterMode's (2·b·C_out·L_out·(C_in/groups)·k) and it keeps its input."""
+    x, w = node.args[0], node.args[1]
+    b = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
+    groups = node.args[6] if len(node.args) > 6 else node.kwargs.get("groups", 1)
+    xs, ws, out = r.prog.shape(r.resolve(x)), r.prog.shape(r.resolve(w)), r.prog.shape(node)
+    if _param(r, w) is None:
+        raise CostModelError(f"trace: {node.name}: a convolution whose weight is not a parameter")
+    batch = xs[:-2]
+    c_out, ci, k = ws
+    (g, co, lo, kd, cid), sizes = r.fresh((sympy.Integer(groups), c_out / groups, out[-1], k, ci))
+    bd, more = r.fresh(batch)
+    sizes.update(more)
+    x_dims, x_sizes = r.fresh(xs)
+    window = f"{node.name}#unfold"
+    r.rg[window] = r.rg.get(r.resolve(x).name, False)
+    r.add(TOp(window, "reshape", [r.operand(x, x_dims)], (*bd, g, cid, lo, kd), {**sizes, **x_sizes}, r.prog.dtype(x),
+              hint="unfold", passthrough=True))
+    bias = None
+    if b is not None:
+        if _param(r, b) is None:
+            raise CostModelError(f"trace: {node.name}: a convolution bias that is not a parameter")
+        bias = (_param(r, b), (g, co))
+    op = TOp(node.name, "matmul", [Operand(window, (*bd, g, cid, lo, kd)), r.operand(w, (g, co, cid, kd))],
+             (*bd, g, co, lo), sizes, r.prog.dtype(node), attrs={"bias": bias[1]} if bias else {})
+    if bias:
+        op.extra_params.append(bias[0])
+    if not r.prog.param_tensors[_param(r, w)].requires_grad:
+        op.attrs["trainable"] = False
+    r.add(op)

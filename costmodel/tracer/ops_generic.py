@@ -29,7 +29,9 @@ VIEWS = ("view.default", "_unsafe_view.default", "reshape.default", "transpose.i
          "movedim.int", "diagonal.default", "expand_as.default", "view_as.default", "reshape_as.default",
          "lift_fresh_copy.default", "as_strided.default", "view.dtype", "mT.default", "swapaxes.default",
          "repeat.default", "constant_pad_nd.default", "pad.default", "roll.default", "flip.default",
-         "tril.default", "triu.default", "repeat_interleave.self_int", "diff.default", "contiguous.memory_format")
+         "tril.default", "triu.default", "repeat_interleave.self_int", "diff.default", "contiguous.memory_format",
+         "view_as_real.default", "view_as_complex.default", "numpy_T.default", "_reshape_alias.default",
+         "alias_copy.default", "squeeze_.dim", "unsqueeze_.default")
 MOVES = {"repeat.default", "constant_pad_nd.default", "pad.default", "roll.default", "flip.default",
          "tril.default", "triu.default", "repeat_interleave.self_int", "diff.default"}
 
@@ -149,7 +151,9 @@ POINTWISE = {
     "dropout.default": "dropout", "alpha_dropout.default": "dropout", "feature_dropout.default": "dropout",
     "xlogy.Tensor": "log", "copysign.Tensor": "round", "fill.Scalar": "fill", "fill.Tensor": "fill",
     "gelu_.default": "gelu", "relu_.default": "relu", "silu_.default": "silu", "min.other": "maximum",
-    "max.other": "maximum", "softshrink.default": "clamp", "prelu.default": "relu",
+    "max.other": "maximum", "softshrink.default": "clamp", "prelu.default": "relu", "log_sigmoid.default": "softplus",
+    "polar.default": "cos", "complex.default": "copy", "angle.default": "tanh", "real.default": "copy",
+    "logaddexp.default": "softplus", "hypot.default": "sqrt", "erfc.default": "erf",
 }
 COMPARE = ("eq.Tensor", "eq.Scalar", "ne.Tensor", "ne.Scalar", "lt.Tensor", "lt.Scalar", "le.Tensor", "le.Scalar",
            "gt.Tensor", "gt.Scalar", "ge.Tensor", "ge.Scalar", "logical_and.default", "logical_or.default",
@@ -162,7 +166,8 @@ INPLACE = {"add_.Tensor": "add", "add_.Scalar": "add", "sub_.Tensor": "sub", "mu
            "masked_fill_.Scalar": "where", "masked_fill_.Tensor": "where", "fill_.Scalar": "fill",
            "zero_.default": "fill", "copy_.default": "copy", "neg_.default": "neg", "exp_.default": "exp",
            "pow_.Scalar": "pow", "tanh_.default": "tanh", "sigmoid_.default": "sigmoid", "clamp_min_.default": "clamp",
-           "uniform_.default": "fill", "normal_.default": "fill", "bernoulli_.float": "fill"}
+           "uniform_.default": "fill", "normal_.default": "fill", "bernoulli_.float": "fill",
+           "exponential_.default": "fill", "random_.default": "fill"}
 
 
 def _dropout_active(node) -> bool:
@@ -210,7 +215,7 @@ INDEX = ("index.Tensor", "index_select.default", "gather.default", "take_along_d
          "index_put_.default", "scatter.src", "scatter.value", "scatter_add.default", "scatter_add_.default",
          "scatter_.src", "scatter_.value", "scatter_reduce.two", "index_add.default", "index_copy.default",
          "masked_scatter.default", "one_hot.default", "searchsorted.Tensor", "bucketize.Tensor",
-         "cat.default", "stack.default", "embedding.default", "index_fill.int_Scalar", "narrow_copy.default",
+         "cat.default", "concat.default", "stack.default", "embedding.default", "index_fill.int_Scalar", "narrow_copy.default",
          "masked_select.default", "nonzero.default")
 
 
@@ -226,7 +231,7 @@ def gathered(r: Reader, node) -> None:
         from .ops_dense import indexed_parameter
         if indexed_parameter(r, node):
             return
-    fn = "reduce" if name in REDUCE else ("cat" if name.startswith(("cat", "stack")) else "index")
+    fn = "reduce" if name in REDUCE else ("cat" if name.startswith(("cat", "concat", "stack")) else "index")
     if name.startswith(("cumsum", "cumprod")):
         fn = "cumsum"
     elif name.startswith(("sort", "topk", "kthvalue", "median", "histc", "bincount")):

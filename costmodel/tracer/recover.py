@@ -207,7 +207,8 @@ def recover(config_class: object, sizes: Sequence[str], *, base: Mapping[str, ob
     ``samples + checks`` configs (a few seconds each). ``strict``: raise if a size is not recovered.
     """
     from . import read_module, write
-    from .hf import FIELDS, causal_lm, config_class as resolve_class, example_inputs
+    from .hf import FIELDS, causal_lm, example_inputs
+    from .hf import config_class as resolve_class
 
     cls = resolve_class(config_class)
     default = cls().to_dict()

@@ -13,6 +13,7 @@ import functools
 
 import torch
 import transformers.masking_utils as masking
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
 from costmodel.tracer.hf import causal_lm, example_inputs, small_config
@@ -30,13 +31,13 @@ def config(name: str):
     return small_config(model_type, **OVERRIDES.get(name, {}))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def built(name: str, attn: str = "eager"):
     """The transformers model of ``name`` (a model type, or ``type-variant`` of :data:`OVERRIDES`)."""
     return causal_lm(config(name), attn=attn)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def traced(name: str, attn: str = "eager"):
     """The traced costmodel model (input_ids and labels of symbolic B and T), once per session."""
     from costmodel.tracer import trace
@@ -46,17 +47,39 @@ def traced(name: str, attn: str = "eager"):
     return trace(built(name, attn), inputs, dynamic, ranges=ranges, name=name)
 
 
-@functools.lru_cache(maxsize=None)
+def _conv_backward(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed, output_padding,
+                   groups, output_mask, out_shape, **kwargs) -> int:
+    """torch's convolution-backward formula with its weight-gradient term divided by ``groups``.
+
+    torch 2.13's ``conv_backward_flop`` counts the weight gradient as ``conv(inp, grad_out)`` over every
+    input channel, skipping groups ("I skip those for the sake of brevity"): a depthwise convolution's is
+    counted ``groups`` times over. The true count is the forward's, as for any matmul-like op.
+    """
+    def t(shape):
+        return [shape[1], shape[0], *shape[2:]]
+
+    raw = getattr(flop_counter.conv_backward_flop, "__wrapped__", flop_counter.conv_backward_flop)
+    flops = raw(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation,
+                transposed, output_padding, groups, output_mask, out_shape)
+    if output_mask[1] and groups > 1 and not transposed:
+        counted = flop_counter.conv_flop_count(t(x_shape), t(grad_out_shape), t(out_shape[1]), transposed=False)
+        flops -= counted - counted // groups
+    return flops
+
+
+@functools.cache
 def flop_counts(name: str, batch: int, seq: int, attn: str = "eager") -> tuple[int, int]:
-    """(forward, forward + backward) FLOPs of FlopCounterMode, with the loss on labels = the inputs."""
+    """(forward, forward + backward) FLOPs of FlopCounterMode, with the loss on labels = the inputs (grouped
+    convolutions' backward counted per group, see :func:`_conv_backward`)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     model = built(name, attn)
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    fixed = {torch.ops.aten.convolution_backward: _conv_backward}
     with FakeTensorMode(allow_non_fake_inputs=True):
-        with FlopCounterMode(display=False) as forward:
+        with FlopCounterMode(display=False, custom_mapping=fixed) as forward:
             out = model(input_ids=ids, labels=ids.clone())
-        with FlopCounterMode(display=False) as backward:
+        with FlopCounterMode(display=False, custom_mapping=fixed) as backward:
             out.loss.backward()
     return forward.get_total_flops(), forward.get_total_flops() + backward.get_total_flops()
 
