@@ -8,7 +8,9 @@
 3. per config, evaluating the traced formula (compiled, as ``costmodel sweep`` does) against running
    ``FlopCounterMode`` over a forward and a backward on the meta device (the ratio is the speed-up).
 
-Models are built from configs in code on ``meta``; nothing is downloaded. Wall-clock medians on this machine.
+Models are built from configs in code on ``meta``; nothing is downloaded. Times are CPU seconds of this
+process (``time.process_time``, one thread), medians where repeated: other jobs on a shared machine slow the
+wall clock, not these.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ import time
 def median_time(fn, repeat: int = 3) -> float:
     times = []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        times.append(time.perf_counter() - t)
+        times.append(time.process_time() - t)
     return statistics.median(times)
 
 
@@ -44,9 +46,9 @@ def trace(layers: int):
 
     cfg, model = llama(layers)
     inputs, dynamic, ranges = example_inputs(cfg)
-    t = time.perf_counter()
+    t = time.process_time()
     m = costmodel.trace(model, inputs, dynamic, ranges=ranges)
-    return m, model, time.perf_counter() - t
+    return m, model, time.process_time() - t
 
 
 def flopcounter(model, batch: int, seq: int) -> int:
@@ -67,7 +69,7 @@ def main() -> None:
     big, model, t_big = trace(32)
     small, _, t_small = trace(2)
     info = big.graph.graph["traced"]
-    print(f"1. trace, 32 layers: {t_big:.1f} s (export {info['export_s']:.1f} s, read {info['read_s']:.1f} s, "
+    print(f"1. trace, 32 layers: {t_big:.1f} s (wall clock: export {info['export_s']:.1f} s, read {info['read_s']:.1f} s; "
           f"{info['aten_nodes']} ATen nodes -> {big.graph.number_of_nodes()} graph nodes, folded {info['folded']}); "
           f"2 layers: {t_small:.1f} s ({small.graph.number_of_nodes()} graph nodes); ratio {t_big / t_small:.1f}x")
     d_big = median_time(lambda: costmodel.derive(big))
