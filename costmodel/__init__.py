@@ -14,8 +14,9 @@ symbolically (sympy) and stay exact until numbers are substituted. The verbs:
 preset or family name, a Hugging Face ``config.json``, ``file.py:builder``, or a :class:`Model` from
 ``load``) and :class:`Options` as keywords (``recompute="full"``, ``tp=2``, ``hardware="h100-sxm"``...);
 a misspelt option is an error naming the closest. ``hardware`` lists devices, ``models`` the families and
-presets, :mod:`costmodel.conventions` the named counting conventions. Writing architectures and op rules:
-:mod:`costmodel.kit`.
+presets, :mod:`costmodel.conventions` the named counting conventions. ``trace`` turns a PyTorch module into a
+model (``torch.export`` with symbolic B and T; ``pip install costmodel[torch]``) and ``recover`` finds a
+transformers config class's formulas in its sizes. Writing architectures and op rules: :mod:`costmodel.kit`.
 """
 
 from __future__ import annotations
@@ -51,10 +52,12 @@ _VERBS = {
     "models": ("costmodel.families", "catalogue"),
     "Model": "costmodel.families",
     "hardware": "costmodel.devices.table",
+    "trace": "costmodel.tracer",  # torch.export → a costmodel graph (torch is imported only when tracing)
+    "recover": ("costmodel.tracer.recover", "recover"),
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units"]
+           "trace", "recover", "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units"]
 
 
 def __getattr__(name: str) -> object:

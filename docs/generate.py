@@ -66,7 +66,8 @@ def symbols_table() -> str:
 
 
 def elementwise_table() -> str:
-    rows = [[f"`{n}`", e.forward, e.backward, ", ".join(e.saves) or "nothing"] for n, e in ELEMENTWISE.items()]
+    rows = [[f"`{n}`", e.forward, e.backward, ", ".join(e.saves) or "nothing"] for n, e in ELEMENTWISE.items()
+            if not n.startswith("torch.")]  # the tracer's own functions are in docs/tracer.md
     sf = Counting().softmax_flops
     rows.append(["`softmax` (rule)", sf[0], sf[1], "output"])
     return table(["function", "FLOPs/element forward", "backward", "saved for backward"], rows)

@@ -1,7 +1,9 @@
-"""Shared test settings: hypothesis profiles (CI is derandomised) and the ``torch`` marker.
+"""Shared test settings: hypothesis profiles (CI is derandomised), the ``torch`` and ``slow`` markers.
 
 A test module that imports torch or transformers (at its top or inside a test) is marked ``torch``, so
-``pytest -m "not torch"`` runs the engine's own tests alone, with no torch installed.
+``pytest -m "not torch"`` runs the engine's own tests alone, with no torch installed. A test marked
+``slow`` (the tracer's sweep over every transformers model type: minutes of torch.export) is skipped
+unless ``COSTMODEL_SLOW=1``; the default run keeps a representative part of it.
 """
 
 import os
@@ -35,6 +37,9 @@ def _uses_torch(path: str) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    slow = os.environ.get("COSTMODEL_SLOW", "") not in ("", "0")
     for item in items:
         if str(item.fspath).endswith(".py") and _uses_torch(str(item.fspath)):
             item.add_marker(pytest.mark.torch)
+        if not slow and item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.skip(reason="slow: run with COSTMODEL_SLOW=1"))

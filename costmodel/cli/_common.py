@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from costmodel import CostModelError, Options
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL",
+def add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
+    """MODEL and ``--set``; ``optional``: MODEL may be left out (a command that has another source of one)."""
+    p.add_argument("model", metavar="MODEL", **({"nargs": "?"} if optional else {}),
                    help="a preset or family name (see 'costmodel models'), a Hugging Face config.json "
                         "(read as data, no network), or path/to/file.py:builder, a function of yours that "
                         "returns a GraphBuilder graph (the file is executed as Python: only load files you trust)")

@@ -1,4 +1,9 @@
-"""``costmodel derive ARCH``: the symbolic formulas behind the numbers."""
+"""``costmodel derive ARCH``: the symbolic formulas behind the numbers.
+
+``costmodel derive --from-config-class transformers:Qwen3Config --sizes hidden_size,num_hidden_layers,...``
+traces the class at a few small configs and recovers its formulas in those sizes (``costmodel.recover``;
+needs torch and transformers).
+"""
 
 from __future__ import annotations
 
@@ -13,19 +18,44 @@ def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("derive", help="symbolic formulas of an architecture",
                        description="Symbolic formulas (parameters, FLOPs, bytes, memory) of an architecture: every "
                                    "number 'estimate' gives under the same options, as an expression.")
-    add_model_args(p)
+    add_model_args(p, optional=True)
     p.add_argument("--format", default="text", choices=["text", "latex", "json"])
+    g = p.add_argument_group("formulas of a transformers config class (traced; needs costmodel[torch])")
+    g.add_argument("--from-config-class", metavar="CLASS",
+                   help="e.g. transformers:Qwen3Config: trace the class at small configs and recover its formulas "
+                        "exactly in --sizes (no MODEL then)")
+    g.add_argument("--sizes", metavar="FIELDS", help="config fields to keep symbolic, comma-separated "
+                                                     "(hidden_size,num_hidden_layers,...)")
+    g.add_argument("--samples", type=int, default=6, help="configs to fit at (default 6; 2 more check the fit)")
     add_counting_args(p)
     add_memory_args(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    r = costmodel.derive(args.model, settings=settings(args), options=options(args))
-    if args.format == "json":
+    model = args.model
+    if args.from_config_class:
+        if not args.sizes or args.model is not None:
+            raise costmodel.CostModelError("derive --from-config-class: expected no MODEL, and the config fields "
+                                           "to recover with --sizes hidden_size,num_hidden_layers,...")
+        sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+        model = costmodel.recover(args.from_config_class, sizes, samples=args.samples).model
+    elif args.sizes:
+        raise costmodel.CostModelError("derive: --sizes goes with --from-config-class")
+    elif model is None:
+        raise costmodel.CostModelError("derive: expected MODEL (a preset, a family, a config.json or "
+                                       "file.py:builder), or --from-config-class")
+    r = costmodel.derive(model, settings=settings(args), options=options(args))
+    show(r, args.format, f"costmodel derive {args.from_config_class or args.model}")
+    return 0
+
+
+def show(r, fmt: str, title: str) -> None:
+    """Print a derivation as text (formulas, then per-op costs), LaTeX or JSON."""
+    if fmt == "json":
         print(r.to_json())
-    elif args.format == "latex":
-        print(f"% costmodel derive {args.model}: symbols " + ", ".join(f"{k} = {v}" for k, v in r["symbols"].items()))
+    elif fmt == "latex":
+        print(f"% {title}: symbols " + ", ".join(f"{k} = {v}" for k, v in r["symbols"].items()))
         print(r.to_latex())
     else:
         shown = {k: v for k, v in r["expressions"].items() if len(str(v)) <= 2000}
@@ -39,5 +69,3 @@ def run(args: argparse.Namespace) -> int:
         print("\nper op (forward, one run; count = runs per step):")
         for name, row in r["ops"].items():
             print(f"  {name:<28} {row['kind']:<12} x{row['count']!s:<4} flops {row['flops']}")
-    return 0
-

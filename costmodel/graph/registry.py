@@ -214,9 +214,15 @@ def is_activation_product(op: Op, counting: Counting = Counting()) -> bool:
 
 @functools.lru_cache(maxsize=65536)
 def op_cost(op: Op, counting: Counting = Counting()) -> OpCost:
-    """Derive the costs of ``op`` with the registered rule of its kind."""
+    """Derive the costs of ``op`` with the registered rule of its kind.
+
+    Any op with the attribute ``detached=True`` has no backward and keeps nothing for it: autograd builds
+    no backward node where no input needs a gradient (a mask built from positions, an ``argmax``).
+    """
     kind = kind_of(op)
     cost = kind.cost(op, counting)
+    if op.attr("detached"):  # no gradient flows through this op (a mask, indices): no backward, nothing kept
+        cost = OpCost(cost.forward, Cost(), cost.weights, (), cost.active)
     keep = {"all": True, "none": False, "softmax": kind.counts_softmax}[counting.elementwise]
     if keep:
         return cost

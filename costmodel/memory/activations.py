@@ -70,7 +70,8 @@ def requires_grad(G: nx.DiGraph, counting: Counting = Counting(),
     """Op nodes whose output needs a gradient: they hold a trainable weight or read such an output.
 
     An op outside this set builds no backward node and saves nothing (PyTorch's
-    autograd), e.g. everything before the first adapter of a frozen model.
+    autograd), e.g. everything before the first adapter of a frozen model; nor does an op with
+    ``detached=True``, or anything that reads only such ops.
     ``carried``: producers whose output is taken to need a gradient (a repeated
     block's input after its first iteration, which is the block's own output).
     """
@@ -78,6 +79,8 @@ def requires_grad(G: nx.DiGraph, counting: Counting = Counting(),
     for name in order(G):
         data = G.nodes[name]
         op = data["op"]
+        if op.attr("detached"):  # gradients stop here (see op_cost)
+            continue
         own = op_cost(op, counting).params != 0 and op.attr("trainable", True) is not False
         if own or any(src in out for src in data["inputs"]):
             out.add(name)
@@ -95,7 +98,7 @@ def _grad_share(G: nx.DiGraph, counting: Counting) -> dict[str, sympy.Expr]:
         return share
     # One pass for every block: a block's ops are reached from outside only through its own inputs, which are
     # carried in both, so carrying all the blocks' inputs at once marks each block's ops as carrying its own would.
-    carried = frozenset(src for b in learning for src in block_inputs(G, b))
+    carried = frozenset(src for b in learning for src in block_inputs(G, b) if not G.nodes[src].get("shared"))
     later = requires_grad(G, counting, carried)
     for block in learning:
         count = st.blocks[block]
@@ -108,7 +111,10 @@ def _grad_share(G: nx.DiGraph, counting: Counting) -> dict[str, sympy.Expr]:
 def kept_tensors(G: nx.DiGraph, counting: Counting = Counting()) -> dict[tuple, Kept]:
     """Each distinct tensor saved for backward (no recompute), keyed by the node that holds its storage.
 
-    Ops whose output needs no gradient (:func:`requires_grad`) save nothing.
+    Ops whose output needs no gradient (:func:`requires_grad`) save nothing. A tensor from outside a
+    repeated block that an op inside saves is a different tensor in each iteration (the residual stream:
+    iteration i reads iteration i−1's output), unless its node is marked ``shared`` (the same tensor read
+    by every iteration, as a traced model's RoPE tables or attention mask): then it is kept once.
     """
     out: dict[tuple, Kept] = {}
     grad = _grad_share(G, counting)
@@ -132,8 +138,11 @@ def kept_tensors(G: nx.DiGraph, counting: Counting = Counting()) -> dict[tuple, 
                 if share == 0:
                     continue
             base = _storage(G, node) if label == "output" else node
-            key = (base, label, data["count"])
-            copies = data["count"] * share
+            count = data["count"]
+            if G.nodes[base].get("shared"):  # the same tensor in every iteration of the saver's block: kept once
+                count = G.nodes[base]["count"]
+            key = (base, label, count)
+            copies = count * share
             if key in out:
                 old = out[key]
                 out[key] = Kept(old.node, old.saved, old.axes, copies if share == 1 else old.copies,
@@ -184,8 +193,9 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
             axes = data_operands(op)[i]
             n = elements(axes, op.size)
             dtype = "int64" if "op" not in G.nodes[src] else op.dtype
+            copies = G.nodes[src]["count"] if G.nodes[src].get("shared") else count  # shared: one tensor
             out[src] = Kept(src, Saved("block_input", f"input{i}", n, dtype), tuple((a, op.size[a]) for a in axes),
-                            count, (name,))
+                            copies, (name,))
     return out
 
 

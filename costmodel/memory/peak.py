@@ -100,6 +100,8 @@ def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr
     out = elements(p.output, op.size) * size
     if name not in skip:
         fwd.append(out)
+    if op.attr("detached"):  # no backward runs here
+        return sympy.expand(sympy.Add(*fwd)), Zero
     grads = [out] + [elements(a, op.size) * size for i, a in enumerate(data) if i not in kind.no_grad]
     return sympy.expand(sympy.Add(*fwd)), sympy.expand(sympy.Add(*grads) + kind.backward_workspace(op))
 

@@ -1,0 +1,133 @@
+"""Hugging Face transformers models for the tracer: configs in code, models on the meta device, no weights.
+
+* :func:`small_config`: a model type's config with every size field the class has set small (width 64,
+  2 layers, 4 heads, vocabulary 128...), for tests and for formula recovery's samples;
+* :func:`causal_lm`: the ``AutoModelForCausalLM`` of a config on ``meta``, with ``use_cache=False`` (a
+  returned cache is no tensor torch.export can output), eager or SDPA attention, and the ``batched_mm``
+  experts of a mixture of experts (the default ``grouped_mm`` is invisible to ``FlopCounterMode``);
+* :func:`trace_causal_lm`: trace it with ``input_ids`` (and ``labels``, for the loss) of symbolic B and T,
+  T bounded by the position table;
+* :data:`FIELDS`: config field → costmodel symbol, for formulas in a config's sizes.
+
+Never downloads anything: configs are built from their classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import CostModelError
+
+#: Config fields and the small value :func:`small_config` gives them, when the config class has them.
+SMALL = {
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64,
+    "intermediate_size": 128, "n_inner": 128, "ffn_dim": 128, "decoder_ffn_dim": 128, "ffn_hidden_size": 128,
+    "num_hidden_layers": 2, "n_layer": 2, "num_layers": 2, "n_layers": 2, "decoder_layers": 2,
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "decoder_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 16, "rotary_dim": 8, "kv_channels": 16,
+    "vocab_size": 128, "max_position_embeddings": 512, "n_positions": 512, "n_ctx": 512,
+    "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4, "moe_num_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "moe_k": 2, "top_k": 2,
+    "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "shared_intermediate_size": 32,
+    "expert_intermediate_size": 32, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1,
+    "q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8,
+    "qk_head_dim": 16, "linear_key_head_dim": 16, "linear_value_head_dim": 16, "linear_num_key_heads": 2,
+    "linear_num_value_heads": 4, "global_head_dim": 16, "attention_chunk_size": 256,
+}
+
+#: Config field → costmodel symbol name (formulas in a config's sizes speak costmodel's notation).
+FIELDS = {
+    "hidden_size": "d", "n_embd": "d", "d_model": "d", "num_hidden_layers": "L", "n_layer": "L",
+    "num_layers": "L", "num_attention_heads": "h", "n_head": "h", "num_key_value_heads": "n_kv",
+    "head_dim": "d_head", "intermediate_size": "d_ff", "n_inner": "d_ff", "vocab_size": "V",
+    "max_position_embeddings": "T_max", "n_positions": "T_max", "num_local_experts": "n_experts",
+    "num_experts": "n_experts", "n_routed_experts": "n_experts", "num_experts_per_tok": "top_k",
+    "moe_intermediate_size": "d_expert", "n_shared_experts": "n_shared", "q_lora_rank": "r_q",
+    "kv_lora_rank": "r_kv", "qk_rope_head_dim": "d_rope", "qk_nope_head_dim": "d_nope", "v_head_dim": "d_v",
+    "first_k_dense_replace": "L_dense", "sliding_window": "W",
+}
+
+#: Position-table fields: T may not exceed them.
+POSITIONS = ("max_position_embeddings", "n_positions", "n_ctx", "seq_length")
+
+
+def config_class(spec: object):
+    """A config class from ``"transformers:Qwen3Config"`` (or ``"Qwen3Config"``), or the class itself."""
+    if not isinstance(spec, str):
+        return spec
+    import transformers
+
+    module, _, name = spec.rpartition(":")
+    if module not in ("", "transformers"):
+        raise CostModelError(f"config class {spec!r}: expected transformers:ClassName")
+    cls = getattr(transformers, name, None)
+    if cls is None or not isinstance(cls, type):
+        raise CostModelError(f"config class {spec!r}: transformers {transformers.__version__} has no class {name!r}")
+    return cls
+
+
+def small_config(model_type: str, **overrides: object):
+    """The config of ``model_type`` with each size field it has set small (see :data:`SMALL`)."""
+    from transformers import AutoConfig
+
+    defaults = AutoConfig.for_model(model_type).to_dict()
+    fields = {k: v for k, v in SMALL.items() if k in defaults and not isinstance(defaults[k], (dict, list))}
+    for token in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id"):
+        if isinstance(defaults.get(token), int):
+            fields[token] = {"pad_token_id": 0, "eos_token_id": 2}.get(token, 1)
+    if "qk_rope_head_dim" in fields and "head_dim" in fields:  # MLA: head_dim is the RoPE part
+        fields["head_dim"] = fields["qk_rope_head_dim"]
+    fields.update(overrides)
+    return AutoConfig.for_model(model_type, **fields)
+
+
+def causal_lm(config, *, attn: str = "eager", dtype=None, experts: str = "batched_mm"):
+    """``AutoModelForCausalLM`` of ``config`` on the meta device, without a cache."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    config.use_cache = False
+    kwargs = {"attn_implementation": attn, "experts_implementation": experts}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, **kwargs)
+    model.train()
+    return model
+
+
+def position_limit(config) -> int | None:
+    for name in POSITIONS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def example_inputs(config, batch: int = 2, seq: int = 8, labels: bool = True):
+    """``input_ids`` (and ``labels``) of symbolic B and T, and T's range (at most the position table)."""
+    import torch
+
+    ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+    inputs = {"input_ids": ids}
+    dynamic = {"input_ids": {0: "B", 1: "T"}}
+    if labels:
+        inputs["labels"] = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+        dynamic["labels"] = {0: "B", 1: "T"}
+    limit = position_limit(config)
+    return inputs, dynamic, {"T": (2, limit)} if limit else {}
+
+
+def trace_causal_lm(config, *, attn: str = "eager", labels: bool = True, name: str | None = None,
+                    dtype=None, experts: str = "batched_mm", fold: bool = True):
+    """Trace the causal LM of ``config``: a :class:`~costmodel.families.Model` in B and T."""
+    from . import trace
+
+    model = causal_lm(config, attn=attn, dtype=dtype, experts=experts)
+    inputs, dynamic, ranges = example_inputs(config, labels=labels)
+    return trace(model, inputs, dynamic, ranges=ranges, name=name or config.model_type, fold=fold)
+
+
+def as_settings(config, sizes: Mapping[str, str]) -> dict[str, int]:
+    """The values of ``sizes`` (field → symbol name) in ``config``, by symbol name."""
+    return {sym: int(getattr(config, field)) for field, sym in sizes.items()}
