@@ -156,7 +156,11 @@ def read_file(path: str | Path) -> dict[str, Device]:
     where = f"hardware file {str(path)!r}"
     if p.suffix not in (".toml", ".json"):
         raise CostModelError(f"{where}: expected a .toml or .json file, received {p.suffix or 'no suffix'!r}")
-    raw = read_capped(p, MAX_FILE_BYTES, "hardware file")  # a regular file only: no FIFO, device or huge file
+    try:  # a regular file only: no FIFO, device or huge file
+        raw = read_capped(p, MAX_FILE_BYTES, "hardware file")
+    except CostModelError as exc:
+        why = str(exc).removeprefix(f"cannot read hardware file {str(path)!r}: ")
+        raise CostModelError(f"{where}: cannot read it ({why})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
