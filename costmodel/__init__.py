@@ -42,6 +42,7 @@ _VERBS = {
     "models": ("costmodel.families", "catalogue"),
     "Model": "costmodel.families",
     "hardware": "costmodel.devices.table",
+    "calibrate": ("costmodel.devices.calibrate", "calibrate_file"),
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
