@@ -24,12 +24,8 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    table = costmodel.calibrate(args.csv, args.hardware, name=args.name, source=args.source or "")
-    text = json.dumps(table, indent=2, allow_nan=False) + "\n"
-    if args.output:
-        from costmodel.files import write_atomic
-
-        write_atomic(args.output, text, "hardware file")
-    else:
-        print(text, end="")
+    table = costmodel.calibrate(args.csv, args.hardware, name=args.name, source=args.source or "",
+                                output=args.output)
+    if not args.output:
+        print(json.dumps(table, indent=2, allow_nan=False))
     return 0

@@ -90,13 +90,21 @@ def time_text(r: dict) -> list[str]:
         how = f"at MFU {r['mfu']:.1%}"
     elif basis == "measured":
         how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
+    elif basis == "calibrated":
+        how = f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']})"
     else:
         how = "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"
     lines = [f"time on {t['devices']} x {t['hardware']} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s) {how}",
              f"  step          {duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
              f"roofline bound {duration(t['roofline_step_s'])})",
              f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
-    if t["comm_s"]:
+    if basis == "calibrated":
+        b = t["breakdown"]
+        lines.append(f"  parts         compute {duration(b['compute_s'])} + exposed communication "
+                     f"{duration(b['exposed_communication_s'])} + bubble {duration(b['bubble_s'])} + optimizer "
+                     f"{duration(b['optimizer_s'])}; hidden communication {duration(b['hidden_communication_s'])} "
+                     f"(overlapped: {t['overlap_comm']})")
+    elif t["comm_s"]:
         lines.append(f"  communication {duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
     if "training_s" in t:
         lines.append(f"  training      {duration(t['training_s'])}  ({t['gpu_hours']:,.0f} device-hours)")

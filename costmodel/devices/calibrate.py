@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..errors import CostModelError
-from ..files import read_capped
+from ..files import read_capped, write_atomic
 from .network import FACTORS
+from .table import device
 
 KINDS = ("gemm", "memory", *FACTORS)
 COLUMNS = ("kind", "dtype", "batch", "m", "n", "k", "bytes", "group", "tier", "seconds")
@@ -192,22 +194,32 @@ def calibrate(rows: Sequence[Mapping], dev, *, name: str | None = None, source: 
         memory = {k: decimal(v) for k, v in fit.items()}
     if memory:
         eff.update(memory)
+    # what the kernels cannot measure is kept from the base device: the share of kernel rates a training step
+    # sustains, fused attention's rate, and the tiers no collective row measured
+    base = dev.attained
+    eff.setdefault("attention", decimal(float(base.attention)))
+    eff["sustained"] = decimal(float(base.sustained))
     entry["efficiency"] = eff
-    network: dict[str, object] = {}
+    network: dict[str, object] = {"node_size": base.node_size}
     for tier in ("scale_up", "scale_out"):
         tier_rows = [r for r in rows if r["kind"] in FACTORS and r["tier"] == tier]
         if tier_rows:
             fit = fit_tier(tier_rows, float(dev.link(tier)))
             network[tier] = {k: decimal(v) for k, v in fit.items()}
+        else:
+            kept = getattr(base, tier)
+            network[tier] = {"efficiency": decimal(float(kept.efficiency)), "latency_s": decimal(float(kept.latency_s))}
     if network:
         entry["network"] = network
     return {"devices": {name or f"{dev.name}-calibrated": entry}}
 
 
-def calibrate_file(path: str, hardware: str = "h100-sxm", *, name: str | None = None,
-                   source: str = "") -> dict[str, object]:
+def calibrate_file(path: str, hardware: str = "h100-sxm", *, name: str | None = None, source: str = "",
+                   output: str | None = None) -> dict[str, object]:
     """The hardware file (a table with one device) fitted to the measurements of the CSV at ``path``, on top
-    of the built-in device ``hardware`` (its peaks and bandwidths); pass the written file to ``--hardware``."""
-    from .table import device
-
-    return calibrate(read_rows(path), device(hardware), name=name, source=source or f"measurements in {path}")
+    of the built-in device ``hardware`` (its peaks and bandwidths); written as JSON to ``output`` when given,
+    the file ``--hardware`` takes."""
+    table = calibrate(read_rows(path), device(hardware), name=name, source=source or f"measurements in {path}")
+    if output is not None:
+        write_atomic(output, json.dumps(table, indent=2, allow_nan=False) + "\n", "hardware file")
+    return table

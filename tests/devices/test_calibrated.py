@@ -133,3 +133,20 @@ def test_interleaving_shrinks_the_bubble_and_grows_the_first_stage():
     assert inter["time"]["breakdown"]["bubble_s"] < plain["time"]["breakdown"]["bubble_s"]
     assert inter["memory_bytes"]["activations"] > plain["memory_bytes"]["activations"]
     assert math.isfinite(inter["time"]["step_s"])
+
+
+def test_calibrate_cli_writes_a_hardware_file_estimate_reads(tmp_path):
+    from costmodel.cli import main
+
+    csv = tmp_path / "kernels.csv"
+    lines = ["kind,dtype,batch,m,n,k,bytes,group,tier,seconds"]
+    for m, n, k in ((4096, 4096, 4096), (1024, 1024, 1024), (8192, 8192, 8192), (256, 256, 256),
+                    (2048, 8192, 1024), (512, 4096, 4096), (1024, 2048, 128)):
+        lines.append(f"gemm,bf16,1,{m},{n},{k},,,,{2 * m * n * k / 7e14 + 6e-6:.6g}")  # 700 TFLOP/s + 6 µs
+    lines += ["all_reduce,,,,,,268435456,8,scale_up,1.4e-3", "all_reduce,,,,,,1048576,8,scale_up,6.0e-5"]
+    csv.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "mine.json"
+    assert main(["calibrate", str(csv), "--hardware", "h100-sxm", "--name", "mine", "-o", str(out)]) == 0
+    r = estimate("gpt2-small", batch=8, seq=256, hardware=str(out), tp=2, devices=2)
+    assert r["time"]["basis"] == "calibrated" and r["time"]["hardware"] == "mine"
+    assert main(["calibrate", str(tmp_path / "missing.csv")]) == 2
