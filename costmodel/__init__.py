@@ -43,10 +43,11 @@ _VERBS = {
     "Model": "costmodel.families",
     "hardware": "costmodel.devices.table",
     "calibrate": ("costmodel.devices.calibrate", "calibrate_file"),
+    "plan": "costmodel.reports.plan",
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions"]
+           "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "calibrate", "plan"]
 
 
 def __getattr__(name: str) -> object:

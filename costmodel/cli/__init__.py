@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from costmodel import CostModelError, __version__
 
-from . import calibrate, compare, derive, estimate, fit, hardware, models, report, roofline, sweep
+from . import calibrate, compare, derive, estimate, fit, hardware, models, plan, report, roofline, sweep
 
-COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, calibrate)
+COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, calibrate, plan)
 
 
 class _Parser(argparse.ArgumentParser):
