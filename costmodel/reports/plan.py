@@ -189,7 +189,7 @@ def plan(model: Model | str, *, hardware, devices: int, batch: int, seq: int, se
             _progress(min(lo + chunk, n), n, started)
     rate = n / max(time.perf_counter() - t0, 1e-9)
     fits = np.flatnonzero(mems <= float(dev.memory_bytes))
-    order = fits[np.argsort(times[fits], kind="stable")]
+    order = fits[np.lexsort((mems[fits], times[fits]))]  # fastest first; of equal steps, the smallest memory
     front = fits[pareto(times[fits], mems[fits])] if len(fits) else fits
     tokens_step = batch * seq
 
