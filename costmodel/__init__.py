@@ -54,10 +54,13 @@ _VERBS = {
     "hardware": "costmodel.devices.table",
     "trace": "costmodel.tracer",  # torch.export → a costmodel graph (torch is imported only when tracing)
     "recover": ("costmodel.tracer.recover", "recover"),
+    "calibrate": ("costmodel.devices.calibrate", "calibrate_file"),
+    "plan": "costmodel.reports.plan",
 }
 
 __all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "trace", "recover", "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units"]
+           "trace", "recover", "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units",
+           "calibrate", "plan"]
 
 
 def __getattr__(name: str) -> object:

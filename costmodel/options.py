@@ -25,7 +25,7 @@ from fractions import Fraction
 
 from .dtypes import DTYPE_BYTES, check_dtype
 from .errors import CostModelError, closest
-from .memory.policies import OPTIMIZERS, PRECISIONS, RECOMPUTE, WEIGHT_FORMATS
+from .memory.policies import OPTIMIZERS, PRECISIONS, RECOMPUTE, SCHEDULES, WEIGHT_FORMATS, check_schedule
 from .sizes import parse_count, parse_rate
 
 
@@ -67,8 +67,11 @@ class Counting:
 
 @dataclass(frozen=True)
 class Layout:
-    """Degrees of data (``dp``), tensor (``tp``), pipeline (``pp``), sequence/context (``sp``) and expert
-    (``ep``) parallelism, the ZeRO stage (0 = none) and Megatron sequence parallelism inside the TP group."""
+    """Degrees of data (``dp``), tensor (``tp``), pipeline (``pp``), sequence/context (``sp``, also given as
+    ``cp``) and expert (``ep``) parallelism, the ZeRO stage (0 = none), Megatron sequence parallelism inside
+    the TP group, and the pipeline: its ``schedule`` (:data:`~costmodel.memory.policies.SCHEDULES`), ``vpp``
+    virtual stages per device (interleaved 1F1B; ``vpp > 1`` picks it) and ``stage_layers`` (layers on the
+    first and the last stage when they differ from the others, e.g. ``(7, 7)``)."""
 
     dp: int = 1
     tp: int = 1
@@ -77,9 +80,12 @@ class Layout:
     ep: int = 1
     zero: int = 0
     megatron_sp: bool = False
+    vpp: int = 1
+    schedule: str = "1f1b"
+    stage_layers: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "sp", "ep"):
+        for name in ("dp", "tp", "pp", "sp", "ep", "vpp"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise CostModelError(f"layout: {name} must be a positive whole number, received {v!r}")
@@ -90,6 +96,21 @@ class Layout:
         if self.dp % self.ep:
             raise CostModelError(f"layout: ep ({self.ep}) must divide dp ({self.dp}): experts are spread over "
                                  "the data-parallel devices")
+        if self.vpp > 1 and self.schedule == "1f1b":  # --vpp alone asks for the interleaved schedule
+            object.__setattr__(self, "schedule", "interleaved")
+        _choice(self.schedule, SCHEDULES, "layout: schedule")
+        check_schedule(self.schedule, self.pp, self.vpp)
+        if self.stage_layers is not None:
+            sl = self.stage_layers
+            if isinstance(sl, str):
+                sl = tuple(part.strip() for part in sl.split(","))
+            if not (isinstance(sl, (tuple, list)) and len(sl) == 2):
+                raise CostModelError(f"layout: stage_layers must be the layers of the first and last stage, e.g. "
+                                     f"(7, 7), received {self.stage_layers!r}")
+            sl = tuple(parse_count(v, "layout: stage_layers") for v in sl)
+            if self.pp < 2:
+                raise CostModelError("layout: stage_layers sets the first and last pipeline stages; expected --pp > 1")
+            object.__setattr__(self, "stage_layers", sl)
 
     @property
     def devices(self) -> int:
@@ -118,6 +139,12 @@ def _rate(value: object, what: str) -> Fraction | None:
     return parse_rate(value, what)
 
 
+#: How a step is predicted without a rate (see :mod:`costmodel.devices.calibrated`).
+TIME_MODELS = ("calibrated", "roofline")
+#: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
+COMM_KINDS = ("dp", "tp", "pp", "sp", "ep")
+
+
 @dataclass(frozen=True)
 class Options:
     """Everything a user chooses for one run, validated once.
@@ -129,7 +156,10 @@ class Options:
     ``weights_dtype``, ``kv_dtype``. Time: ``hardware`` (a name, a ``.toml``/``.json`` file or a Device),
     ``devices``, one of ``achieved_flops`` (per device), ``mfu``, ``tokens_per_s`` (measured, all devices),
     ``dtype`` (whose peak), ``comm_bytes`` and ``comm_links`` (extra traffic and its links), ``overlap``
-    (communication hidden behind compute), ``pipeline`` ((stages, micro-batches)).
+    (communication hidden behind compute, roofline basis), ``pipeline`` ((stages, micro-batches)),
+    ``time_model`` (without a rate: ``"calibrated"``, the default, or ``"roofline"``) and ``overlap_comm``
+    (the kinds of communication the calibrated model hides behind compute: ``dp``, ``tp``, ``pp``, ``sp``,
+    ``ep``; default: see :mod:`costmodel.devices.calibrated`).
     """
 
     batch: int | None = None
@@ -156,6 +186,8 @@ class Options:
     comm_links: tuple[tuple[str, str], ...] = ()
     overlap: bool = False
     pipeline: tuple[int, int] | None = None
+    time_model: str | None = None
+    overlap_comm: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -202,6 +234,21 @@ class Options:
         set_("comm_bytes", tuple(sorted((str(k), parse_count(v, f"comm_bytes[{k}]", minimum=0))
                                         for k, v in dict(self.comm_bytes).items())))
         set_("comm_links", tuple(sorted((str(k), str(v)) for k, v in dict(self.comm_links).items())))
+        if self.time_model is not None:
+            _choice(self.time_model, TIME_MODELS, "time_model")
+            given_rate = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
+            if given_rate:
+                raise CostModelError(f"time_model chooses how a step is predicted without a rate; received "
+                                     f"{given_rate[0]} too (drop one)")
+            if self.hardware is None:
+                raise CostModelError("a time model needs a device: give --hardware NAME")
+        if self.overlap_comm is not None:
+            kinds = self.overlap_comm
+            if isinstance(kinds, str):
+                kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
+            for k in kinds:
+                _choice(k, COMM_KINDS, "overlap_comm")
+            set_("overlap_comm", tuple(sorted(set(kinds))))
         if self.pipeline is not None:
             stages, micro = self.pipeline
             set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
@@ -211,11 +258,15 @@ class Options:
     #: Flat names accepted by :meth:`make` that set a field of a sub-record.
     SHORTCUTS = {"causal": "counting", "embedding": "counting", "elementwise": "counting",
                  "softmax_flops": "counting", "dp": "layout", "tp": "layout", "pp": "layout", "sp": "layout",
-                 "ep": "layout", "zero": "layout", "megatron_sp": "layout"}
+                 "ep": "layout", "zero": "layout", "megatron_sp": "layout", "vpp": "layout", "schedule": "layout",
+                 "stage_layers": "layout"}
+    #: Other names of an option: context parallelism (``cp``) is the layout's ``sp``.
+    ALIASES = {"cp": "sp"}
 
     #: How each option typed as text is read (:meth:`parse`): counts, lengths (8k = 8192), exact rates.
     PARSERS = {"batch": "count", "seq": "length", "tokens": "count", "micro_batch": "count", "context": "length",
                "devices": "count", "dp": "count", "tp": "count", "pp": "count", "sp": "count", "ep": "count",
+               "cp": "count", "vpp": "count",
                "achieved_flops": "rate", "mfu": "rate", "tokens_per_s": "rate"}
 
     @classmethod
@@ -235,19 +286,21 @@ class Options:
     def choices(cls, name: str) -> list[str]:
         """The values a named option accepts (``precision``, ``optimizer``, ``recompute``, ``weights_dtype``,
         ``kv_dtype``/``dtype``, ``causal``, ``zero``)."""
-        table = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE,
+        table = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE, "schedule": SCHEDULES,
+                 "time_model": TIME_MODELS, "overlap_comm": COMM_KINDS,
                  "weights_dtype": WEIGHT_FORMATS, "kv_dtype": DTYPE_BYTES, "dtype": DTYPE_BYTES,
                  "causal": ("full", "half"), "embedding": ("lookup", "matmul"),
                  "elementwise": ("all", "none", "softmax")}
         if name not in table:
             raise CostModelError(f"option {name!r} has no fixed choices{closest(name, table)}")
-        return list(table[name]) if name in ("recompute", "causal", "embedding", "elementwise") \
+        return list(table[name]) if name in ("recompute", "causal", "embedding", "elementwise", "schedule",
+                                             "time_model", "overlap_comm") \
             else sorted(table[name])
 
     @classmethod
     def names(cls) -> list[str]:
         """Every name :meth:`make` accepts."""
-        return [f.name for f in fields(cls)] + list(cls.SHORTCUTS)
+        return [f.name for f in fields(cls)] + list(cls.SHORTCUTS) + list(cls.ALIASES)
 
     @classmethod
     def make(cls, options: Options | Mapping[str, object] | None = None, /, **kwargs: object) -> Options:
@@ -258,6 +311,12 @@ class Options:
         base = options if isinstance(options, Options) else _default()
         extra = dict(options) if isinstance(options, Mapping) else {}
         extra.update(kwargs)
+        for alias, name in cls.ALIASES.items():
+            if alias in extra:
+                if name in extra and extra[name] != extra[alias]:
+                    raise CostModelError(f"{alias} is another name of {name}: give one of them, received "
+                                         f"{alias}={extra[alias]!r} and {name}={extra[name]!r}")
+                extra[name] = extra.pop(alias)
         if not extra:
             return base
         try:  # the same options again (a loop of estimates): the checked record, without checking again

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from costmodel import CostModelError, __version__
 
-from . import compare, derive, estimate, fit, hardware, models, report, roofline, sweep, trace
+from . import calibrate, compare, derive, estimate, fit, hardware, models, plan, report, roofline, sweep, trace
 
-COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, trace)
+COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, trace, calibrate, plan)
 
 
 class _Parser(argparse.ArgumentParser):

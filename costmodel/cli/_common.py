@@ -52,13 +52,17 @@ FLAGS = {"batch": "batch", "seq": "seq", "tokens": "tokens", "precision": "preci
          "causal": "causal", "recompute": "recompute", "flash": "flash", "zero": "zero", "dp": "dp", "tp": "tp",
          "pp": "pp", "sp": "sp", "ep": "ep", "megatron_sp": "megatron_sp", "micro_batch": "micro_batch",
          "inference": "inference", "context": "context", "weights_dtype": "weights_dtype", "kv_dtype": "kv_dtype",
-         "hardware": "hardware", "devices": "devices", "mfu": "mfu", "tokens_per_s": "tokens_per_s"}
+         "hardware": "hardware", "devices": "devices", "mfu": "mfu", "tokens_per_s": "tokens_per_s",
+         "cp": "cp", "vpp": "vpp", "schedule": "schedule", "stage_layers": "stage_layers", "time_model": "time_model",
+         "overlap_comm": "overlap_comm"}
 
 
 def options(args: argparse.Namespace, skip: Iterable[str] = ()) -> Options:
     """The :class:`Options` the parsed flags describe (flags a command lacks keep their defaults)."""
     given = {field: getattr(args, dest) for dest, field in FLAGS.items()
              if dest not in skip and getattr(args, dest, None) is not None}
+    if given.get("overlap_comm") in ("none", ""):
+        given["overlap_comm"] = ()
     if getattr(args, "achieved_tflops", None) is not None:
         given["achieved_flops"] = args.achieved_tflops * 10**12
     return Options.make(**given)
@@ -94,8 +98,15 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
                    help="FlashAttention: no T×T scores kept (default: scores materialised, as eager PyTorch)")
     g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage over dp (3 = FSDP full shard)")
     for name, what in (("dp", "data"), ("tp", "tensor (Megatron)"), ("pp", "pipeline (1F1B)"),
-                       ("sp", "sequence/context"), ("ep", "expert")):
+                       ("sp", "sequence/context"), ("cp", "context (ring attention; the same as --sp)"),
+                       ("ep", "expert")):
         g.add_argument(f"--{name}", type=typed(name, f"--{name}"), help=f"{what} parallel degree")
+    g.add_argument("--vpp", type=typed("vpp", "--vpp"),
+                   help="virtual pipeline stages per device (interleaved 1F1B; default 1)")
+    g.add_argument("--schedule", choices=Options.choices("schedule"),
+                   help="pipeline schedule (default 1f1b; interleaved with --vpp > 1)")
+    g.add_argument("--stage-layers", metavar="FIRST,LAST",
+                   help="layers on the first and last pipeline stages when they differ (Llama 3 405B: 7,7)")
     g.add_argument("--megatron-sp", action="store_true", default=None,
                    help="Megatron sequence parallelism in the TP group (replicated activations divided by tp)")
     g.add_argument("--micro-batch", type=typed("micro_batch", "--micro-batch"),
@@ -126,6 +137,12 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
     rate.add_argument("--mfu", type=typed("mfu", "--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
     rate.add_argument("--tokens-per-s", type=typed("tokens_per_s", "--tokens-per-s"), metavar="R",
                       help="a measured throughput of all devices together: gives the MFU")
+    rate.add_argument("--time-model", choices=Options.choices("time_model"),
+                      help="without a rate: calibrated (default: attained efficiencies, networks, overlap, "
+                           "schedule) or roofline (the bound)")
+    g.add_argument("--overlap-comm", metavar="KINDS",
+                   help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
+                        "(default: dp and sp; see docs/hardware.md)")
 
 
 # -- formatting ----------------------------------------------------------------------------------------

@@ -92,6 +92,8 @@ def time_text(r: dict) -> list[str]:
         how = f"at MFU {r['mfu']:.1%}"
     elif basis == "measured":
         how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
+    elif basis == "calibrated":
+        how = f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']})"
     else:
         how = "at the roofline bound (each op's max(FLOPs/peak, bytes/bandwidth), summed)"
     lines = [f"time on {where} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s)",
@@ -99,7 +101,13 @@ def time_text(r: dict) -> list[str]:
              f"  step          {units.duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
              f"roofline bound {units.duration(t['roofline_step_s'])})",
              f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
-    if t["comm_s"]:
+    if basis == "calibrated":
+        b = t["breakdown"]
+        lines.append(f"  parts         compute {units.duration(b['compute_s'])} + exposed communication "
+                     f"{units.duration(b['exposed_communication_s'])} + bubble {units.duration(b['bubble_s'])} + optimizer "
+                     f"{units.duration(b['optimizer_s'])}; hidden communication {units.duration(b['hidden_communication_s'])} "
+                     f"(overlapped: {t['overlap_comm']})")
+    elif t["comm_s"]:
         lines.append(f"  communication {units.duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
     if "training_s" in t:
         lines.append(f"  training      {units.duration(t['training_s'])}  ({t['training_s']:.3g} s; "

@@ -28,6 +28,7 @@ import sympy
 from ..errors import CostModelError, closest
 from ..expr import parse_number
 from ..files import read_capped
+from .efficiency import GENERIC, Efficiency, parse_efficiency
 
 #: The dtypes a device may list a peak for.
 #: A hardware file is a few hundred bytes a device: 1 MiB is far more than any real table.
@@ -57,6 +58,13 @@ class Device:
     scale_up_bandwidth: sympy.Rational | None = None
     scale_out_bandwidth: sympy.Rational | None = None
     sources: Mapping[str, str] = field(default_factory=dict)
+    efficiency: Efficiency | None = field(default=None, compare=False)
+
+    @property
+    def attained(self) -> Efficiency:
+        """The device's efficiency curves and network tiers (:data:`~costmodel.devices.efficiency.GENERIC`
+        when its table entry has none)."""
+        return self.efficiency if self.efficiency is not None else GENERIC
 
     def peak(self, dtype: str = "bf16") -> sympy.Rational:
         """Dense peak FLOP/s for ``dtype`` (``"bf16"``...); an error names the dtypes it has."""
@@ -105,7 +113,7 @@ def parse_device(name: str, entry: Mapping[str, object], where: str) -> Device:
     if not isinstance(entry, Mapping):
         raise CostModelError(f"{where}: expected a table of fields, received {type(entry).__name__}")
     known = {"name", "about", "peak_flops", "memory_bytes", "memory_bandwidth", "scale_up_bandwidth",
-             "scale_out_bandwidth", "sources"}
+             "scale_out_bandwidth", "sources", "efficiency", "network"}
     for key in entry:
         if key not in known:
             raise CostModelError(f"{where}: unknown field {key!r}{closest(key, known)}; expected {sorted(known)}")
@@ -131,7 +139,8 @@ def parse_device(name: str, entry: Mapping[str, object], where: str) -> Device:
                   _number(entry["memory_bytes"], where, "memory_bytes"),
                   _number(entry["memory_bandwidth"], where, "memory_bandwidth"),
                   optional["scale_up_bandwidth"], optional["scale_out_bandwidth"],
-                  {str(k): str(v) for k, v in sources.items()})
+                  {str(k): str(v) for k, v in sources.items()},
+                  parse_efficiency(entry.get("efficiency"), entry.get("network"), where))
 
 
 def parse_table(data: object, where: str) -> dict[str, Device]:

@@ -31,6 +31,7 @@ from ..graph.quantities import Quantities, maximum
 from ..memory.device import prepared
 from ..options import Options
 from ..symbols import B, C, T
+from .calibrated import calibrated_quantities
 from .decode import decode_graph, prefill_graph
 from .roofline import op_bounds
 from .table import Device, device
@@ -242,6 +243,8 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         # an MFU is a share of peak spent on model FLOPs
         basis = "achieved" if options.achieved_flops is not None else "mfu"
         compute_s = (hardware_flops if basis == "achieved" else model_flops) / (n * rate)
+    elif options.time_model != "roofline":
+        return calibrated_quantities(G, dev, dtype, n, options, q, model_flops, hardware_flops, bound, tokens)
     else:
         basis, compute_s = "roofline", (bound + extra / peak) / n
     volumes = {k.removeprefix("communication_bytes."): v for k, v in q.exprs.items()

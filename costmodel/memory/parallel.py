@@ -38,6 +38,8 @@ from ..graph.registry import Op, data_operands, weight_operand, weight_use
 from ..options import Layout
 from ..symbols import T
 from .activations import Kept, block_inputs
+from .schedules import block_share, weight_copies
+from .schedules import in_flight as scheduled_in_flight
 from .states import Weight, model_state
 
 
@@ -109,9 +111,19 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
         experts = op.attr("experts")
         if layout.ep > 1 and experts:
             need(op.size[str(experts)], layout.ep, f"--ep {layout.ep}: experts axis {experts!r}", f"op {name!r}")
-    if layout.pp > 1:
+    if layout.pp > 1 and layout.stage_layers is None:
         for block, count in blocks.items():
-            need(count, layout.pp, f"--pp {layout.pp}: layers", f"block {block!r}")
+            need(count, layout.pp * layout.vpp, f"--pp {layout.pp}" + (f" × --vpp {layout.vpp}" if layout.vpp > 1 else "")
+                 + ": layers", f"block {block!r}")
+    elif layout.pp > 1:  # uneven stages: the middle stages split what the first and last leave
+        first, last = layout.stage_layers
+        for block, count in blocks.items():
+            rest = count - first - last
+            checks.append((sympy.Ge(rest, layout.pp - 2), f"layout: --stage-layers {first},{last} leaves fewer "
+                           f"layers than the {layout.pp - 2} middle stage(s) of block {block!r}"))
+            if layout.pp > 2:
+                need(rest, layout.pp - 2, f"--stage-layers {first},{last}: the middle stages' layers",
+                     f"block {block!r}")
     if layout.sp > 1:
         need(T, layout.sp, f"--sp {layout.sp}: sequence length", "the input")
     return checks
@@ -147,7 +159,7 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
             part /= layout.ep
         where = stage_of(G, w.node)
         if where == "block":
-            part /= layout.pp
+            part *= block_share(layout, stage, _count_of(G, w.node))
         elif layout.pp > 1 and where != stage:
             part = Zero
         return part
@@ -198,15 +210,26 @@ def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_f
         part /= layout.sp
     where = "block" if all(stage_of(G, s) == "block" for s in kept.savers) else stage_of(G, kept.savers[0])
     if where == "block":
-        return part * in_flight / layout.pp
+        return part * in_flight * block_share(layout, stage, _count_of(G, kept.savers[0])) \
+            / weight_copies(layout.schedule)
     if layout.pp > 1 and where != stage:
         return Zero
     return part * (in_flight if where == "first" else 1)
 
 
 def in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str) -> sympy.Expr:
-    """Micro-batches whose activations a stage holds at once under 1F1B (a symbol-friendly ``min``)."""
-    return sympy.Min(layout.pp, micro_batches) if stage == "first" else sympy.Integer(1)
+    """Micro-batches whose activations a stage holds at once under the layout's pipeline schedule (1F1B:
+    ``min(pp, m)`` on the first stage, one on the last; see :mod:`costmodel.memory.schedules`)."""
+    if layout.pp == 1:
+        return sympy.Min(layout.pp, micro_batches) if stage == "first" else sympy.Integer(1)
+    return scheduled_in_flight(layout.schedule, stage, layout.pp, micro_batches, layout.vpp)
+
+
+def _count_of(G: nx.DiGraph, node: str) -> sympy.Expr:
+    """The count of the repeated block ``node`` belongs to (its layers)."""
+    st = structure(G)
+    block = st.block_of.get(node)
+    return st.blocks[block] if block is not None else sympy.Integer(1)
 
 
 def _ring(n: int) -> sympy.Rational:

@@ -9,6 +9,26 @@ from dataclasses import dataclass
 
 from ..errors import CostModelError, closest
 
+#: Pipeline schedules (see :mod:`costmodel.memory.schedules`).
+SCHEDULES = ("1f1b", "gpipe", "interleaved", "zb-h1", "dualpipe")
+
+
+def check_schedule(schedule: str, pp: int, vpp: int) -> None:
+    """Raise when a schedule does not suit the layout (interleaving needs vpp > 1, DualPipe an even pp...)."""
+    if schedule not in SCHEDULES:
+        raise CostModelError(f"schedule: expected one of {', '.join(SCHEDULES)}, received {schedule!r}")
+    if vpp > 1 and schedule != "interleaved":
+        raise CostModelError(f"--vpp {vpp} is the interleaved schedule's chunks per device; received --schedule "
+                             f"{schedule} (use --schedule interleaved, or leave it out)")
+    if schedule == "interleaved" and vpp < 2:
+        raise CostModelError("the interleaved schedule needs --vpp 2 or more virtual stages per device")
+    if schedule != "1f1b" and pp == 1:
+        raise CostModelError(f"--schedule {schedule} is a pipeline schedule; expected --pp > 1, received --pp 1")
+    if schedule == "dualpipe" and pp % 2:
+        raise CostModelError(f"DualPipe runs two pipelines in opposite directions: expected an even --pp, "
+                             f"received {pp}")
+
+
 #: Activation recompute choices (see :mod:`costmodel.memory.activations`).
 RECOMPUTE = ("none", "selective", "full")
 

@@ -71,7 +71,7 @@ def test_mfu_given_sets_the_rate():
 
 
 def test_roofline_basis_without_a_rate():
-    r = estimate("gpt2-small", batch=8, seq=1024, hardware="h100-sxm", devices=8)
+    r = estimate("gpt2-small", batch=8, seq=1024, hardware="h100-sxm", devices=8, time_model="roofline")
     t = r["time"]
     assert t["basis"] == "roofline" and t["step_s"] == t["roofline_step_s"]
     assert 0 < r["mfu"] < 1
@@ -99,8 +99,8 @@ def test_pipeline_bubble_and_communication():
 
 
 def test_comm_bytes_option_adds_time_to_the_roofline_step_only():
-    base = estimate("gpt2-small", hardware="h100-sxm")
-    r = estimate("gpt2-small", hardware="h100-sxm", comm_bytes={"scale_up": 450 * 10**9})
+    base = estimate("gpt2-small", hardware="h100-sxm", time_model="roofline")
+    r = estimate("gpt2-small", hardware="h100-sxm", comm_bytes={"scale_up": 450 * 10**9}, time_model="roofline")
     assert r["time"]["comm_s"] == 1.0 and r["time"]["overlap"] is False  # 450 GB over 450 GB/s NVLink
     assert r["time"]["step_s"] == pytest.approx(base["time"]["step_s"] + 1)
     # an MFU is end-to-end (PaLM's definition): communication is already inside it
@@ -125,7 +125,8 @@ def _step_with(keys, **options):
     from costmodel.symbols import B
 
     m = load("gpt2-small")
-    opts = Options.make(hardware="h100-sxm", **options)
+    rated = any(k in options for k in ("mfu", "achieved_flops", "tokens_per_s"))
+    opts = Options.make(hardware="h100-sxm", **({} if rated else {"time_model": "roofline"}), **options)
     q = count_quantities(m, opts, Quantities())
     for k, v in keys.items():
         q.add(k, v)

@@ -1,0 +1,66 @@
+"""Speed of the layout planner (issue 15): layouts evaluated per second on one core, and a whole search.
+
+    python benchmarks/plan_bench.py        # about a minute
+
+1. the compiled calibrated step of GPT-3 175B on A100s evaluated over 1e6 layouts (target: >= 1e5 layouts/s);
+2. ``plan`` of GPT-3 175B on 1024 A100s, global batch 1536 (Narayanan et al. 2021's run), end to end
+   (target: seconds), and the rank of the published layout (TP 8, PP 8, interleaved).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # one core
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import time
+
+
+def evaluation_rate(n: int = 1_000_000) -> tuple[float, float]:
+    """Layouts per second through the compiled step and memory screen (float64, one core): by the wall clock,
+    and by the process's CPU time (what one unshared core would give when other work shares the machine)."""
+    import numpy as np
+
+    from costmodel.devices.table import device
+    from costmodel.families import load
+    from costmodel.options import Options
+    from costmodel.reports.estimate import resolve
+    from costmodel.reports.plan import derive, evaluate, layouts
+
+    m = load("gpt3-175b")
+    o = Options.make(batch=1536, seq=2048, flash=True)
+    c = derive(m, device("a100-80gb"), resolve(m, o), o)
+    lay = layouts(1024, 1536, c.layers, 2048, heads=96)
+    reps = -(-n // len(lay["tp"]))
+    big = {k: np.tile(v, reps)[:n] for k, v in lay.items()}
+    t, cpu = time.perf_counter(), time.process_time()
+    evaluate(c, big)
+    return n / (time.perf_counter() - t), n / (time.process_time() - cpu)
+
+
+def search() -> tuple[float, int | None, int, float]:
+    """Seconds of a whole ``plan``, the rank of the published layout (None when it is not listed) and its step
+    over the best one's."""
+    import costmodel
+
+    t = time.perf_counter()
+    r = costmodel.plan("gpt3-175b", hardware="a100-80gb", devices=1024, batch=1536, seq=2048, top=1000,
+                       progress=False)
+    elapsed = time.perf_counter() - t
+    rank = next((i for i, x in enumerate(r["layouts"], 1) if x["tp"] == 8 and x["pp"] == 8), None)
+    ratio = r["layouts"][rank - 1]["step_s"] / r["layouts"][0]["step_s"] if rank else float("nan")
+    return elapsed, rank, r["searched"], ratio
+
+
+def main() -> None:
+    wall, cpu = evaluation_rate()
+    print(f"planner evaluation: {wall:,.0f} layouts/s by the wall clock, {cpu:,.0f} by CPU time, one core "
+          "(target >= 100,000)")
+    elapsed, rank, searched, ratio = search()
+    print(f"plan gpt3-175b on 1024 x a100-80gb: {elapsed:.1f} s for {searched:,} layouts; the published layout "
+          f"(TP 8, PP 8) first appears at rank {rank}, its step {ratio:.3f} x the best")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""The layout planner: every valid layout of a run, ranked by predicted step time, with its Pareto front.
+
+``plan(model, hardware=..., devices=N, batch=GBS, seq=T)`` enumerates TP × PP × VPP × DP × CP × micro-batch ×
+recompute × ZeRO × schedule, drops the layouts that do not divide or do not fit in the device's memory, and
+ranks the rest by the calibrated step (:mod:`costmodel.devices.calibrated`).
+
+The step is derived **once**, with every layout choice a symbol (:class:`~costmodel.devices.calibrated.Knobs`),
+and compiled to vectorised Python (:mod:`costmodel.graph.codegen`): the search evaluates that one formula over
+arrays of layouts. The memory of a layout is screened from four exact estimates of the unsharded model (model
+states, and activations of one sequence under each recompute policy), scaled the way each part is sharded:
+
+* weights and gradients ÷ (tp · pp), each also ÷ dp from ZeRO stage 3 and 2; optimizer states ÷ (tp · pp),
+  ÷ dp from ZeRO 1;
+* activations × micro-batch ÷ (tp · cp) (Megatron sequence parallelism is on whenever tp > 1) × the schedule's
+  micro-batches in flight (:func:`~costmodel.memory.schedules.in_flight`) ÷ pp.
+
+That screen ignores which stage holds the embeddings (the estimate's memory section does not): ``verify``
+re-runs :func:`~costmodel.reports.estimate.estimate` on the top layouts, whose numbers are then exact.
+Expert parallelism is not searched (ep = 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import sympy
+
+from ..devices.calibrated import Knobs, step
+from ..devices.table import device
+from ..errors import CostModelError
+from ..families import Model, load
+from ..graph.analysis import repeated_blocks
+from ..graph.codegen import compile_exprs, float_mode
+from ..memory.device import prepared
+from ..memory.schedules import SCHEDULES
+from ..options import Options
+from ..symbols import B, T
+from .estimate import estimate, resolve
+
+RECOMPUTE = ("none", "selective", "full")
+#: The symbols of a layout in the compiled step (in this order).
+KNOBS = sympy.symbols("tp pp dp cp vpp b m sel full msp single zero3 " + " ".join(
+    f"s_{s.replace('-', '_')}" for s in SCHEDULES), positive=True)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The step of one model on one device as a vectorised function of the layout (:data:`KNOBS`)."""
+
+    f: object  # pipelined layouts (pp > 1)
+    single: object  # pp == 1: the same formula with the pipeline's terms removed before compiling (no 0·∞)
+    layers: int
+    memory: Mapping[str, float]  # unsharded model states and activations per sequence, per recompute
+
+
+def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
+    """Derive and compile the calibrated step with every layout choice a symbol."""
+    tp, pp, dp, cp, vpp, b, m_, sel, full, msp, single, zero3, *flags = KNOBS
+    G = prepared(m.graph, options)
+    k = Knobs(tp, pp, dp, cp, sympy.Integer(1), vpp, b, m_, {"selective": sel, "full": full},
+              dict(zip(SCHEDULES, flags)), msp, single, zero3)
+    sub = {s: v for s, v in values.items() if s is not B}
+    mem: dict[str, float] = {}
+    for r in RECOMPUTE:  # the unsharded model: one sequence, one device
+        e = estimate(m, batch=1, seq=values[T], recompute=r, flash=options.flash, precision=options.precision,
+                     optimizer=options.optimizer)["memory_bytes"]
+        mem[f"act_{r}"] = float(e["activations"])
+        mem.update(weights=float(e["params"]), grads=float(e["grads"]), states=float(e["optimizer"]))
+    grads = sympy.Integer(int(mem["grads"]))
+    # a step reduces every gradient once (ZeRO 3: the weights are gathered twice more); each device its 1/(tp·pp)
+    dp_bytes = (2 + 2 * zero3) * (dp - 1) / dp * grads / (tp * pp)
+    # the optimizer reads weights, states and gradients and writes weights and states back
+    opt_bytes = sympy.Integer(int(2 * (mem["weights"] + mem["states"]) + 2 * mem["grads"])) / (tp * pp)
+    dtype = options.dtype or G.graph.get("dtype", "bf16")
+    s = step(G, dev, dtype, k, dp_bytes=dp_bytes, optimizer_bytes=opt_bytes)["step_s"].xreplace(sub)
+    layers = sum(int(sympy.sympify(c).xreplace(sub)) for c in repeated_blocks(G).values())
+    # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
+    one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
+    one = one.xreplace({pp: 1, vpp: 1})
+    return Compiled(compile_exprs([s.xreplace({single: 0})], KNOBS), compile_exprs([one], KNOBS), layers, mem)
+
+
+def layouts(devices: int, batch: int, layers: int, seq: int, node: int = 8, heads: int | None = None,
+            micro: tuple[int, ...] = (1, 2, 4, 8), vpps: tuple[int, ...] = (2, 3, 4, 6),
+            cps: tuple[int, ...] = (1, 2, 4, 8)) -> dict[str, np.ndarray]:
+    """Every layout that divides: columns of equal length (tp, pp, dp, cp, vpp, b, m, recompute, zero, schedule)."""
+    rows = []
+    pows = [x for x in (1, 2, 4, 8, 16) if x <= 2 * node]
+    for tp, cp in itertools.product(pows, cps):
+        if heads and heads % tp or seq % cp:
+            continue
+        for pp in range(1, min(devices, layers) + 1):
+            if devices % (tp * cp * pp) or layers % pp:
+                continue
+            dp = devices // (tp * cp * pp)
+            if batch % dp:
+                continue
+            scheds = [("1f1b", 1)] if pp == 1 else [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)] + \
+                [("interleaved", v) for v in vpps if layers % (pp * v) == 0] + ([("dualpipe", 1)] if pp % 2 == 0 else [])
+            for b in micro:
+                if (batch // dp) % b:
+                    continue
+                mb = batch // dp // b
+                if pp > 1 and mb < pp:  # a pipeline with fewer micro-batches than stages idles most of the step
+                    continue
+                for (sched, v), r, z in itertools.product(scheds, range(3), range(4)):
+                    if (z == 3 and pp > 1) or (z and dp == 1):  # ZeRO shards over dp; FSDP runs without a pipeline
+                        continue
+                    if (sched == "interleaved" and mb % pp) or (sched == "dualpipe" and mb < 2 * pp):
+                        continue  # Megatron's interleaving needs m % p = 0; DualPipe needs m >= 2p
+                    rows.append((tp, pp, dp, cp, v, b, mb, r, z, SCHEDULES.index(sched)))
+    if not rows:
+        raise CostModelError(f"plan: no layout of {devices} devices divides batch {batch} and {layers} layers")
+    a = np.array(rows, dtype=np.int64)
+    return dict(zip(("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute", "zero", "schedule"), a.T))
+
+
+def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(predicted step seconds, screened memory bytes per device) of every layout (vectorised)."""
+    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    tp, pp, dp, cp, v, b, m, r, z, s = (f(lay[k]) for k in ("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute",
+                                                               "zero", "schedule"))
+    flags = [f(s == i) for i in range(len(SCHEDULES))]
+    args = (tp, pp, dp, cp, v, b, m, f(r == 1), f(r == 2), f(tp > 1), f(pp == 1), f(z == 3), *flags)
+    mode, many = float_mode(), pp > 1
+    t = np.empty(tp.shape)
+    for sel, fn in ((many, c.f), (~many, c.single)):
+        if sel.any():
+            (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
+    mem = c.memory
+    shard = tp * pp
+    states = (mem["weights"] / np.where(z == 3, dp, 1) + mem["grads"] / np.where(z >= 2, dp, 1)
+              + mem["states"] / np.where(z >= 1, dp, 1)) / shard
+    act = np.choose(lay["recompute"], [mem["act_none"], mem["act_selective"], mem["act_full"]])
+    i = SCHEDULES.index
+    flight = np.select([s == i("gpipe"), s == i("dualpipe"), s == i("interleaved")],
+                       [m, pp + 1, np.minimum(pp, m) * (1 + (pp - 1) / (pp * v))], np.minimum(pp, m))
+    copies = np.where(s == i("dualpipe"), 2, 1)
+    return t, (states * copies + act * b / (tp * cp) * flight / pp)
+
+
+def pareto(time_s: np.ndarray, memory: np.ndarray) -> np.ndarray:
+    """Indices of the layouts no other layout beats on both time and memory, fastest first."""
+    order = np.lexsort((memory, time_s))
+    best, out = np.inf, []
+    for j in order:
+        if memory[j] < best:
+            out.append(j)
+            best = memory[j]
+    return np.array(out, dtype=np.int64)
+
+
+def _progress(done: int, total: int, started: float) -> None:
+    if time.perf_counter() - started > 1:
+        bar = "#" * int(30 * done / total)
+        print(f"\rplan: [{bar:<30}] {done:,}/{total:,} layouts", end="" if done < total else "\n",
+              file=sys.stderr, flush=True)
+
+
+def plan(model: Model | str, *, hardware, devices: int, batch: int, seq: int, settings: Mapping | None = None,
+         top: int = 10, tokens: int | None = None, verify: bool = False, flash: bool = True,
+         precision: str = "bf16-mixed", optimizer: str = "adamw", progress: bool = True) -> dict[str, object]:
+    """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
+    ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
+    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation."""
+    started = time.perf_counter()
+    m = model if isinstance(model, Model) else load(model, settings)
+    dev = device(hardware)
+    options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
+    values = resolve(m, options)
+    if progress and sys.stderr.isatty():
+        print("plan: deriving the step formula...", file=sys.stderr, flush=True)
+    c = derive(m, dev, values, options)
+    heads = next((int(values[s]) for s in values if str(s) == "h"), None)
+    lay = layouts(devices, batch, c.layers, seq, dev.attained.node_size, heads)
+    n = len(lay["tp"])
+    t0 = time.perf_counter()
+    chunk = 1 << 16
+    times, mems = np.empty(n), np.empty(n)
+    for lo in range(0, n, chunk):
+        part = {k: v[lo:lo + chunk] for k, v in lay.items()}
+        times[lo:lo + chunk], mems[lo:lo + chunk] = evaluate(c, part)
+        if progress:
+            _progress(min(lo + chunk, n), n, started)
+    rate = n / max(time.perf_counter() - t0, 1e-9)
+    fits = np.flatnonzero(mems <= float(dev.memory_bytes))
+    order = fits[np.lexsort((mems[fits], times[fits]))]  # fastest first; of equal steps, the smallest memory
+    front = fits[pareto(times[fits], mems[fits])] if len(fits) else fits
+    tokens_step = batch * seq
+
+    def row(j: int) -> dict[str, object]:
+        out = {k: int(lay[k][j]) for k in ("tp", "pp", "dp", "cp", "vpp", "zero")}
+        out.update(micro_batch=int(lay["b"][j]), micro_batches=int(lay["m"][j]),
+                   recompute=RECOMPUTE[lay["recompute"][j]], schedule=SCHEDULES[lay["schedule"][j]],
+                   step_s=float(times[j]), tokens_per_s=tokens_step / float(times[j]), memory_bytes=float(mems[j]))
+        if tokens is not None:
+            out["training_days"] = tokens / tokens_step * float(times[j]) / 86400
+        return out
+
+    best = [row(j) for j in order[:top]]
+    if verify:
+        for r in best:
+            e = estimate(m, batch=batch, seq=seq, hardware=dev, devices=devices, flash=flash, precision=precision,
+                         optimizer=optimizer, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], zero=r["zero"],
+                         micro_batch=r["micro_batch"], recompute=r["recompute"], megatron_sp=r["tp"] > 1,
+                         **({"vpp": r["vpp"]} if r["schedule"] == "interleaved" else
+                            {"schedule": r["schedule"]} if r["pp"] > 1 else {}))
+            r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
+    return {"model": m.name, "hardware": dev.name, "devices": devices, "batch": batch, "seq": seq,
+            "searched": n, "fitting": int(len(fits)), "layouts_per_s": rate, "layouts": best,
+            "pareto": [row(j) for j in front]}
+
+
+__all__ = ["derive", "evaluate", "layouts", "pareto", "plan"]

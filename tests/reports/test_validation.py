@@ -1,0 +1,33 @@
+"""Predicted against measured: Korthikanti et al. 2022 Table 5 (the issue's target: mean |error| <= 3.5 %,
+max <= 8 %) stays within its recorded error; the measured-time derivations reproduce the sources' own numbers."""
+
+from __future__ import annotations
+
+import pytest
+
+from costmodel.reports import validation
+
+
+def test_korthikanti_table5_within_its_recorded_error():
+    runs = [r for r in validation.runs() if r["group"] == "korthikanti22-table5"]
+    assert len(runs) == 8
+    s = validation.summary(validation.validate(runs))["korthikanti22-table5"]
+    mean, worst = validation.RECORDED["korthikanti22-table5"]
+    assert s["mean"] <= mean + 1e-4 and s["max"] <= worst + 1e-4
+    assert s["mean"] <= 0.035 and s["max"] <= 0.08  # better than Calculon's 3.65 % / 8.87 %
+
+
+def test_recorded_errors_are_the_documented_ones():
+    text = (validation.__file__.rsplit("/costmodel/", 1)[0] + "/docs/validation.md")
+    doc = open(text, encoding="utf-8").read()
+    for group, (mean, worst) in validation.RECORDED.items():
+        assert f"| {group} |" in doc and f"{100 * mean:.2f}%" in doc and f"{100 * worst:.2f}%" in doc
+
+
+def test_measured_times_from_throughput_match_the_sources_arithmetic():
+    by_id = {r["id"]: r for r in validation.runs()}
+    # Narayanan et al. 2021 Table 1, 1T on 3072 GPUs at 163 TFLOP/s: Eq. 3 gives 102.63 s per iteration
+    assert validation.measured_step(by_id["narayanan21-1008.0B"]) == pytest.approx(102.63, abs=0.01)
+    # 175B-class row (145.6B, 1536 GPUs, 148 TFLOP/s): 24.82 s
+    assert validation.measured_step(by_id["narayanan21-145.6B"]) == pytest.approx(24.82, abs=0.01)
+    assert all(r.get("source") and r.get("flop_convention") and r.get("status") for r in by_id.values())
