@@ -78,11 +78,17 @@ def detail(d) -> str:
 def time_text(r: dict) -> list[str]:
     """The time lines of ``costmodel estimate`` text output."""
     t = r["time"]
+    caveat = [] if t.get("fits", True) else [
+        f"  NOTE: these times are for a step that does not fit in {t['hardware']}'s memory (see above): it cannot "
+        "run as given"]
     if "ttft_s" in t:  # an inference estimate
         return [f"time on {t['devices']} x {t['hardware']} ({t['dtype']}), roofline bound, context {t['context']:,}",
+                *caveat,
                 f"  time to first token (prefill)  {duration(t['ttft_s'])}",
                 f"  decode step ({t['decode_bound']}-bound)  {duration(t['decode_step_s'])}  "
-                f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
+                f"({t['decode_tokens_per_s']:,.0f} tokens/s)"
+                + (f"; ${t['cost_per_million_tokens_usd']:,.2f} per million tokens"
+                   if "cost_per_million_tokens_usd" in t else "")]
     basis = t["basis"]
     if basis == "achieved":
         how = f"at {t['achieved_flops'] / 1e12:,.0f} TFLOP/s achieved per device"
@@ -92,14 +98,20 @@ def time_text(r: dict) -> list[str]:
         how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
     else:
         how = "at the roofline bound (sum of each op's max(FLOPs/peak, bytes/bandwidth))"
+    basis = {"engine": "the engine's FLOPs", "6n": "PaLM's 6N", "6n-attention": "PaLM's 6N + 12·L·H·Q·T"}
     lines = [f"time on {t['devices']} x {t['hardware']} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s) {how}",
+             *caveat,
              f"  step          {duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
-             f"roofline bound {duration(t['roofline_step_s'])})",
-             f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
+             f"roofline bound {duration(t['roofline_step_s'])})"
+             + (f"; ${t['step_cost_usd']:,.4g} a step" if "step_cost_usd" in t else ""),
+             f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%} (model FLOPs: "
+             f"{basis.get(t.get('mfu_basis', 'engine'))})"]
     if t["comm_s"]:
         lines.append(f"  communication {duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
     if "training_s" in t:
-        lines.append(f"  training      {duration(t['training_s'])}  ({t['gpu_hours']:,.0f} device-hours)")
+        lines.append(f"  training      {duration(t['training_s'])}  ({t['gpu_hours']:,.0f} device-hours"
+                     + (f", ${t['cost_usd']:,.0f}" if "cost_usd" in t else "") + ")"
+                     + ("" if t.get("fits", True) else " (does not fit: see above)"))
         if "six_nd_training_s" in t:
             lines.append(f"  6ND only      {duration(t['six_nd_training_s'])} (the back-of-envelope count)")
     return lines
