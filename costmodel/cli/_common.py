@@ -89,8 +89,7 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
                         "rest as --recompute says (PaLM 540B: --recompute selective --recompute-fraction 0.75)")
     g.add_argument("--attention", choices=Options.choices("attention"),
                    help="attention implementation: unfused (default: scores materialised, softmax in the "
-                        "activations' dtype), eager (transformers: softmax in fp32, then cast), sdpa or flash "
-                        "(fused: no T×T tensor kept)")
+                        "activations' dtype), sdpa or flash (fused: no T×T tensor kept)")
     g.add_argument("--flash", action=argparse.BooleanOptionalAction, default=None,
                    help="a synonym of --attention flash: no T×T scores kept")
     g.add_argument("--norm-stats", action=argparse.BooleanOptionalAction, default=None,

@@ -377,15 +377,3 @@ def _reshape(op: Op, counting: Counting) -> OpCost:
     moved = n * dtype_bytes(op.dtype) if op.attr("copy") else Zero
     cost = Cost(bytes_read=moved, bytes_written=moved)
     return OpCost(cost, cost)
-
-
-@rule("cast", pointwise=True)
-def _cast(op: Op, counting: Counting) -> OpCost:
-    """A dtype conversion ``"b h t s -> b h t s"`` from attribute ``source`` (e.g. ``"fp32"``) to the op's dtype:
-    reads every element in the source dtype, writes it in its own (a new tensor, as ``Tensor.to`` makes);
-    no FLOPs; backward converts the gradient back. Saves nothing.
-    """
-    n = elements_of(op, op.parsed.output)
-    src = dtype_bytes(str(op.attr("source", op.dtype)))
-    own = dtype_bytes(op.dtype)
-    return OpCost(Cost(bytes_read=n * src, bytes_written=n * own), Cost(bytes_read=n * own, bytes_written=n * src))

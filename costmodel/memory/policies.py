@@ -14,11 +14,10 @@ RECOMPUTE = ("none", "selective", "full")
 
 #: Attention implementations, as they keep tensors for backward. ``unfused``: the scores are materialised and
 #: the softmax runs in the activations' dtype (Megatron-LM's core attention, nanoGPT's manual path, a bf16
-#: model without autocast); ``eager``: transformers' ``eager_attention_forward``, whose softmax runs in fp32
-#: (``softmax(..., dtype=torch.float32)``, its fp32 output kept) and is cast back for the context (a second,
-#: low-precision copy kept); ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (on a GPU its
-#: flash or memory-efficient kernel: no T×T tensor); ``flash``: FlashAttention.
-ATTENTION = ("unfused", "eager", "sdpa", "flash")
+#: model without autocast); ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (on a GPU its
+#: flash or memory-efficient kernel: no T×T tensor); ``flash``: FlashAttention. Not modelled yet: transformers'
+#: ``eager`` attention, whose softmax runs in fp32 and is cast back (two T×T tensors kept).
+ATTENTION = ("unfused", "sdpa", "flash")
 #: The implementations whose kernel keeps no T×T tensor (the FlashAttention graph pass).
 FUSED_ATTENTION = ("sdpa", "flash")
 
