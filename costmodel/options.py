@@ -25,7 +25,18 @@ from fractions import Fraction
 
 from .dtypes import DTYPE_BYTES, check_dtype
 from .errors import CostModelError, closest
-from .memory.policies import OPTIMIZERS, PRECISIONS, RECOMPUTE, SCHEDULES, WEIGHT_FORMATS, check_schedule
+from .memory.policies import (
+    ATTENTION,
+    FUSED_ATTENTION,
+    LOGITS,
+    MFU_BASES,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
+    SCHEDULES,
+    WEIGHT_FORMATS,
+    check_schedule,
+)
 from .sizes import parse_count, parse_rate
 
 
@@ -151,15 +162,21 @@ class Options:
 
     The step: ``batch`` (B, default 1), ``seq`` (T, default the model's), ``tokens`` (D: whole-run
     totals). Counting: ``counting`` (:class:`Counting`). Training memory: ``precision``, ``optimizer``,
-    ``recompute`` (none/selective/full), ``flash`` (FlashAttention: no T×T scores), ``layout``
-    (:class:`Layout`), ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C),
-    ``weights_dtype``, ``kv_dtype``. Time: ``hardware`` (a name, a ``.toml``/``.json`` file or a Device),
-    ``devices``, one of ``achieved_flops`` (per device), ``mfu``, ``tokens_per_s`` (measured, all devices),
-    ``dtype`` (whose peak), ``comm_bytes`` and ``comm_links`` (extra traffic and its links), ``overlap``
-    (communication hidden behind compute, roofline basis), ``pipeline`` ((stages, micro-batches)),
-    ``time_model`` (without a rate: ``"calibrated"``, the default, or ``"roofline"``) and ``overlap_comm``
-    (the kinds of communication the calibrated model hides behind compute: ``dp``, ``tp``, ``pp``, ``sp``,
-    ``ep``; default: see :mod:`costmodel.devices.calibrated`).
+    ``recompute`` (none/selective/full), ``recompute_fraction`` (a share of each repeated block's
+    iterations recomputed whole, the rest as ``recompute`` says: PaLM's partial rematerialisation),
+    ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the default;
+    ``sdpa`` and ``flash``: fused, no T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
+    statistics norms keep; Korthikanti et al. leave them out), ``layout`` (:class:`Layout`),
+    ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C; the prompt too unless
+    ``seq`` is given), ``weights_dtype``, ``kv_dtype``, ``logits`` (``last``: a generation's prefill keeps
+    the last position's logits; ``all``: scoring keeps every position's). Time: ``hardware`` (a name, a
+    ``.toml``/``.json`` file or a Device), ``devices``, one of ``achieved_flops`` (per device), ``mfu``,
+    ``tokens_per_s`` (measured, all devices), ``mfu_basis`` (the model FLOPs of MFU: ``engine``, ``6n``,
+    ``6n-attention``), ``dtype`` (whose peak), ``comm_bytes`` and ``comm_links`` (extra traffic and its
+    links), ``overlap`` (communication hidden behind compute), ``pipeline`` ((stages, micro-batches)),
+    ``price_per_hour`` (US dollars per device-hour: ``time.cost_usd``), ``time_model`` (without a rate: ``"calibrated"``, the default, or
+    ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
+    ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.devices.calibrated`).
     """
 
     batch: int | None = None
@@ -169,13 +186,17 @@ class Options:
     precision: str = "bf16-mixed"
     optimizer: str = "adamw"
     recompute: str = "none"
+    recompute_fraction: Fraction | None = None
+    attention: str = "unfused"
     flash: bool = False
+    norm_stats: bool = True
     layout: Layout = field(default_factory=Layout)
     micro_batch: int | None = None
     inference: bool = False
     context: int | None = None
     weights_dtype: str = "bf16"
     kv_dtype: str | None = None
+    logits: str = "last"
     hardware: object = None
     devices: int = 1
     achieved_flops: Fraction | None = None
@@ -188,6 +209,8 @@ class Options:
     pipeline: tuple[int, int] | None = None
     time_model: str | None = None
     overlap_comm: tuple[str, ...] | None = None
+    mfu_basis: str = "engine"
+    price_per_hour: Fraction | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -205,18 +228,38 @@ class Options:
         _choice(self.optimizer, OPTIMIZERS, "optimizer")
         _choice(self.recompute, RECOMPUTE, "recompute")
         _choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
+        _choice(self.attention, ATTENTION, "attention")
+        _choice(self.logits, LOGITS, "logits")
+        _choice(self.mfu_basis, MFU_BASES, "mfu_basis")
         if self.kv_dtype is not None:
             check_dtype(self.kv_dtype, "kv_dtype")
         if self.dtype is not None:
             check_dtype(self.dtype, "dtype")
-        for name in ("flash", "inference", "overlap"):
+        for name in ("flash", "inference", "overlap", "norm_stats"):
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
         if self.hardware is not None and not isinstance(self.hardware, str) and not hasattr(self.hardware, "peak"):
             raise CostModelError(f"hardware: expected a device name, a .toml/.json file or a Device, "
                                  f"received {self.hardware!r}")
-        for name in ("achieved_flops", "mfu", "tokens_per_s"):
+        if self.flash and self.attention in ("unfused", "eager"):
+            if self.attention == "eager":
+                raise CostModelError("flash is a synonym of attention='flash'; received flash=True with "
+                                     "attention='eager' (give one of them)")
+            set_("attention", "flash")
+        set_("flash", self.attention in FUSED_ATTENTION)
+        for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
             set_(name, _rate(getattr(self, name), name))
+        if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
+            raise CostModelError(f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "
+                                 f"{float(self.recompute_fraction):g}")
+        if self.recompute_fraction is not None and self.inference:
+            raise CostModelError("recompute_fraction is a training choice; an inference estimate keeps nothing for "
+                                 "backward (drop --recompute-fraction)")
+        if self.price_per_hour is not None and self.price_per_hour <= 0:
+            raise CostModelError(f"price_per_hour: expected a positive price per device-hour, received "
+                                 f"{float(self.price_per_hour):g}")
+        if self.price_per_hour is not None and self.hardware is None:
+            raise CostModelError("a price per device-hour needs a device and a time: give --hardware NAME")
         given = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
         if len(given) > 1:
             raise CostModelError(f"give one of achieved_flops, mfu and tokens_per_s, received {' and '.join(given)}")
@@ -267,7 +310,8 @@ class Options:
     PARSERS = {"batch": "count", "seq": "length", "tokens": "count", "micro_batch": "count", "context": "length",
                "devices": "count", "dp": "count", "tp": "count", "pp": "count", "sp": "count", "ep": "count",
                "cp": "count", "vpp": "count",
-               "achieved_flops": "rate", "mfu": "rate", "tokens_per_s": "rate"}
+               "achieved_flops": "rate", "mfu": "rate", "tokens_per_s": "rate", "recompute_fraction": "rate",
+               "price_per_hour": "rate"}
 
     @classmethod
     def parse(cls, name: str, text: str, what: str | None = None) -> object:
@@ -290,11 +334,12 @@ class Options:
                  "time_model": TIME_MODELS, "overlap_comm": COMM_KINDS,
                  "weights_dtype": WEIGHT_FORMATS, "kv_dtype": DTYPE_BYTES, "dtype": DTYPE_BYTES,
                  "causal": ("full", "half"), "embedding": ("lookup", "matmul"),
-                 "elementwise": ("all", "none", "softmax")}
+                 "elementwise": ("all", "none", "softmax"), "attention": ATTENTION, "logits": LOGITS,
+                 "mfu_basis": MFU_BASES}
         if name not in table:
             raise CostModelError(f"option {name!r} has no fixed choices{closest(name, table)}")
         return list(table[name]) if name in ("recompute", "causal", "embedding", "elementwise", "schedule",
-                                             "time_model", "overlap_comm") \
+                                             "time_model", "overlap_comm", "attention", "logits", "mfu_basis") \
             else sorted(table[name])
 
     @classmethod
@@ -341,6 +386,11 @@ class Options:
                 raise CostModelError(f"unknown option {name!r}{closest(name, valid)}; valid options: "
                                      + ", ".join(valid))
         own = {k: v for k, v in extra.items() if k not in cls.SHORTCUTS}
+        if "flash" in own and "attention" not in own:  # flash is a synonym: it sets the attention
+            if own["flash"] is True:
+                own["attention"] = "flash"
+            elif own["flash"] is False and base.attention in FUSED_ATTENTION:
+                own["attention"] = "unfused"
         subs: dict[str, dict[str, object]] = {}
         for k, v in extra.items():
             if k in cls.SHORTCUTS:
@@ -392,4 +442,4 @@ def _default() -> Options:
     return _DEFAULTS[0]
 
 
-__all__ = ["Counting", "DTYPE_BYTES", "Layout", "Options"]
+__all__ = ["Counting", "DTYPE_BYTES", "FUSED_ATTENTION", "Layout", "Options"]

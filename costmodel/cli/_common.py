@@ -54,7 +54,9 @@ FLAGS = {"batch": "batch", "seq": "seq", "tokens": "tokens", "precision": "preci
          "inference": "inference", "context": "context", "weights_dtype": "weights_dtype", "kv_dtype": "kv_dtype",
          "hardware": "hardware", "devices": "devices", "mfu": "mfu", "tokens_per_s": "tokens_per_s",
          "cp": "cp", "vpp": "vpp", "schedule": "schedule", "stage_layers": "stage_layers", "time_model": "time_model",
-         "overlap_comm": "overlap_comm"}
+         "overlap_comm": "overlap_comm",
+         "attention": "attention", "recompute_fraction": "recompute_fraction", "norm_stats": "norm_stats",
+         "logits": "logits", "mfu_basis": "mfu_basis", "price_per_hour": "price_per_hour"}
 
 
 def options(args: argparse.Namespace, skip: Iterable[str] = ()) -> Options:
@@ -94,8 +96,17 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     g = p.add_argument_group("memory and parallel layout (every memory_bytes.* number is per device)")
     g.add_argument("--recompute", choices=Options.choices("recompute"),
                    help="activation recompute: none (default), selective (attention core) or full (layer inputs only)")
+    g.add_argument("--recompute-fraction", type=typed("recompute_fraction", "--recompute-fraction"), metavar="F",
+                   help="partial rematerialisation: a share F of each repeated block's layers recomputed whole, the "
+                        "rest as --recompute says (PaLM 540B: --recompute selective --recompute-fraction 0.75)")
+    g.add_argument("--attention", choices=Options.choices("attention"),
+                   help="attention implementation: unfused (default: scores materialised, softmax in the "
+                        "activations' dtype), sdpa or flash (fused: no T×T tensor kept)")
     g.add_argument("--flash", action=argparse.BooleanOptionalAction, default=None,
-                   help="FlashAttention: no T×T scores kept (default: scores materialised, as eager PyTorch)")
+                   help="a synonym of --attention flash: no T×T scores kept")
+    g.add_argument("--norm-stats", action=argparse.BooleanOptionalAction, default=None,
+                   help="count the fp32 statistics norms keep for backward (default); --no-norm-stats leaves them "
+                        "out, as Korthikanti et al. 2022, Table 2 do")
     g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage over dp (3 = FSDP full shard)")
     for name, what in (("dp", "data"), ("tp", "tensor (Megatron)"), ("pp", "pipeline (1F1B)"),
                        ("sp", "sequence/context"), ("cp", "context (ring attention; the same as --sp)"),
@@ -119,6 +130,9 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
                    help="inference weight format (int4/int8/fp8 carry their group scales)")
     g.add_argument("--kv-dtype", choices=Options.choices("kv_dtype"),
                    help="KV-cache element dtype for inference (default: the graph's activation dtype)")
+    g.add_argument("--logits", choices=Options.choices("logits"),
+                   help="inference prefill: keep the last position's logits (default: a generation) or all of "
+                        "them (scoring a text)")
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
@@ -143,6 +157,11 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--overlap-comm", metavar="KINDS",
                    help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
                         "(default: dp and sp; see docs/hardware.md)")
+    g.add_argument("--mfu-basis", choices=Options.choices("mfu_basis"),
+                   help="the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied "
+                        "unembedding included) or 6n-attention (PaLM's 6N + 12·L·H·Q·T)")
+    g.add_argument("--price-per-hour", type=typed("price_per_hour", "--price-per-hour"), metavar="USD",
+                   help="US dollars per device-hour: gives time.cost_usd (with --tokens) and the cost of a step")
 
 
 # -- formatting ----------------------------------------------------------------------------------------

@@ -104,8 +104,11 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
            if p["active"] != p["total"] else ""),
     ]
     if inference:  # a forward pass over the prompt (prefill); decode costs come with --hardware
-        lines.append(f"FLOPs of a prefill of {r['tokens']['per_step']:,} tokens  {sci(f['forward'])}"
-                     f"  (matmul only {sci(f['matmul']['forward'])})")
+        batch = r["config"].get("B", 1)
+        lines.append(f"FLOPs of a prefill of {batch:,} × {r['tokens']['prompt']:,} prompt tokens  "
+                     f"{sci(f['prefill'])}  (matmul only {sci(f['matmul']['prefill'])}; "
+                     f"{'last position' if r['conventions'].get('logits', 'last') == 'last' else 'every position'}"
+                     "'s logits)")
         lines.extend(memory_lines(r))
         if "time" in r:
             lines.extend(time_text(r))
@@ -128,6 +131,24 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
     return "\n".join(lines)
 
 
+def fit_line(r) -> str:
+    """Whether the step fits one device's memory, and if not by how much and what would hold it."""
+    mem, hw = r["memory"], r.get("time", {}).get("hardware", "the device")
+    by = mem["fits_by"]
+    need = r["memory_bytes"][by]
+    if mem["fits"]:
+        return (f"  fits one {hw}: {by} {need / 1e9:,.2f} GB of {mem['capacity_bytes'] / 1e9:,.2f} GB "
+                f"({need / mem['capacity_bytes']:.0%})")
+    line = (f"  DOES NOT FIT one {hw}: {by} {need / 1e9:,.2f} GB of {mem['capacity_bytes'] / 1e9:,.2f} GB, "
+            f"{mem['shortfall_bytes'] / 1e9:,.2f} GB short")
+    n = mem.get("zero3_devices_to_fit")
+    if n:
+        line += f"; ZeRO-3 over {n:,} devices would hold the states beside this micro-batch's activations"
+    elif n == 0:
+        line += "; the activations of this micro-batch alone overflow a device (recompute, TP/SP or a smaller batch)"
+    return line + f"; 'costmodel fit {r['model']} --hardware {hw}' names the smallest change that fits"
+
+
 def memory_lines(r) -> list[str]:
     """The memory part of the text report: one line per component, each naming its convention (wrapped)."""
     m, conv = r["memory_bytes"], r["memory"]["conventions"]
@@ -148,6 +169,9 @@ def memory_lines(r) -> list[str]:
     if devices > r["memory"].get("layout", {}).get("devices", 1) == 1:
         lines += wrap("  note: ", f"this is one device holding the whole model; --devices {devices} spreads only "
                                   "the time. Give --dp/--tp/--pp (and --zero) to shard memory across them")
+    mem = r["memory"]
+    if "capacity_bytes" in mem:
+        lines.append(fit_line(r))
     comm = r.get("communication_bytes")
     if comm and comm["total"]:
         lines += wrap_items("communication per step per device (ring collectives): ",

@@ -40,6 +40,14 @@ def run(args: argparse.Namespace) -> int:
         for k, v in r["at_one"].items():
             if v is not None:
                 print(f"  {k:<12} {nbytes(v)}")
+        change = r.get("to_fit")
+        if change:
+            ways = [f"--recompute {change['recompute']}" if change["recompute"] else None,
+                    f"{change['zero3_devices']:,} devices with --zero 3 (--dp)" if change["zero3_devices"] else None,
+                    f"--tp {change['tp']} --megatron-sp" if change["tp"] else None]
+            ways = [w for w in ways if w]
+            print("smallest change that fits one sequence per device: " + ("; or ".join(ways) if ways else
+                  "none of --recompute, --zero 3 over more devices, --tp up to 8 alone"))
         return 0
     print(f"largest {what}: {r['largest']:,}" + (f" (global batch {r['global_batch']:,})" if "global_batch" in r else ""))
     for k, v in r["at_largest"].items():

@@ -80,11 +80,17 @@ def time_text(r: dict) -> list[str]:
     """The time lines of ``costmodel estimate`` text output (durations in the unit a person says)."""
     t = r["time"]
     where = f"{units.devices(t['devices'])} × {t['hardware']}"
+    caveat = [] if t.get("fits", True) else [
+        f"  NOTE: these times are for a step that does not fit in {t['hardware']}'s memory (see above): it cannot "
+        "run as given"]
     if "ttft_s" in t:  # an inference estimate
         return [f"time on {where} ({t['dtype']}), roofline bound, context {t['context']:,}",
+                *caveat,
                 f"  time to first token (prefill)  {units.duration(t['ttft_s'])}",
                 f"  decode step ({t['decode_bound']}-bound)  {units.duration(t['decode_step_s'])}  "
-                f"({t['decode_tokens_per_s']:,.0f} tokens/s)"]
+                f"({t['decode_tokens_per_s']:,.0f} tokens/s)"
+                + (f"; ${t['cost_per_million_tokens_usd']:,.2f} per million tokens"
+                   if "cost_per_million_tokens_usd" in t else "")]
     basis = t["basis"]
     if basis == "achieved":
         how = f"at {t['achieved_flops'] / 1e12:,.0f} TFLOP/s achieved per device"
@@ -96,11 +102,15 @@ def time_text(r: dict) -> list[str]:
         how = f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']})"
     else:
         how = "at the roofline bound (each op's max(FLOPs/peak, bytes/bandwidth), summed)"
+    mfu_basis = {"engine": "the engine's FLOPs", "6n": "PaLM's 6N", "6n-attention": "PaLM's 6N + 12·L·H·Q·T"}
     lines = [f"time on {where} ({t['dtype']} peak {sci(t['peak_flops'])} FLOP/s)",
              f"  {how}",
+             *caveat,
              f"  step          {units.duration(t['step_s'])}  ({t['tokens_per_s']:,.0f} tokens/s; "
-             f"roofline bound {units.duration(t['roofline_step_s'])})",
-             f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%}"]
+             f"roofline bound {units.duration(t['roofline_step_s'])})"
+             + (f"; ${t['step_cost_usd']:,.4g} a step" if "step_cost_usd" in t else ""),
+             f"  utilisation   MFU {r['mfu']:.1%}  HFU {r['hfu']:.1%} (model FLOPs: "
+             f"{mfu_basis.get(t.get('mfu_basis', 'engine'))})"]
     if basis == "calibrated":
         b = t["breakdown"]
         lines.append(f"  parts         compute {units.duration(b['compute_s'])} + exposed communication "
@@ -111,7 +121,9 @@ def time_text(r: dict) -> list[str]:
         lines.append(f"  communication {units.duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})")
     if "training_s" in t:
         lines.append(f"  training      {units.duration(t['training_s'])}  ({t['training_s']:.3g} s; "
-                     f"{t['gpu_hours']:,.0f} device-hours)")
+                     f"{t['gpu_hours']:,.0f} device-hours"
+                     + (f", ${t['cost_usd']:,.0f}" if "cost_usd" in t else "") + ")"
+                     + ("" if t.get("fits", True) else " (does not fit: see above)"))
         if "six_nd_training_s" in t:
             lines.append(f"  6ND only      {units.duration(t['six_nd_training_s'])} (the back-of-envelope count)")
     return lines

@@ -83,8 +83,11 @@ def text(r) -> str:
                   f"  reads weights {d['weights_bytes'] / 1e9:,.2f} GB + KV cache {d['kv_cache_bytes'] / 1e9:,.2f} GB "
                   + ("" if state is None else f"+ recurrent state {state / 1e9:,.3f} GB (read and written) ")
                   + f"per step; {crit} (ridge {d['ridge']:.0f})",
-                  "  throughput vs batch: " + ", ".join(f"B={c['batch']}: {c['tokens_per_s']:,.0f}/s"
-                                                        for c in d["throughput"])]
+                  "  throughput vs batch (while the batch fits the device's memory): "
+                  + (", ".join(f"B={c['batch']}: {c['tokens_per_s']:,.0f}/s" for c in d["throughput"]
+                               if c.get("fits", True)) or "none fits")
+                  + (f"; at most B = {d['max_batch_fits']:,} fits {d['memory_capacity_bytes'] / 1e9:,.0f} GB"
+                     if "max_batch_fits" in d else "")]
     if "variants" in r:
         v = r["variants"]
         lines += [f"fusing element-wise ops: {_time(v['fused']['time_s'])}, saves {v['fusion_bytes_saved'] / 1e9:,.3f} GB",

@@ -29,6 +29,7 @@ from ..formulas import Text
 from ..graph.analysis import totals
 from ..graph.quantities import Quantities, maximum
 from ..memory.device import prepared
+from ..memory.serving import prefill, prompt
 from ..options import Options
 from ..symbols import B, C, T
 from .calibrated import calibrated_quantities
@@ -171,24 +172,30 @@ def _sum_time(G: nx.DiGraph, dev: Device, phase: str, dtype: str, options: Optio
     return tuple(sympy.Add(*(getattr(r, f) for r in rows)) for f in ("time_s", "compute_s", "memory_s"))
 
 
-def _inference_times(G: nx.DiGraph, dev: Device, dtype: str, n: int, options: Options) -> Quantities:
+def _inference_times(G: nx.DiGraph, dev: Device, dtype: str, n: int, options: Options, q: Quantities) -> Quantities:
     """Prefill (time to first token) and one decode step at context C, on one device's roofline.
 
     N devices serving replicas multiply the throughput; a sharded model's
-    communication is not modelled here.
+    communication is not modelled here. ``q``: the keys of the sections before (``memory.fits``).
     """
-    q = Quantities()
     context = sympy.Integer(options.context) if options.context else T
-    first, _, _ = _sum_time(prefill_graph(G), dev, "forward", dtype, options)
+    first, _, _ = _sum_time(prefill(prefill_graph(G), options), dev, "forward", dtype, options)
+    first = first.xreplace({T: prompt(options)})  # the prefill of the prompt, min(T, C)
     one, compute, memory = (e.xreplace({C: context}) for e in _sum_time(decode_graph(G), dev, "forward", dtype,
                                                                         options))
-    q.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": "roofline"})
+    out = Quantities()
+    out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": "roofline"})
+    _fits(q, out)
+    q = out  # the time keys
     q.add("time.peak_flops", dev.peak(dtype), "number")
     q.add("time.ttft_s", first, "float")
     q.add("time.decode_step_s", one, "float")
     q.choices["time.decode_bound"] = ((compute, memory), ("compute", "memory"))
     q.add("time.decode_tokens_per_s", n * B / one, "float")
     q.add("time.context", context)
+    if options.price_per_hour is not None:  # serving: the price of a million generated tokens
+        q.add("time.cost_per_million_tokens_usd",
+              _positive(options.price_per_hour, "price per hour") * n / 3600 / (n * B / one) * 10**6, "float")
     return q
 
 
@@ -221,9 +228,9 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
     peak = dev.peak(dtype)
     G = prepared(model.graph, options)
     if options.inference:
-        return _inference_times(G, dev, dtype, n, options)
+        return _inference_times(G, dev, dtype, n, options, q)
     t = totals(G, options.counting)
-    model_flops = q.exprs["flops.training"]
+    model_flops = q.exprs.get("flops.mfu_basis", q.exprs["flops.training"])  # the MFU's basis (engine by default)
     own = t.training.recompute_flops  # e.g. FlashAttention's score recompute
     extra = q.exprs.get("flops.recompute", sympy.Integer(0))  # the memory section's recompute policy
     hardware_flops = model_flops + own + extra
@@ -244,7 +251,11 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         basis = "achieved" if options.achieved_flops is not None else "mfu"
         compute_s = (hardware_flops if basis == "achieved" else model_flops) / (n * rate)
     elif options.time_model != "roofline":
-        return calibrated_quantities(G, dev, dtype, n, options, q, model_flops, hardware_flops, bound, tokens)
+        out = calibrated_quantities(G, dev, dtype, n, options, q, model_flops, hardware_flops, bound, tokens)
+        out.info["time.mfu_basis"] = options.mfu_basis
+        _fits(q, out)
+        _costs(q, out, options, n)
+        return out
     else:
         basis, compute_s = "roofline", (bound + extra / peak) / n
     volumes = {k.removeprefix("communication_bytes."): v for k, v in q.exprs.items()
@@ -258,7 +269,9 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         # a measured throughput, an achieved FLOP/s (Megatron-LM's X) and an MFU (PaLM) are end-to-end rates:
         # communication and pipeline bubbles are already in them. Only the roofline basis adds them.
         step_s = compute_s
-    out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": basis})
+    out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": basis,
+                     "time.mfu_basis": options.mfu_basis})
+    _fits(q, out)
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
     out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")
@@ -276,11 +289,35 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         out.add("time.achieved_flops", rate, "number")  # the rate given, before communication and bubbles
     if pipe:
         out.add("time.pipeline_bubble", pipeline_bubble(*pipe), "float")
+    _costs(q, out, options, n)
     if options.tokens is not None:
-        run_s = step_s * q.exprs["flops.training_total"] / model_flops  # the same rate for every step
+        run_s = step_s * q.exprs["flops.training_total"] / q.exprs["flops.training"]  # the same rate every step
         out.add("time.training_s", run_s, "float")
         out.add("time.training_days", run_s / DAY, "float")
         out.add("time.gpu_hours", run_s * n / 3600, "float")
         if rate is not None:  # the lecture's back-of-envelope: 6ND at the same rate
             out.add("time.six_nd_training_s", q.exprs["flops.six_nd"] / (n * rate), "float")
     return out
+
+
+def _costs(q: Quantities, out: Quantities, options: Options, n: int) -> None:
+    """``time.step_cost_usd`` and, for a whole run, ``time.cost_usd``: device-hours × the price of one
+    (DeepSeek-V3: 2.788M H800-hours × $2), from the step ``out`` already has."""
+    price = options.price_per_hour
+    if price is None:
+        return
+    step_s = out.exprs["time.step_s"]
+    out.add("time.step_cost_usd", step_s * n * _positive(price, "price per hour") / 3600, "float")
+    if options.tokens is not None:
+        run_s = step_s * q.exprs["flops.training_total"] / q.exprs["flops.training"]
+        out.add("time.cost_usd", run_s * n / 3600 * _positive(price, "price per hour"), "float")
+
+
+def _fits(q: Quantities, out: Quantities) -> None:
+    """``time.fits``: whether the memory of the step the time is for fits one device (``memory.fits``)."""
+    if "memory.fits" in q.exprs:
+        out.add("time.fits", q.exprs["memory.fits"])  # a relation: true or false
+
+
+def _subs(values: Mapping) -> dict:
+    return {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}

@@ -19,8 +19,10 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
+from ..symbols import T
+from .analysis import in_block, order, repeated_blocks
 from .pattern import parse
-from .registry import Op, is_activation_product, kind_of
+from .registry import Op, is_activation_product, kind_of, weight_use
 
 
 def copy_for(G: nx.DiGraph, name: str, rewritten: tuple[str, ...] = ()) -> nx.DiGraph:
@@ -200,6 +202,36 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
                              f"fused ({why}), so its T×T scores would stay; expected scores → element-wise ops "
                              "(the scores their first input, any other an additive bias) → softmax → element-wise "
                              "ops → context (see docs/tutorial.md)")
+    return H
+
+
+# ---------------------------------------------------------------------------
+# A generation's prefill: the last position's logits only
+
+
+def head(G: nx.DiGraph) -> list[str]:
+    """The unembedding and what reads it: the first dense weight matmul after the last repeated block and its
+    descendants (none when the graph has no repeated block or no such matmul)."""
+    blocks = repeated_blocks(G)
+    ops = order(G)
+    last = max((i for i, n in enumerate(ops) if any(in_block(n, b) for b in blocks)), default=None)
+    if last is None:
+        return []
+    first = next((n for n in ops[last + 1:] if weight_use(G.nodes[n]["op"]) == "dense"), None)
+    if first is None:
+        return []
+    return [first, *(n for n in ops if n in nx.descendants(G, first))]
+
+
+def last_logits(G: nx.DiGraph) -> nx.DiGraph:
+    """A copy of ``G`` whose unembedding (:func:`head`) and every op after it run on one position per sequence
+    (the sequence length T → 1), as a generation's prefill does: transformers' ``generate`` asks for the last
+    position's logits only (``logits_to_keep=1``), so the vocabulary-wide tensors are B × V, not B × T × V.
+    ``graph["rewritten"]["last_logits"]`` lists the ops rewritten."""
+    nodes = head(G)
+    H = copy_for(G, "last_logits", tuple(nodes))
+    for n in nodes:
+        H.nodes[n]["op"] = H.nodes[n]["op"].subs({T: 1})
     return H
 
 

@@ -10,6 +10,13 @@ list), each distinct tensor once, × the runs that keep a copy. Choices:
   not kept; q, k, v are.
 * ``"full"``: only the input of every iteration of each repeated block (the
   transformer layers) is kept; the block's forward runs again in backward.
+* ``fraction=F`` (partial rematerialisation): a share F of each repeated block's
+  iterations is recomputed whole (keeps only its input), the rest as ``recompute``
+  says. PaLM 540B (Chowdhery et al. 2022, Appendix B) recomputes the attention of
+  every layer and 75 % of the rest: ``recompute="selective"``, F = 3/4.
+
+``norm_stats=False`` leaves out the fp32 statistics norms keep (mean and 1/std), as
+Korthikanti et al. 2022 do in their Table 2.
 
 FlashAttention is a graph pass (:func:`costmodel.graph.passes.flash_attention`);
 activation dtype is the graph's dtype (a builder option). Recomputed forward
@@ -24,8 +31,8 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..graph.analysis import in_block, order, structure
-from ..graph.cost import Saved, Zero
+from ..graph.analysis import in_block, order, repeated_blocks, structure
+from ..graph.cost import Saved, Zero, dtype_bytes
 from ..graph.passes import attention_chains
 from ..graph.pattern import Axes, elements
 from ..graph.quantities import maximum
@@ -158,6 +165,24 @@ def kept_tensors(G: nx.DiGraph, counting: Counting = Counting()) -> dict[tuple, 
     return out
 
 
+def storage(G: nx.DiGraph, node: str) -> str:
+    """The op node whose output holds ``node``'s storage: a view (a reshape without copy, a sliding window's
+    unfold) shares its input's."""
+    return _storage(G, node)
+
+
+def storage_bytes(G: nx.DiGraph, node: str) -> sympy.Expr:
+    """Bytes of the storage behind ``node``'s output: its own, or (a view) the tensor it is a view of."""
+    base = _storage(G, node)
+    op = G.nodes[base]["op"]
+    return elements(op.parsed.output, op.size) * dtype_bytes(kind_of(op).output_dtype(op))
+
+
+def is_view(G: nx.DiGraph, node: str) -> bool:
+    """Whether ``node``'s output is a view of another op's storage (it allocates nothing)."""
+    return _storage(G, node) != node
+
+
 def _storage(G: nx.DiGraph, node: str) -> str:
     """The op node whose output holds ``node``'s storage: a view (a reshape without copy) shares its input's."""
     while True:
@@ -228,8 +253,12 @@ class Activations:
         return out
 
 
-def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Counting()) -> Activations:
+def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Counting(), *,
+                fraction: object = None, norm_stats: bool = True) -> Activations:
     """The tensors kept for backward under ``recompute`` and the forward FLOPs done again.
+
+    ``fraction``: the share of each repeated block's iterations recomputed whole (the rest follow
+    ``recompute``); ``norm_stats=False``: without the norms' fp32 statistics (see the module notes).
 
     >>> from costmodel import load
     >>> G = load("gpt", {"dropout_p": True}).graph
@@ -239,7 +268,11 @@ def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Cou
     """
     if recompute not in RECOMPUTE:
         raise CostModelError(f"recompute must be one of {RECOMPUTE}, received {recompute!r}")
+    if fraction is not None and fraction != 0:
+        return _partial(G, recompute, counting, sympy.Rational(fraction), norm_stats)
     tensors = kept_tensors(G, counting)
+    if not norm_stats:  # the norms' statistics (Saved "stats" of a norm rule), left out as Korthikanti et al. do
+        tensors = {k: v for k, v in tensors.items() if not (v.saved.role == "stats" and v.saved.name == "stats")}
     flops = Zero
     if recompute == "selective":
         for core, context in attention_cores(G):
@@ -260,6 +293,26 @@ def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Cou
                       for n in st.members[block]]
         flops = sympy.Add(*terms)
     return Activations(tensors, recompute, sympy.expand(flops))
+
+
+def _partial(G: nx.DiGraph, recompute: str, counting: Counting, fraction: sympy.Rational,
+             norm_stats: bool) -> Activations:
+    """A share ``fraction`` of each repeated block's iterations keeps only its input (and runs its forward
+    again); the other iterations keep what ``recompute`` keeps."""
+    rest = activations(G, recompute, counting, norm_stats=norm_stats)
+    whole = activations(G, "full", counting, norm_stats=norm_stats)
+    blocks = repeated_blocks(G)
+
+    def inside(k: Kept) -> bool:
+        return any(all(in_block(s, b) for s in k.savers) for b in blocks)
+
+    tensors = {key: Kept(k.node, k.saved, k.axes, k.copies * (1 - fraction), k.savers) if inside(k) else k
+               for key, k in rest.tensors.items()}
+    for key, k in whole.tensors.items():
+        if key[1] == "block_input":
+            tensors[key] = Kept(k.node, k.saved, k.axes, k.copies * fraction, k.savers)
+    flops = sympy.expand((1 - fraction) * rest.recompute_flops + fraction * whole.recompute_flops)
+    return Activations(tensors, f"{recompute} + {fraction} full", flops)
 
 
 def per_iteration(G: nx.DiGraph, block: str = "layers", recompute: str = "none",

@@ -14,17 +14,24 @@ import networkx as nx
 import sympy
 
 from ..formulas import Text
-from ..graph.analysis import repeated_blocks
+from ..graph.analysis import in_block, repeated_blocks
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, flash_attention
 from ..graph.quantities import Quantities, choose, maximum, whole
 from ..options import Layout, Options
-from ..symbols import B, C, T
+from ..symbols import B
 from .activations import activations
-from .inference import inference_weights, kv_cache, state_cache, working_set
-from .parallel import activation_share, communication, device_states, in_flight, layout_checks, weight_share
+from .parallel import (
+    activation_share,
+    communication,
+    device_states,
+    in_flight,
+    layout_checks,
+    split_share,
+    stages,
+)
 from .peak import peak
-from .policies import precision, weight_format
+from .policies import precision
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
@@ -64,6 +71,24 @@ def micro_batches(options: Options) -> tuple[sympy.Expr, sympy.Expr, list]:
     return micro, B / (micro * dp), checks
 
 
+def fullest(totals: list[sympy.Expr], values: list[sympy.Expr]) -> sympy.Expr:
+    """The value of the stage with the largest total (the first of equal ones): nested ``choose``."""
+    if len(values) == 1:
+        return values[0]
+    return choose(totals[0], maximum(*totals[1:]), values[0], fullest(totals[1:], values[1:]))
+
+
+def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
+    """Bytes one iteration of the main repeated block (``layers``, else the one with most ops) keeps on one
+    device for one micro-batch: Korthikanti et al.'s per-layer activations, under tp and sp."""
+    blocks = repeated_blocks(H)
+    if not blocks:
+        return None
+    main = "layers" if "layers" in blocks else max(blocks, key=lambda b: sum(1 for n in H if in_block(n, b)))
+    inside = [k for k in acts.tensors.values() if all(in_block(s, main) for s in k.savers)]
+    return sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
+
+
 def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     """``memory_bytes.*``, ``communication_bytes.*``, ``flops.recompute`` and ``memory.*`` of one training step."""
     layout, counting = options.layout, options.counting
@@ -82,25 +107,31 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     def put(expr: sympy.Expr) -> sympy.Expr:
         return whole(sympy.sympify(expr).xreplace(final))
 
-    acts = activations(H, options.recompute, counting)
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
+    acts = activations(H, options.recompute, counting, fraction=options.recompute_fraction,
+                       norm_stats=options.norm_stats)
+    names = stages(layout.pp)
     per_stage = {}
-    for stage in stages:
+    for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
-        flight = in_flight(layout, m, stage)
-        act = sympy.Add(*(k.bytes * activation_share(H, k, layout, stage, flight) for k in acts.tensors.values()))
+        flight = in_flight(layout, m, stage, H)
+        shares = {key: activation_share(H, k, layout, stage, flight) for key, k in acts.tensors.items()}
+        act = sympy.Add(*(k.bytes * shares[key] for key, k in acts.tensors.items()))
         nums = {k: whole(states[k].xreplace(on_device)) for k in STATE_KEYS}
         nums["activations"] = whole(act.xreplace(on_device))
-        per_stage[stage] = (nums, raw, states)
-    totals = {s: sympy.Add(*per_stage[s][0].values()) for s in stages}
-    if len(stages) == 1:
-        nums, states, sharded = per_stage["first"]
-    else:  # the fuller stage is the device to fit (the first on a tie)
-        pick = lambda x, y: choose(totals["first"], totals["last"], x, y)  # noqa: E731
-        nums = {k: pick(per_stage["first"][0][k], per_stage["last"][0][k]) for k in per_stage["first"][0]}
-        states = {k: pick(per_stage["first"][1][k], per_stage["last"][1][k]) for k in per_stage["first"][1]}
-        sharded = {k: pick(per_stage["first"][2][k], per_stage["last"][2][k]) for k in STATE_KEYS}
-        q.choices["memory.layout.stage"] = ((put(totals["first"]), put(totals["last"])), ("first", "last"))
+        roles: dict[str, sympy.Expr] = {}
+        for key, k in acts.tensors.items():
+            roles[k.saved.role] = roles.get(k.saved.role, Zero) + k.bytes * shares[key]
+        per_stage[stage] = (nums, raw, states, roles)
+    totals = [sympy.Add(*per_stage[s][0].values()) for s in names]  # on one device (B → its micro-batch)
+
+    def pick(i: int, key: str) -> sympy.Expr:  # the fullest stage's number (the first on a tie)
+        return fullest(totals, [per_stage[s][i][key] for s in names])
+
+    nums = {k: pick(0, k) for k in per_stage["first"][0]}
+    states = {k: pick(1, k) for k in per_stage["first"][1]}
+    sharded = {k: pick(2, k) for k in STATE_KEYS}
+    if len(names) > 1:
+        q.choices["memory.layout.stage"] = (tuple(put(t) for t in totals), names)
     for k, v in nums.items():
         q.add(f"memory_bytes.{k}", put(v))
     q.add("memory_bytes.total", put(sympy.Add(*nums.values())))
@@ -111,15 +142,18 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
         g = group.get(key, "optimizer")
         ratio = sharded[g] / states[g] if states[g] != 0 else 1  # ZeRO's share of this part's group
         q.add(f"memory_bytes.parts.{key}", put((v * ratio).xreplace(on_device)))
-    for role, v in acts.by_role().items():
-        if layout.devices == 1:
-            q.add(f"memory_bytes.activations_by_role.{role}", put(v.xreplace(on_device)))
-        else:
-            q.info[f"memory_bytes.activations_by_role.{role}"] = None
+    for role in per_stage["first"][3]:  # per device: the fullest stage's, each role rounded up to whole bytes
+        q.add(f"memory_bytes.activations_by_role.{role}",
+              put(fullest(totals, [per_stage[s][3].get(role, Zero).xreplace(on_device) for s in names])))
+    per_layer = _per_layer(H, acts, layout)
+    if per_layer is not None:
+        q.add("memory_bytes.activations_per_layer", put(per_layer.xreplace(on_device)))
+    # the states before ZeRO shards them (the fullest stage's): what ZeRO-3 over more devices would divide
+    q.add("memory.states_unsharded_bytes", put(sympy.Add(*(states[k] for k in STATE_KEYS)).xreplace(on_device)))
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
-    if layout.tp == layout.pp == layout.sp == 1:
-        p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting)
+    if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
+        p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting, options.norm_stats)
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = tuple(c.xreplace(on_device).xreplace(final) for c in p.candidates)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
@@ -127,7 +161,9 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
         q.label_ties.add("memory.peak_at")
     else:
         q.info["memory_bytes.peak"] = None
-        q.info["memory.peak_at"] = "not modelled under tp/pp/sp > 1 (see memory_bytes.total)"
+        q.info["memory.peak_at"] = ("not modelled with a recompute fraction (see memory_bytes.total)"
+                                    if options.recompute_fraction else
+                                    "not modelled under tp/pp/sp > 1 (see memory_bytes.total)")
     q.add("flops.recompute", acts.recompute_flops)
     comm = communication(H, layout, states["grads"], states["params"], m)
     for k, v in comm.items():
@@ -167,70 +203,13 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     }
 
 
-def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
-    """Inference memory keys: weights in ``weights_dtype``, the KV cache of ``context`` tokens, working set."""
-    layout = options.layout
-    H = prepared(G, options)
-    q = Quantities()
-    q.checks += layout_checks(H, layout)
-    context = sympy.Integer(options.context) if options.context else T
-    at_context = {T: context, C: context}
-    # a pipeline stage holds 1/pp of the repeated layers, the first stage the embeddings, the last the final
-    # norm and head (as training counts them): the fuller of the two stages is the device to fit
-    stages = ("first", "last") if layout.pp > 1 else ("first",)
-    by_stage = {s: inference_weights(H, options.weights_dtype, weight_share(H, Layout(pp=layout.pp), s))
-                for s in stages}
-    if len(stages) == 1:
-        w = by_stage["first"]
-    else:
-        w = {k: choose(by_stage["first"]["total"], by_stage["last"]["total"], by_stage["first"][k], by_stage["last"][k])
-             for k in by_stage["first"]}
-        q.choices["memory.layout.stage"] = ((by_stage["first"]["total"], by_stage["last"]["total"]),
-                                            ("first", "last"))
-    kv = kv_cache(H, C, options.kv_dtype)
-    state = state_cache(H)  # a state-space model's cache: its size does not grow with the context
-    tp = sympy.Integer(layout.tp)
-    work, labels = working_set(H)
-    cands = tuple(c.xreplace(at_context) for c in work)
-    params = whole((w["total"] / tp).xreplace(at_context))
-    cache = whole((kv / tp / layout.pp).xreplace(at_context))
-    states = whole((state / tp / layout.pp).xreplace(at_context))
-    q.add("memory_bytes.params", params)
-    q.add("memory_bytes.grads", Zero)
-    q.add("memory_bytes.optimizer", Zero)
-    q.add("memory_bytes.kv_cache", cache)
-    if state != 0:
-        q.add("memory_bytes.state_cache", states)
-    q.add("memory_bytes.activations", maximum(*cands))
-    q.add("memory_bytes.parts.scales", whole((w["scales"] / tp).xreplace(at_context)))
-    q.choices["memory.working_set_at"] = (cands, labels)
-    q.add("memory_bytes.total", params + cache + states + maximum(*cands))
-    fmt = weight_format(options.weights_dtype)
-    stage_text = ("; pipeline {memory__layout__stage} stage of pp = " + str(layout.pp) + " (1/pp of the repeated "
-                  "layers, plus the embeddings on the first stage, the final norm and head on the last)"
-                  if layout.pp > 1 else "")
-    q.info.update({
-        "memory.conventions.params": Text(_escape(f"inference weights: matmuls in {fmt.about}, tables and norms in "
-                                                  f"the graph dtype; divided by tp = {layout.tp}") + stage_text),
-        "memory.conventions.kv_cache": Text("every tensor tagged kv_cache for " + (str(options.context) if
-                                                                                 options.context else "{T}")
-                                            + _escape(f" tokens × batch (a sliding window keeps its last W − 1), in "
-                                                      f"{options.kv_dtype or 'the op dtype'}; divided by tp and pp")),
-        "memory.conventions.activations": "forward working set of a prefill of the whole context: the largest op's "
-                                          "inputs + output",
-        "memory.conventions.total": "params + kv_cache + activations" + (" + state_cache" if state != 0 else ""),
-    })
-    if state != 0:
-        q.info["memory.conventions.state_cache"] = ("the recurrent state of every op that keeps one (a causal "
-                                                    "convolution's last inputs in the op dtype, a selective scan's "
-                                                    "state in fp32) × batch, whatever the context; divided by tp "
-                                                    "and pp")
-    return q
-
-
 def memory_quantities(G: nx.DiGraph, options: Options) -> Quantities:
     """Training or (``options.inference``) inference memory keys for one device."""
-    return (inference_memory if options.inference else training_memory)(G, options)
+    if options.inference:
+        from .serving import inference_memory  # deferred: serving imports prepared() from here
+
+        return inference_memory(G, options)
+    return training_memory(G, options)
 
 
-__all__ = ["inference_memory", "memory_quantities", "repeated_blocks", "training_memory"]
+__all__ = ["fullest", "memory_quantities", "prepared", "repeated_blocks", "training_memory"]

@@ -12,26 +12,29 @@ from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import data_operands, state_bytes
 from ..symbols import C, T
+from .activations import is_view, storage, storage_bytes
 from .policies import weight_format
 from .states import weights
 
 
-def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None) -> sympy.Expr:
+def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None, share=None) -> sympy.Expr:
     """Bytes of the KV cache for ``context`` tokens: every tensor tagged ``"kv_cache"``.
 
     Each tagged tensor (k and v, or MLA's latent) is kept for every token: its
     elements with the sequence length T replaced by ``context``, × its count
     (L layers), in ``dtype`` (default: the op's). For MHA/GQA this is
     ``2 · L · B · C · n_kv · d_head · bytes``. A graph whose only cache is a recurrent state (Mamba) has
-    none (0): see :func:`state_cache`.
+    none (0): see :func:`state_cache`. ``share(node)``: the fraction of a tagged node's cache one device holds
+    (a pipeline stage's share of the layers); all of it by default.
     """
     total = Zero
-    for _, data in op_nodes(G):
+    for name, data in op_nodes(G):
         if "kv_cache" in data.get("tags", ()):
             op = data["op"]
             kept = data.get("kv_positions", T).subs(T, context)  # a sliding window keeps only its last tokens
             n = elements(op.parsed.output, op.size).subs(T, kept)
-            total += n * data["count"] * dtype_bytes(dtype or op.dtype)
+            part = 1 if share is None else share(name)
+            total += n * data["count"] * dtype_bytes(dtype or op.dtype) * part
     if total == 0 and state_cache(G) == 0:
         raise CostModelError(f"graph {G.graph.get('name')!r} has no KV cache (no tensor tagged 'kv_cache') and keeps "
                              "no recurrent state: an encoder with bidirectional attention (BERT, ViT) reads its whole "
@@ -71,13 +74,29 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str,
             "total": sympy.expand(quantised + scales + other)}
 
 
-def working_set(G: nx.DiGraph) -> tuple[tuple[sympy.Expr, ...], tuple[str, ...]]:
+def working_set(G: nx.DiGraph, share=None, where=None) -> tuple[tuple[sympy.Expr, ...], tuple[str, ...]]:
     """Forward-only working set: each op's (inputs + output) bytes, and the op's name; the working set is
-    their maximum."""
+    their maximum. A view (a sliding window's unfold, a reshape) is its storage: an operand that is a view
+    counts the tensor it views, once, and a view's own output nothing. ``share(axes)``: the fraction of a
+    tensor with those axes one device holds (tensor parallelism); ``where(node)``: whether the op runs on
+    this device (a pipeline stage's ops)."""
     cands, labels = [], []
     for name, data in op_nodes(G):
+        if where is not None and not where(name):
+            continue
         op = data["op"]
-        n = sympy.Add(*(elements(a, op.size) for a in data_operands(op))) + elements(op.parsed.output, op.size)
-        cands.append(sympy.expand(n * dtype_bytes(op.dtype)))  # no weights
+        size = dtype_bytes(op.dtype)
+        held: dict[str, sympy.Expr] = {}  # storage node → bytes
+        for axes, src in zip(data_operands(op), data["inputs"]):
+            base = storage(G, src) if "op" in G.nodes[src] else src
+            if base in held:
+                continue
+            if base != src:  # a view: the storage it views, split as that storage's axes are
+                held[base] = storage_bytes(G, src) * (1 if share is None else share(G.nodes[base]["op"].parsed.output))
+            else:
+                held[base] = elements(axes, op.size) * size * (1 if share is None else share(axes))
+        out = Zero if is_view(G, name) else elements(op.parsed.output, op.size) * size * \
+            (1 if share is None else share(op.parsed.output))
+        cands.append(sympy.expand(sympy.Add(*held.values()) + out))  # no weights
         labels.append(name)
     return tuple(cands), tuple(labels)

@@ -11,10 +11,14 @@ each degree splits is read off the graph, never off an architecture's names:
   saved tensor by ``tp`` when it has a split axis, and replicates it otherwise
   (norm gains, biases over ``d``, the residual stream). With ``megatron_sp``
   the replicated activations are divided by ``tp`` too.
-* **PP**: the repeated block's weights and activations are divided among
-  ``pp`` stages; what runs before the block is on the first stage, what runs
-  after on the last. Under 1F1B the first stage holds ``min(pp, micro-batches)``
-  micro-batches of activations in flight, the last stage one.
+* **PP**: the repeated block's layers are divided among ``pp`` stages
+  (:func:`stage_layers`: ⌈L/pp⌉ each, and where pp does not divide L the missing
+  layers are taken one each from the stages at the ends, first and last first, as
+  Llama 3 405B splits 126 layers over 16 stages); what runs before the block is on
+  the first stage, what runs after on the last. Under 1F1B stage i holds
+  ``min(pp − i, micro-batches)`` micro-batches of activations in flight: the first
+  ``min(pp, m)``, the last one. The stages a report compares are the first, the last
+  and (uneven stages, pp ≥ 3) the first *middle* stage that holds ⌈L/pp⌉ layers.
 * **SP/CP**: a tensor with an axis sized T is divided by ``sp`` (each device
   keeps its share of the queries; ring attention's keys are transient).
 * **EP**: an expert weight (stacked along a routed matmul's ``experts`` axis) is divided by ``ep``.
@@ -88,7 +92,8 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
     Returns (relation, message) pairs checked once numbers are known. TP: the product of the split axes of
     each repeated layer's weight (heads × head dim, MLP width; the vocabulary is exempt: Megatron pads it to
     a multiple of tp). A product, not each axis: a degree above the kv heads replicates them. EP: the
-    experts axis. PP: the count of the repeated block. SP: the sequence length.
+    experts axis. PP: at least one layer per stage (pp may leave the stages uneven: :func:`stage_layers`).
+    SP: the sequence length.
     """
     checks: list[tuple[sympy.Basic, object]] = []
 
@@ -147,6 +152,66 @@ def stage_of(G: nx.DiGraph, node: str) -> str:
     return structure(G).stage(node)
 
 
+def stage_layers(layers: int, pp: int) -> tuple[int, ...]:
+    """The layers each of ``pp`` pipeline stages holds, in stage order.
+
+    ⌈layers/pp⌉ each; the r = pp·⌈layers/pp⌉ − layers missing ones are taken one per stage from the
+    ends inwards, alternately: the first stage, the last, the second, the second to last... Llama 3 405B
+    (Llama Team 2024, Sec. 3.3.2: "the first and the last stages each have one layer fewer"):
+
+    >>> stage_layers(126, 16)
+    (7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7)
+    >>> stage_layers(32, 4), stage_layers(9, 4)
+    ((8, 8, 8, 8), (2, 2, 3, 2))
+    """
+    if pp < 1 or layers < pp:
+        raise CostModelError(f"stage_layers: {layers} layers over {pp} stages; expected 1 <= pp <= layers")
+    c = -(-layers // pp)
+    out = [c] * pp
+    ends = [k // 2 if k % 2 == 0 else pp - 1 - k // 2 for k in range(pp)]  # 0, pp − 1, 1, pp − 2, ...
+    for i in ends[:pp * c - layers]:
+        out[i] -= 1
+    return tuple(out)
+
+
+#: The pipeline stages a report compares (the device to fit is the fullest): the first (embeddings and the most
+#: micro-batches in flight), the first middle stage holding ⌈L/pp⌉ layers (uneven stages), the last (the head).
+def stages(pp: int) -> tuple[str, ...]:
+    """The stages whose memory a report compares under ``pp`` stages."""
+    return ("first",) if pp == 1 else ("first", "last") if pp == 2 else ("first", "middle", "last")
+
+
+def _short(count: sympy.Expr, pp: int) -> tuple[sympy.Expr, sympy.Expr]:
+    """(⌈count/pp⌉, r): the layers of a full stage and how many stages hold one fewer (:func:`stage_layers`)."""
+    c = sympy.ceiling(count / pp)
+    return c, pp * c - count
+
+
+def layers_on(count: sympy.Expr, pp: int, stage: str) -> sympy.Expr:
+    """The layers of a repeated block of ``count`` iterations that one ``stage`` holds, as :func:`stage_layers`
+    gives them (symbolic in the count). The middle stage is the first that holds ⌈count/pp⌉ (of a second
+    block, the same bound)."""
+    if pp == 1 or stage == "all":
+        return count
+    c, r = _short(count, pp)
+    if stage == "first":
+        return c - sympy.Min(r, 1)
+    if stage == "last":
+        return c - sympy.Min(sympy.Max(r - 1, 0), 1)
+    return c
+
+
+def stage_index(G: nx.DiGraph, pp: int, stage: str) -> sympy.Expr:
+    """The 0-based position of ``stage`` among the ``pp`` stages; the middle one: ⌈r/2⌉, the first stage
+    :func:`stage_layers` leaves whole (r counted over all the repeated layers)."""
+    if stage in ("first", "all"):
+        return sympy.Integer(0)
+    if stage == "last":
+        return sympy.Integer(pp - 1)
+    layers = sympy.Add(*repeated_blocks(G).values()) if G is not None and repeated_blocks(G) else sympy.Integer(pp)
+    return sympy.ceiling(_short(layers, pp)[1] / 2)
+
+
 def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
     """The fraction of each :class:`~costmodel.memory.states.Weight` one device of ``stage`` holds."""
     split = split_axes(G)
@@ -159,12 +224,21 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
             part /= layout.ep
         where = stage_of(G, w.node)
         if where == "block":
-            part *= block_share(layout, stage, _count_of(G, w.node))
+            part *= (_block_share(G, w.node, layout.pp, stage) if stage == "middle"
+                     else block_share(layout, stage, _count_of(G, w.node)))
         elif layout.pp > 1 and where != stage:
             part = Zero
         return part
 
     return share
+
+
+def _block_share(G: nx.DiGraph, node: str, pp: int, stage: str) -> sympy.Expr:
+    """The share of a repeated block's iterations (its layers) that ``stage`` holds, for a node inside it."""
+    if pp == 1:
+        return sympy.Integer(1)
+    count = _count_of(G, node)
+    return layers_on(count, pp, stage) / count
 
 
 def zero_shard(states: dict[str, sympy.Expr], layout: Layout, over: int | None = None) -> dict[str, sympy.Expr]:
@@ -201,15 +275,24 @@ def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: s
     return raw, {k: a[k] + b[k] for k in ("params", "grads", "optimizer")}
 
 
-def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
-    """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
+def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
+    """The fraction of one copy of a kept tensor a device holds after tensor (and Megatron sequence) and
+    sequence/context parallelism split it."""
     part = sympy.Integer(1)
     if layout.tp > 1 and (layout.megatron_sp or _split(kept.axes, split_axes(G))):
         part /= layout.tp
     if layout.sp > 1 and any(s == T for _, s in kept.axes):
         part /= layout.sp
+    return part
+
+
+def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
+    """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
+    part = split_share(G, kept, layout)
     where = "block" if all(stage_of(G, s) == "block" for s in kept.savers) else stage_of(G, kept.savers[0])
     if where == "block":
+        if stage == "middle":
+            return part * in_flight * _block_share(G, kept.savers[0], layout.pp, stage)
         return part * in_flight * block_share(layout, stage, _count_of(G, kept.savers[0])) \
             / weight_copies(layout.schedule)
     if layout.pp > 1 and where != stage:
@@ -217,11 +300,14 @@ def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_f
     return part * (in_flight if where == "first" else 1)
 
 
-def in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str) -> sympy.Expr:
+def in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str, G: nx.DiGraph | None = None) -> sympy.Expr:
     """Micro-batches whose activations a stage holds at once under the layout's pipeline schedule (1F1B:
-    ``min(pp, m)`` on the first stage, one on the last; see :mod:`costmodel.memory.schedules`)."""
+    ``min(pp, m)`` on the first stage, one on the last; see :mod:`costmodel.memory.schedules`); a middle
+    stage i keeps min(pp − i, m), its position read off ``G`` (:func:`stage_index`)."""
     if layout.pp == 1:
         return sympy.Min(layout.pp, micro_batches) if stage == "first" else sympy.Integer(1)
+    if stage == "middle":
+        return sympy.Min(layout.pp - stage_index(G, layout.pp, stage), micro_batches)
     return scheduled_in_flight(layout.schedule, stage, layout.pp, micro_batches, layout.vpp)
 
 
@@ -269,7 +355,7 @@ def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: symp
         data = G.nodes[name]
         op, count = data["op"], data["count"]
         if layout.pp > 1 and stage_of(G, name) == "block":
-            count = count / layout.pp  # a device runs its stage's share of the repeated layers
+            count = count * _block_share(G, name, layout.pp, "middle")  # a full stage's share of the layers
         size = dtype_bytes(op.dtype)
         if weight_use(op) in ("dense", "table") and layout.tp > 1 and split:  # TP: dense matmuls, vocab-parallel tables
             x, w = data_operands(op)[0], op.parsed.inputs[weight_operand(op)]

@@ -11,7 +11,9 @@ block is not unrolled: an iteration's bytes are multiplied by its count). Live a
 * the running op's transients: in forward its input and output tensors that
   are not kept anyway, in backward the gradients of its output and inputs
   (in the op's dtype, none for an input its kind never differentiates) and its kind's
-  backward workspace (the loss: the gradient of its log-probs).
+  backward workspace (the loss: the gradient of its log-probs). A view (a sliding
+  window's unfold) is its storage: an operand that is a view counts the tensor it
+  views, once, and a view's own output allocates nothing.
 
 Not counted: tensors held across ops without being saved (the forward
 residual stream, the running gradient of the residual stream beyond the op
@@ -36,7 +38,7 @@ from ..graph.pattern import elements
 from ..graph.quantities import maximum, whole
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
-from .activations import Kept, activations
+from .activations import Kept, activations, is_view, storage, storage_bytes
 
 
 @dataclass(frozen=True)
@@ -90,30 +92,43 @@ def _ledger(tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr
 
 
 def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr, sympy.Expr]:
-    """(forward transient bytes, backward gradient bytes) of one run of op ``name``."""
+    """(forward transient bytes, backward gradient bytes) of one run of op ``name``; a view operand counts the
+    storage it views (once), a view's output nothing."""
     op = G.nodes[name]["op"]
     kind = kind_of(op)
     p = op.parsed
     data = data_operands(op)  # a weight operand is a parameter, not a transient activation
     size = dtype_bytes(op.dtype)
-    fwd = [elements(axes, op.size) * size for axes, src in zip(data, G.nodes[name]["inputs"]) if src not in skip]
+    held: dict[str, sympy.Expr] = {}  # storage node → bytes
+    for axes, src in zip(data, G.nodes[name]["inputs"]):
+        base = storage(G, src) if "op" in G.nodes[src] else src
+        if base not in skip:
+            held[base] = storage_bytes(G, src) if base != src else elements(axes, op.size) * size
+    own = is_view(G, name)
     out = elements(p.output, op.size) * size
-    if name not in skip:
+    fwd = list(held.values())
+    if name not in skip and not own:
         fwd.append(out)
     if op.attr("detached"):  # no backward runs here
         return sympy.expand(sympy.Add(*fwd)), Zero
-    grads = [out] + [elements(a, op.size) * size for i, a in enumerate(data) if i not in kind.no_grad]
+    grad_of = {}  # a view's gradient is its storage's (accumulated in place), once per storage
+    for i, (a, src) in enumerate(zip(data, G.nodes[name]["inputs"])):
+        if i in kind.no_grad:
+            continue
+        base = storage(G, src) if "op" in G.nodes[src] else src
+        grad_of[base] = storage_bytes(G, src) if base != src else elements(a, op.size) * size
+    grads = [storage_bytes(G, name) if own else out, *grad_of.values()]
     return sympy.expand(sympy.Add(*fwd)), sympy.expand(sympy.Add(*grads) + kind.backward_workspace(op))
 
 
 def peak(G: nx.DiGraph, recompute: str = "none", states: sympy.Expr = Zero,
-         counting: Counting = Counting()) -> Peak:
+         counting: Counting = Counting(), norm_stats: bool = True) -> Peak:
     """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`."""
     ops = order(G)
     segs = _segments(G, ops)
     iters: dict[str | None, sympy.Expr] = {None: sympy.Integer(1), **repeated_blocks(G)}
-    kept = activations(G, recompute, counting).tensors
-    full = activations(G, "none", counting).tensors
+    kept = activations(G, recompute, counting, norm_stats=norm_stats).tensors
+    full = activations(G, "none", counting, norm_stats=norm_stats).tensors
     alloc_kept = _ledger(kept, iters, structure(G).block_of)
     alloc_full = _ledger(full, iters, structure(G).block_of)
     skip = {k.node for k in kept.values()}

@@ -32,6 +32,24 @@ def check_schedule(schedule: str, pp: int, vpp: int) -> None:
 #: Activation recompute choices (see :mod:`costmodel.memory.activations`).
 RECOMPUTE = ("none", "selective", "full")
 
+#: Attention implementations, as they keep tensors for backward. ``unfused``: the scores are materialised and
+#: the softmax runs in the activations' dtype (Megatron-LM's core attention, nanoGPT's manual path, a bf16
+#: model without autocast); ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (on a GPU its
+#: flash or memory-efficient kernel: no T×T tensor); ``flash``: FlashAttention. Not modelled yet: transformers'
+#: ``eager`` attention, whose softmax runs in fp32 and is cast back (two T×T tensors kept).
+ATTENTION = ("unfused", "sdpa", "flash")
+#: The implementations whose kernel keeps no T×T tensor (the FlashAttention graph pass).
+FUSED_ATTENTION = ("sdpa", "flash")
+
+#: The logits an inference prefill keeps: ``last`` (generation: transformers' ``logits_to_keep=1``, the
+#: unembedding runs on the last position only) or ``all`` (scoring a text: every position's).
+LOGITS = ("last", "all")
+
+#: The model FLOPs an MFU counts: ``engine`` (every op of the graph, the estimate's ``flops.training``),
+#: ``6n`` (6 per matmul parameter per token, PaLM's N: the tied unembedding included) and ``6n-attention``
+#: (that plus the attention term, PaLM's 6N + 12·L·H·Q·T).
+MFU_BASES = ("engine", "6n", "6n-attention")
+
 
 @dataclass(frozen=True)
 class Precision:

@@ -33,45 +33,13 @@ import sympy
 from ..conventions import CONVENTIONS, Convention, convention
 from ..errors import CostModelError
 from ..families import Model
-from ..graph.analysis import as_int, evaluate, op_nodes, tokens_per_step, totals
-from ..graph.cost import Zero
-from ..graph.registry import is_activation_product, op_cost
+from ..graph.analysis import as_int, evaluate, tokens_per_step
 from ..memory.activations import activations
 from ..memory.states import model_state
 from ..options import Options
 from .estimate import model_for, resolve
+from .flop_conventions import n_params, position_tables, routers, training_flops  # noqa: F401 (the API)
 from .results import Comparison
-
-
-def _repeated(data: Mapping) -> bool:
-    count = data["count"]
-    return not (getattr(count, "is_number", False) and count == 1)
-
-
-def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
-    """Training FLOPs of one step (B sequences of T tokens) of ``G`` under ``conv``, as an expression.
-
-    >>> from costmodel.kit import GraphBuilder, symbols as s
-    >>> b = GraphBuilder("mlp", b=s.B, t=s.T, d=s.d)
-    >>> x = b.input("x", "b t d", dtype="bf16")
-    >>> with b.repeat("layers", s.L):
-    ...     x = b.matmul("w", x, "b t d, d e -> b t d", e=s.d)
-    >>> training_flops(b.graph, CONVENTIONS["megatron"])  # 3 passes + the recomputed forward
-    8*B*L*T*d**2
-    """
-    t = totals(G, conv.ops)
-    if conv.method == "params":
-        flops = 6 * t.params_active_non_embedding * tokens_per_step(G)  # N: what a token uses (MoE: top_k experts)
-        if conv.attention:
-            for _, data in op_nodes(G):
-                if is_activation_product(data["op"], conv.ops):  # the T-dependent attention term
-                    flops += 3 * op_cost(data["op"], conv.ops).forward.matmul_flops * data["count"]
-        return sympy.expand(flops)
-    flops = t.training.flops
-    if conv.recompute:
-        flops += sum((op_cost(d["op"], conv.ops).forward.flops * d["count"]
-                      for _, d in op_nodes(G) if _repeated(d)), Zero)
-    return sympy.expand(flops)
 
 
 def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:

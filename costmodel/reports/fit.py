@@ -63,6 +63,59 @@ def _overflow(r: Mapping[str, object], memory: int) -> str:
     return "peak transients" if _criterion(r, "peak") > memory else ""
 
 
+def _fits_with(m: Model, opts: Options, values: dict, memory: int, by: str) -> bool:
+    """Whether one micro-batch per device fits ``memory`` under ``opts`` (a layout that does not divide: no)."""
+    q = quantities(m, opts)
+    v = dict(values)
+    v[B] = opts.layout.dp * (opts.micro_batch or 1)
+    try:
+        q.check(v)
+        r = {k: q.value(f"memory_bytes.{k}", v) for k in ("total", "peak") if f"memory_bytes.{k}" in q.exprs
+             or f"memory_bytes.{k}" in q.info}
+    except CostModelError:
+        return False
+    return _criterion(r, by) <= memory
+
+
+def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str = "peak") -> dict[str, object]:
+    """The smallest change of a training step that does not fit ``memory`` at one sequence per device, each
+    alone: ``recompute`` (``"selective"`` or ``"full"``, the first that fits), ``zero3_devices`` (the fewest
+    data-parallel devices whose ZeRO-3 shards of the states fit beside the activations: estimated from the
+    states and activations at one device, then checked and raised until it fits) and ``tp`` (2, 4 or 8 with
+    Megatron sequence parallelism, the first that fits); ``None`` where none does."""
+    one = opts.replace(micro_batch=1)
+    out: dict[str, object] = {"recompute": None, "zero3_devices": None, "tp": None}
+    for r in ("selective", "full"):
+        if RECOMPUTE_ORDER[r] > RECOMPUTE_ORDER[opts.recompute] and _fits_with(m, one.replace(recompute=r), values,
+                                                                               memory, by):
+            out["recompute"] = r
+            break
+    q = quantities(m, one)
+    v = dict(values)
+    v[B] = opts.layout.dp
+    num = q.evaluate(v)
+    states = sum(num[f"memory_bytes.{k}"] for k in ("params", "grads", "optimizer"))
+    need = num["memory_bytes.peak"] if by == "peak" and num.get("memory_bytes.peak") is not None \
+        else num["memory_bytes.total"]
+    room = memory - (need - states)
+    if room > 0:
+        layout = opts.layout
+        n = max(2, -(-num["memory.states_unsharded_bytes"] // room))
+        for k in range(n, n + 4):  # the estimate leaves out rounding and the bytes ZeRO-3 shards unevenly
+            if _fits_with(m, one.replace(dp=k * layout.dp, zero=3, ep=layout.ep if k * layout.dp % layout.ep == 0
+                                         else 1), values, memory, by):
+                out["zero3_devices"] = k * layout.devices
+                break
+    for t in (2, 4, 8):
+        if t > opts.layout.tp and _fits_with(m, one.replace(tp=t, megatron_sp=True), values, memory, by):
+            out["tp"] = t
+            break
+    return out
+
+
+RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
+
+
 def fit(model: Model | str, memory: object = None, *, hardware: object = None, solve: str = "batch",
         by: str = "peak", settings: Mapping[str, object] | None = None, options: Options | None = None,
         **kwargs: object) -> Fit:
@@ -124,6 +177,10 @@ def fit(model: Model | str, memory: object = None, *, hardware: object = None, s
         out["fits"] = False
         out["overflow"] = _overflow(r, memory)
         out["at_one"] = {k: v for k, v in r.items() if k != "refused"}
+        if "refused" not in r and not opts.inference:
+            v = dict(values)
+            v[B if solve == "batch" else T] = dp if solve == "batch" else 1
+            out["to_fit"] = smallest_change(m, opts, v, memory, by)
         return Fit(out)
     out["fits"] = True
     out["at_largest"] = run(n)

@@ -11,11 +11,17 @@ from collections.abc import Callable
 
 import sympy
 
+from ..conventions import CONVENTIONS, Convention
+from ..devices.decode import prefill_graph
+from ..devices.fits import fit_quantities
 from ..devices.timing import time_quantities
 from ..graph.analysis import tokens_per_step, totals, value_checks
 from ..graph.quantities import Quantities
 from ..memory.device import memory_quantities
-from ..options import Options
+from ..memory.serving import prefill, prompt
+from ..options import Counting, Options
+from ..symbols import T
+from .flop_conventions import training_flops
 
 
 def count_quantities(model, options: Options, q: Quantities) -> Quantities:
@@ -56,13 +62,33 @@ def count_quantities(model, options: Options, q: Quantities) -> Quantities:
     out.add("flops.six_nd_share", out.exprs["flops.six_nd"] / total, "float")
     out.add("tokens.per_step", per_step)
     out.info["tokens.total"] = options.tokens
+    # the model FLOPs an MFU counts (``mfu_basis``): the engine's, or PaLM's 6N (N with a tied unembedding),
+    # with or without its attention term
+    basis = MFU_BASIS[options.mfu_basis]
+    out.add("flops.mfu_basis", exprs["flops.training"] if basis is None else training_flops(model.graph, basis))
+    if options.inference:  # one prompt length for the prefill's FLOPs and its memory: min(T, C)
+        P = prompt(options)
+        first = totals(prefill(prefill_graph(model.graph), options), options.counting).forward
+        out.add("tokens.prompt", P)
+        out.add("flops.prefill", sympy.expand(first.flops).xreplace({T: P}))
+        out.add("flops.matmul.prefill", sympy.expand(first.matmul_flops).xreplace({T: P}))
     return out
+
+
+#: The model FLOPs of each MFU basis (``Options.mfu_basis``) as a named convention; ``None``: the engine's count.
+MFU_BASIS = {
+    "engine": None,
+    "6n": Convention("6n", "PaLM's 6N without its attention term", "Chowdhery et al. 2022, Appendix B",
+                     Counting(elementwise="none"), "params", attention=False, params="matmul"),
+    "6n-attention": CONVENTIONS["palm"],
+}
 
 
 #: The sections of a run, in order; each sees the keys of those before it.
 SECTIONS: list[Callable[[object, Options, Quantities], Quantities]] = [
     count_quantities,
     lambda model, options, q: memory_quantities(model.graph, options),
+    fit_quantities,
     time_quantities,
 ]
 

@@ -20,8 +20,10 @@ from ..graph.analysis import as_int
 from ..graph.passes import flash_attention, fuse_elementwise
 from ..options import Options
 from ..sizes import parse_count
-from ..symbols import C, T
+from ..symbols import B, C, T
 from .estimate import model_for, resolve
+from .fit import _largest
+from .quantities import quantities
 from .results import Roofline
 
 
@@ -31,6 +33,27 @@ def _row(r: Bound) -> dict[str, object]:
             "intensity": float(r.intensity) if r.bytes else None, "bound": r.bound, "time_s": float(r.time_s),
             "compute_s": float(r.compute_s), "memory_s": float(r.memory_s),
             "attainable_flops": float(r.attainable)}
+
+
+def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev) -> None:
+    """Each row of the throughput-versus-batch table says whether that batch's inference memory (weights, KV
+    cache of the context, the prefill's working set: ``estimate --inference``) fits the device; the largest
+    batch that fits, by doubling and bisection, is ``max_batch_fits`` (0: not even one sequence)."""
+    q = quantities(m, opts.replace(inference=True, context=values[C], hardware=None))
+    capacity = int(dev.memory_bytes)
+
+    def fits(n: int) -> bool:
+        v = {**values, B: n}
+        try:
+            q.check(v)
+        except CostModelError:
+            return False
+        return q.value("memory_bytes.total", v) <= capacity
+
+    for row in d["throughput"]:
+        row["fits"] = fits(row["batch"])
+    d["memory_capacity_bytes"] = capacity
+    d["max_batch_fits"] = _largest(fits)
 
 
 def roofline(model: Model | str, hardware: object, *, decode: bool = False, phase: str = "forward",
@@ -76,6 +99,7 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
     }
     if decode:
         out["decode"] = summary(prepared, values, dev, dtype=dtype, counting=counting)  # of the unfused step
+        _mark_fits(out["decode"], m, opts, values, dev)
     else:
         v = variants(base, values, dev, phase=phase, dtype=opts.dtype, counting=counting)  # --dtype for every row
         out["variants"] = {k: {"time_s": float(b.time_s), "bytes": int(b.bytes)} for k, b in v.items()}

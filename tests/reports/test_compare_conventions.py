@@ -33,9 +33,11 @@ def test_kaplan_table_1():
 
 
 def test_palm_appendix_b():
-    # Chowdhery et al. 2022, Appendix B: 6N + 12·L·H·Q·T per token, H·Q = d (also torchtitan, nanoGPT)
+    # Chowdhery et al. 2022, Appendix B: 6N + 12·L·H·Q·T per token, H·Q = d (also torchtitan, nanoGPT). PaLM's
+    # N counts its shared input-output embedding, which the logits matmul reads: GPT's tied table V·d is in it
+    # (issue 14: without it PaLM's 8B count comes out 11 % low)
     H, Q = h, d / h
-    assert flops("palm") == sympy.expand((6 * N + 12 * L * H * Q * T) * B * T)
+    assert flops("palm") == sympy.expand((6 * (N + V * d) + 12 * L * H * Q * T) * B * T)
 
 
 def test_megatron_appendix_with_recompute():
@@ -67,10 +69,11 @@ def test_chinchilla_appendix_f():
 def test_engine_is_the_default_count_and_differences_are_exact():
     from costmodel.kit import totals
     assert flops("engine") == totals(G).training.flops
-    assert difference(G, "palm", "6nd") == 12 * B * L * T**2 * d  # the attention term, full square
-    assert difference(G, "palm", "kaplan") == 6 * B * L * T**2 * d  # half of it: Kaplan counts causal
+    # the attention term (full square) and the tied unembedding's 6·V·d per token, which 6ND leaves out
+    assert difference(G, "palm", "6nd") == 12 * B * L * T**2 * d + 6 * B * T * V * d
+    assert difference(G, "palm", "kaplan") == 6 * B * L * T**2 * d + 6 * B * T * V * d  # Kaplan: causal half
     rows = compare(G, ["6nd", "palm"])
-    assert rows["palm"]["per_token_minus_first"] == 12 * L * T * d
+    assert rows["palm"]["per_token_minus_first"] == 12 * L * T * d + 6 * V * d
 
 
 def test_recompute_keeps_only_block_inputs():

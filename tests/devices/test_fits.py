@@ -1,0 +1,152 @@
+"""Does the step fit, what inference really keeps, what a run costs (issue 14).
+
+Fit: with a device, ``memory.fits``/``capacity_bytes``/``shortfall_bytes`` and ``time.fits``. Inference: the
+prefill keeps the last position's logits, one prompt length min(T, C) drives its FLOPs and memory, a sliding
+window's unfolded keys are a view, KV cache and working set per device under TP and PP. Cost: device-hours ×
+the price of one.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+import costmodel
+from costmodel.memory.parallel import stage_layers
+
+O = costmodel.Options.make
+TINY = {"L": "4", "d": "64", "h": "4", "n_kv": "2", "d_ff": "128", "V": "100", "T": "64"}
+
+
+def _est(model="llama", settings=TINY, **kw) -> dict:
+    return costmodel.estimate(model, settings=settings, options=O(**kw))
+
+
+def test_gpt3_175b_on_one_h100_does_not_fit_and_says_so():
+    # the issue's example: 2,949 GB of training state and activations on one 80 GB device
+    r = costmodel.estimate("gpt3-175b", options=O(tokens=3 * 10**11, hardware="h100-sxm",
+                                                  achieved_flops=400 * 10**12))
+    m = r["memory"]
+    assert m["capacity_bytes"] == 80 * 10**9 and m["fits"] is False and r["time"]["fits"] is False
+    assert m["shortfall_bytes"] == r["memory_bytes"]["peak"] - 80 * 10**9
+
+
+def test_text_marks_a_time_that_does_not_fit(capsys):
+    from costmodel.cli import main
+    assert main(["estimate", "llama2-70b", "--inference", "--hardware", "h100-sxm"]) == 0
+    text = capsys.readouterr().out
+    assert "DOES NOT FIT one h100-sxm" in text and "does not fit" in text.split("time on")[1]
+
+
+def test_small_model_fits_and_no_hardware_no_keys():
+    r = _est(hardware="h100-sxm")
+    assert r["memory"]["fits"] is True and r["memory"]["shortfall_bytes"] == 0 and r["time"]["fits"] is True
+    assert "fits" not in _est()["memory"]
+
+
+def test_cost_is_device_hours_times_price():
+    # DeepSeek-AI 2024 (DeepSeek-V3 report, Table 1): 2.788M H800 GPU-hours × $2 per GPU-hour = $5.576M.
+    # 2048 devices at a measured 1,000 tokens/s in all, on D tokens chosen to take exactly 2.788M device-hours.
+    tokens = 2_788_000 * 3600 * 1000 // 2048
+    assert tokens * 2048 == 2_788_000 * 3600 * 1000
+    r = _est(tokens=tokens, devices=2048, hardware="h100-sxm", tokens_per_s=1000, price_per_hour=2)
+    assert r["time"]["gpu_hours"] == pytest.approx(2_788_000, rel=1e-12)
+    assert r["time"]["cost_usd"] == pytest.approx(5_576_000, rel=1e-12)
+    with pytest.raises(costmodel.CostModelError, match="hardware"):
+        O(price_per_hour=2)
+
+
+def test_generation_keeps_last_logits_scoring_keeps_all():
+    # with a vocabulary large enough that the logits are the largest tensor: B·T·V in the op dtype (bf16)
+    big = {**TINY, "V": "4096"}
+    last = _est(settings=big, inference=True, batch=2, logits="last")["memory_bytes"]["activations"]
+    every = _est(settings=big, inference=True, batch=2, logits="all")
+    assert every["memory_bytes"]["activations"] >= 2 * 64 * 4096 * 2 > last
+    assert every["memory"]["working_set_at"].startswith("lm_head") or "logits" in every["memory"]["working_set_at"]
+
+
+def test_one_prompt_length_for_prefill_flops_and_memory():
+    # --context 32 with the model's T = 64: the prefill is of 32 tokens, as with --seq 32
+    a = _est(inference=True, context=32)
+    b = _est(inference=True, context=32, seq=32)
+    assert a["tokens"]["prompt"] == 32
+    assert a["flops"]["prefill"] == b["flops"]["prefill"]
+    assert a["memory_bytes"]["activations"] == b["memory_bytes"]["activations"]
+
+
+@pytest.mark.parametrize("context", [8192])
+def test_sliding_window_memory_grows_with_the_window_and_stays_under_dense(context):
+    # a window's unfolded keys are a view: memory never decreases when W grows, and never passes dense attention
+    seen = []
+    for W in (256, 1024, 4096):
+        r = costmodel.estimate("mistral-7b-swa", settings={"W": str(W)},
+                               options=O(inference=True, context=context, seq=context))
+        seen.append(r["memory_bytes"]["total"])
+    dense = costmodel.estimate("mistral-7b", options=O(inference=True, context=context, seq=context))
+    assert seen == sorted(seen) and seen[-1] <= dense["memory_bytes"]["total"]
+
+
+def test_kv_cache_per_device_under_tp_and_pp():
+    base = _est(inference=True, context=64)["memory_bytes"]["kv_cache"]
+    assert base == 2 * 4 * 1 * 64 * 2 * 16 * 2  # k and v · L · B · C · n_kv · d_head · bf16
+    assert _est(inference=True, context=64, tp=2)["memory_bytes"]["kv_cache"] == base // 2
+    assert _est(inference=True, context=64, pp=2)["memory_bytes"]["kv_cache"] == base // 2
+    assert _est(inference=True, context=64, pp=3)["memory_bytes"]["kv_cache"] == base // 2  # 4 layers: 1, 2, 1
+
+
+def test_llama3_405b_uneven_stages():
+    # Llama Team 2024, Sec. 3.3.2: 126 layers over PP 16, the first and last stages one layer fewer
+    assert stage_layers(126, 16) == (7,) + (8,) * 14 + (7,)
+    assert sum(stage_layers(126, 16)) == 126
+    assert stage_layers(5, 2) == (2, 3)  # ⌈5/2⌉ = 3 each, the first stage one fewer
+    five = _est(settings={**TINY, "L": "5"}, pp=2, batch=2, micro_batch=1)  # pp need not divide the layers
+    assert five["memory"]["layout"]["stage"] in ("first", "last")
+
+
+def test_recompute_fraction_between_none_and_full():
+    kw = dict(batch=2, recompute="selective")
+    sel = _est(**kw)["memory_bytes"]["activations"]
+    full = _est(batch=2, recompute="full")["memory_bytes"]["activations"]
+    assert _est(**kw, recompute_fraction=1)["memory_bytes"]["activations"] == full
+    part = _est(**kw, recompute_fraction=Fraction(3, 4))
+    assert full <= part["memory_bytes"]["activations"] <= sel
+    assert _est(batch=2, recompute="full")["flops"]["recompute"] >= part["flops"]["recompute"] \
+        >= _est(**kw)["flops"]["recompute"]
+
+
+def test_mfu_basis_counts_palm_6n():
+    # MFU on PaLM's basis: 6N (N with the tied table) per token, with or without 12·L·H·Q·T
+    rows = {b: _est(settings=TINY, tokens=10**6, hardware="h100-sxm", mfu_basis=b, mfu=Fraction(1, 2))
+            for b in ("engine", "6n", "6n-attention")}
+    per_token = {b: r["flops"]["mfu_basis"] / r["tokens"]["per_step"] for b, r in rows.items()}
+    assert per_token["6n-attention"] - per_token["6n"] == 12 * 4 * 4 * 16 * 64  # 12·L·H·Q·T
+    assert rows["engine"]["flops"]["mfu_basis"] == rows["engine"]["flops"]["training"]
+
+
+def test_decode_throughput_table_stops_at_the_batch_that_fits():
+    r = costmodel.roofline("llama2-7b", "h100-sxm", decode=True, context=4096)
+    d = r["decode"]
+    n = d["max_batch_fits"]
+    total = lambda b: costmodel.estimate("llama2-7b", options=O(inference=True, context=4096, batch=b))[  # noqa: E731
+        "memory_bytes"]["total"]
+    assert total(n) <= 80 * 10**9 < total(n + 1)
+    assert all(row["fits"] == (row["batch"] <= n) for row in d["throughput"])
+
+
+def test_fit_names_the_smallest_change():
+    r = costmodel.fit("llama3-8b", hardware="h100-sxm", options=O(seq=8192))
+    if r["fits"]:
+        pytest.skip("one sequence fits")
+    change = r["to_fit"]
+    assert any(change.values())
+
+
+def test_attention_choice_and_flash_synonym():
+    assert O(flash=True).attention == "flash" and O(attention="sdpa").flash is True
+    assert O().attention == "unfused" and O(attention="flash").flash is True
+    with pytest.raises(costmodel.CostModelError, match="attention"):
+        O(attention="eager")  # transformers' fp32-softmax eager attention is not modelled yet
+    r = _est(attention="sdpa", batch=2)
+    assert r["conventions"]["attention"] == "sdpa"
+    assert r["memory_bytes"]["activations"] == _est(flash=True, batch=2)["memory_bytes"]["activations"]
