@@ -9,7 +9,9 @@ browser. Formulas are MathML (sympy's presentation printer; browsers render it n
 SVG, drawn by ``assets/charts.js``.
 
 The devices N become a symbol (``N_dev``) when the layout is one device that ``--devices`` spreads the time
-over; with a parallel layout (dp·tp·pp·sp devices) the memory depends on the layout, and N is fixed.
+over and the time is a formula in N (a given rate, ``--time-model roofline``, or inference); with a parallel layout
+(dp·tp·pp·sp devices) the memory depends on the layout, and with the calibrated step each collective's network
+tier depends on N: there N is fixed.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from sympy.printing.mathml import MathMLPresentationPrinter
 from ..errors import CostModelError, closest
 from ..families import graph_symbols
 from ..graph import jscode
+from ..graph.analysis import op_nodes
 from ..graph.quantities import Quantities
 from ..options import Options
 from ..symbols import SYMBOLS, T, describe
 from . import names, summary
 from .quantities import SECTIONS
-from .sweep import _axis_checks
 
 #: The devices a page's time is spread over, when they are a control.
 N_DEV = sympy.Symbol("N_dev", positive=True, integer=True)
@@ -81,6 +83,32 @@ def _formulas(shown: Mapping[str, sympy.Expr]) -> str:
     return "".join(out)
 
 
+def _axis_checks(G) -> tuple[list[tuple[sympy.Expr, sympy.Expr]], list[sympy.Basic]]:
+    """What ``analysis.check_values`` checks, as vectorisable expressions.
+
+    (numerator, denominator) of axis sizes that are fractions of symbols (d/h must
+    divide), and relations that must hold: every size and block count positive
+    (``L - L_dense``), routes within the experts, the graph's declared constraints.
+    """
+    fractions, relations, seen = [], [], set()
+    for _, data in op_nodes(G):
+        op = data["op"]
+        for _, size in op.sizes:
+            num, den = sympy.fraction(sympy.together(size))
+            if den != 1 and (num, den) not in seen:
+                seen.add((num, den))
+                fractions.append((num, den))
+            if size.free_symbols and size.is_positive is not True:
+                relations.append(size > 0)
+        if op.attr("experts") and op.attr("route"):
+            relations.append(op.size[str(op.attr("route"))] <= op.size[str(op.attr("experts"))])
+    for count in G.graph.get("blocks", {}).values():
+        if count.free_symbols and count.is_positive is not True:
+            relations.append(count > 0)
+    relations += [condition for condition, _ in G.graph.get("constraints", ())]
+    return fractions, [r for r in relations if r not in (sympy.true, True)]
+
+
 class _Page:
     """What one page needs: the outputs of its one JavaScript function, in order, and their meaning."""
 
@@ -89,7 +117,11 @@ class _Page:
 
         self.model, self.options = model, options
         self.values = resolve(model, options)
-        symbolic = options.hardware is not None and options.layout.devices == 1
+        # N is a control where the time is a formula in it: a given rate or the roofline bound; the calibrated
+        # step places each collective on a network tier by N, so it is worked out at the N given
+        rate = any(getattr(options, k) is not None for k in ("achieved_flops", "mfu", "tokens_per_s"))
+        symbolic = options.hardware is not None and options.layout.devices == 1 and (
+            rate or options.time_model == "roofline" or options.inference)
         self.q = page_quantities(model, options, N_DEV if symbolic else None)
         self.estimate = estimate(model, options=options)
         self.flat = self.estimate.flat

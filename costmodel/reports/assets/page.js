@@ -59,6 +59,7 @@ const Page = (() => {
       const x = out[i++];
       if (k.show === "float") v[k.key] = R.toFloat(x);
       else if (k.show === "number") v[k.key] = R.isWhole(x) ? x : R.toFloat(x);
+      else if (typeof x === "boolean") v[k.key] = x; // a relation (memory.fits): true or false
       else if (R.isWhole(x)) v[k.key] = x;
       else return { error: `${k.key} is not a whole number: ${R.text(x)}` };
     }
