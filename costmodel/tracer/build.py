@@ -21,7 +21,7 @@ from ..graph.builder import GraphBuilder, Tensor
 from ..graph.passes import attention_chains
 from ..graph.registry import kind_of
 from .fold import Plan, Run
-from .ir import AXIS_ATTRS, FREE_KINDS, UNIT, Namer, TInput, TOp, order_of, pattern_of
+from .ir import AXIS_ATTRS, UNIT, Namer, TInput, TOp, named_freely, order_of, pattern_of
 
 
 class Writer:
@@ -69,7 +69,7 @@ class Writer:
         self.item_of[t.node] = item
 
     def _op(self, op: TOp, local: str) -> Tensor:
-        names = self.namer.rename_free(op) if op.kind in FREE_KINDS \
+        names = self.namer.rename_free(op) if named_freely(op.kind) \
             else self.namer.rename(order_of(op), op.sizes)
         pattern = pattern_of(op, names)
         used = {d for o in op.operands for d in o.dims} | set(op.output)

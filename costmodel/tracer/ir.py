@@ -24,6 +24,11 @@ from ..symbols import B, T
 #: Kinds whose operands share no axis semantics: their axes are named operand by operand.
 FREE_KINDS = ("reshape", "aten", "aten_pointwise", "aten_weighted")
 
+
+def named_freely(kind: str) -> bool:
+    """Whether a traced op of ``kind`` (the tracer's IR) takes fresh axis names rather than its operands' order."""
+    return kind in FREE_KINDS
+
 #: Attributes whose value names axes (a bias's axes, a reduction axis, attention's score axes).
 AXIS_ATTRS = ("bias", "axis", "scores", "experts")
 

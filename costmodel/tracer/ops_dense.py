@@ -38,10 +38,11 @@ def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=Non
     if pa:  # the weight is the second pattern operand of a matmul
         a, b, a_dims, b_dims = b, a, b_dims, a_dims
     operands = [r.operand(a, a_dims), r.operand(b, b_dims)]
-    kind = "matmul" if (pa or pb) else "contraction"
+    weighted = bool(pa or pb)  # a parameter operand: a matmul; else activation × activation
     attrs: dict = {}
-    op = TOp(name or node.name, kind, operands, out_dims, sizes, r.prog.dtype(node), attrs=attrs)
-    if kind == "matmul":
+    op = TOp(name or node.name, "matmul" if weighted else "contraction", operands, out_dims, sizes,
+             r.prog.dtype(node), attrs=attrs)
+    if weighted:
         fqn = operands[1].source
         if not r.prog.param_tensors[fqn].requires_grad:
             attrs["trainable"] = False
@@ -49,7 +50,7 @@ def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=Non
             attrs["bias"] = bias[1]
             op.extra_params.append(bias[0])
     if fold and r.rg.get(node.name, False):
-        _fold_copies(r, node, op, [a, b] if kind == "contraction" else [a])
+        _fold_copies(r, node, op, [a] if weighted else [a, b])
     return r.add(op)
 
 
