@@ -112,7 +112,7 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
         lines.extend(memory_lines(r))
         if "time" in r:
             lines.extend(time_text(r))
-        return "\n".join(lines)
+        return "\n".join(fit_width(lines))
     lines += [
         f"FLOPs per step  forward {sci(f['forward'])}  backward {sci(f['backward'])}  training {sci(f['training'])}",
         f"  matmul only   forward {sci(f['matmul']['forward'])}  backward {sci(f['matmul']['backward'])}"
@@ -128,7 +128,20 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
     lines.extend(memory_lines(r))
     if "time" in r:
         lines.extend(time_text(r))
-    return "\n".join(lines)
+    return "\n".join(fit_width(lines))
+
+
+def fit_width(lines: list[str], width: int = WIDTH) -> list[str]:
+    """Every line within ``width`` columns: a longer one is wrapped under its own indent (plus two)."""
+    out: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[:len(line) - len(line.lstrip())]
+        first, *rest = textwrap.wrap(line.strip(), width - len(indent) - 2) or [""]
+        out += [indent + first, *(indent + "  " + r for r in rest)]
+    return out
 
 
 def fit_line(r) -> str:

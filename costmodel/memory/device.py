@@ -144,7 +144,8 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
         q.add(f"memory_bytes.parts.{key}", put((v * ratio).xreplace(on_device)))
     for role in per_stage["first"][3]:  # per device: the fullest stage's, each role rounded up to whole bytes
         q.add(f"memory_bytes.activations_by_role.{role}",
-              put(fullest(totals, [per_stage[s][3].get(role, Zero).xreplace(on_device) for s in names])))
+              put(whole(fullest(totals, [per_stage[s][3].get(role, Zero).xreplace(on_device) for s in names]),
+                        force=layout.pp > 1)))  # a stage's share of the layers (interleaved: 1/(pp·vpp)) may be fractional
     per_layer = _per_layer(H, acts, layout)
     if per_layer is not None:
         q.add("memory_bytes.activations_per_layer", put(per_layer.xreplace(on_device)))

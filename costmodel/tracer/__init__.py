@@ -55,11 +55,11 @@ def read_module(module, example_inputs: Mapping[str, object], dynamic: Mapping[s
                 *, ranges: Mapping[str, tuple[int | None, int | None]] | None = None, name: str | None = None,
                 fold: bool = True) -> Traced:
     """Export ``module`` and read it into a :class:`Traced` (see :func:`trace`)."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
-    from .aten import Reader
-    from .export import export_program
-    from .fold import plan
+    from .aten import Reader  # deferred: the tracer's modules import each other
+    from .export import export_program  # deferred: the tracer's modules import each other
+    from .fold import plan  # deferred: the tracer's modules import each other
 
     name = name or type(module).__name__
     params = list(module.parameters())
@@ -75,7 +75,7 @@ def read_module(module, example_inputs: Mapping[str, object], dynamic: Mapping[s
     frozen = frozenset(fqn for fqn, p in prog.param_tensors.items() if not p.requires_grad)
     plan_ = plan(read.items, lambda fx: _resolve(read.alias, fx), fold)
     floats = [p.dtype for p in params if p.dtype.is_floating_point]
-    from .export import DTYPES
+    from .export import DTYPES  # deferred: the tracer's modules import each other
 
     dtype = DTYPES.get(str(floats[0]).removeprefix("torch."), "fp32") if floats else "fp32"
     bounds: dict[str, int] = {}
@@ -103,9 +103,9 @@ def _resolve(alias: Mapping[str, str], fx: str) -> str:
 
 def write(traced: Traced) -> nx.DiGraph:
     """The costmodel graph of a :class:`Traced` (sizes may be numbers or expressions)."""
-    from ..symbols import symbol as sym_
-    from .build import Writer
-    from .kinds import register
+    from ..symbols import symbol as sym_  # deferred: the tracer's modules import each other
+    from .build import Writer  # deferred: the tracer's modules import each other
+    from .kinds import register  # deferred: the tracer's modules import each other
 
     register()
     w = Writer(traced.name, traced.dtype, traced.read.alias, traced.plan, lambda fqn: fqn in traced.frozen)
@@ -120,7 +120,7 @@ def write(traced: Traced) -> nx.DiGraph:
 def _from_factory(spec: str) -> tuple:
     """``path/to/file.py:factory``: run the file (it is executed: only trust your own) and call the factory,
     which returns ``(module, example_inputs)`` or ``(module, example_inputs, dynamic)``."""
-    from ..families import load_builder
+    from ..families import load_builder  # deferred: the tracer's modules import each other
 
     made = load_builder(spec).build()
     if not isinstance(made, tuple) or len(made) not in (2, 3) or not isinstance(made[1], Mapping):

@@ -145,8 +145,8 @@ class Reader:
         A parameter operand makes an ``aten`` op with a weight (the parameter is counted there; at most one
         per op). ``probe``: read what autograd keeps off torch (:func:`~costmodel.tracer.saved.saves_of`).
         """
-        from .kinds import fn_name
-        from .saved import saves_of
+        from .kinds import fn_name  # deferred: the tracer's modules import each other
+        from .saved import saves_of  # deferred: the tracer's modules import each other
 
         out_shape = self.prog.shape(node)
         out, sizes = self.fresh(out_shape)
@@ -193,7 +193,7 @@ class Reader:
         if name not in self.produced:
             t = self.prog.param_tensors[operand.source]
             dims, sizes = self.fresh(tuple(sympy.Integer(int(x)) for x in t.shape) or (sympy.Integer(1),))
-            from .export import DTYPES
+            from .export import DTYPES  # deferred: the tracer's modules import each other
 
             module, _, hint = operand.source.rpartition(".")
             self.rg[name] = bool(t.requires_grad)
@@ -203,8 +203,8 @@ class Reader:
 
     def moved(self, node, src) -> TOp:
         """An op that makes its output from one input's elements (pad, repeat, roll, tril): bytes, no FLOPs."""
-        from .kinds import fn_name
-        from .saved import saves_of
+        from .kinds import fn_name  # deferred: the tracer's modules import each other
+        from .saved import saves_of  # deferred: the tracer's modules import each other
 
         dims, sizes = self.fresh(self.prog.shape(src))
         out, out_sizes = self.fresh(self.prog.shape(node))
@@ -254,14 +254,14 @@ class Reader:
     def _unused(self) -> dict[str, int]:
         """Parameters no op reads: each becomes a ``parameter`` op in its module's place (so it is counted,
         and folds with its layer)."""
-        from .fold import layer_key
+        from .fold import layer_key  # deferred: the tracer's modules import each other
 
         used = {p for op in self.items if isinstance(op, TOp) for p in op.owned}
         unused = {fqn: t for fqn, t in self.prog.param_tensors.items() if fqn not in used}
         for fqn, t in unused.items():
             module, _, hint = fqn.rpartition(".")
             dims, sizes = self.fresh(tuple(sympy.Integer(int(s)) for s in t.shape) or (sympy.Integer(1),))
-            from .export import DTYPES
+            from .export import DTYPES  # deferred: the tracer's modules import each other
 
             op = TOp(f"unused#{fqn}", "parameter", [Operand(fqn, dims, weight=True)], dims, sizes,
                      DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"), module=module, hint=f"unused_{hint}",

@@ -38,7 +38,7 @@ NONDIFF = {"detach.default", "argmax.default", "argmin.default", "sym_size.int",
 
 def target_name(target: object) -> str:
     """``"linear.default"`` for an ATen overload, ``"ns::op.overload"`` for a custom op, else the name."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     if isinstance(target, torch._ops.OpOverload):
         name = f"{target._overloadpacket.__name__}.{target._overloadname}"
@@ -64,7 +64,7 @@ def _flatten(x: object):
 def inline_regions(gm) -> set[str]:
     """Inline ``wrap_with_set_grad_enabled`` regions (a ``torch.no_grad()`` block in the model's code) into
     the graph; the names of the nodes that ran without gradients."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     g, no_grad = gm.graph, set()
     for node in list(g.nodes):
@@ -111,8 +111,8 @@ def export_program(module, inputs: Mapping[str, object], dynamic: Mapping[str, M
     symbol name → (min, max), either ``None``. Raises :class:`CostModelError` with torch's reason when
     export fails (a data-dependent branch, a guard torch cannot prove...).
     """
-    import torch
-    from torch.export import Dim
+    import torch  # deferred: torch is optional, imported only when tracing
+    from torch.export import Dim  # deferred: torch is optional, imported only when tracing
 
     unknown = [k for k in dynamic if k not in inputs]
     if unknown:
@@ -155,7 +155,7 @@ class Program:
     """An exported program and what the tracer reads off it, node by node (by fx node name)."""
 
     def __init__(self, ep, module, dynamic: Mapping[str, Mapping[int, str]]) -> None:
-        import torch
+        import torch  # deferred: torch is optional, imported only when tracing
 
         self.ep = ep
         self.graph = ep.graph
@@ -181,7 +181,7 @@ class Program:
 
     def _symbols(self, dynamic: Mapping[str, Mapping[int, str]]) -> dict[sympy.Symbol, sympy.Expr]:
         """torch's size symbols → costmodel's, read off the inputs' fake shapes."""
-        import torch
+        import torch  # deferred: torch is optional, imported only when tracing
 
         subs: dict[sympy.Symbol, sympy.Expr] = {}
         for name, spec in dynamic.items():
@@ -209,13 +209,13 @@ class Program:
         return v
 
     def is_tensor(self, node) -> bool:
-        import torch
+        import torch  # deferred: torch is optional, imported only when tracing
 
         return isinstance(self.val(node), torch.Tensor)
 
     def expr(self, size: object) -> sympy.Expr:
         """A size (int or SymInt) as a sympy expression of costmodel's symbols."""
-        import torch
+        import torch  # deferred: torch is optional, imported only when tracing
 
         if isinstance(size, torch.SymInt):
             e = sympy.sympify(size.node.expr).xreplace(self.subs)
@@ -255,7 +255,7 @@ class Program:
 
     def requires_grad(self) -> dict[str, bool]:
         """Per node: whether autograd gives its output a gradient (torch's rule, for one forward)."""
-        import torch
+        import torch  # deferred: torch is optional, imported only when tracing
 
         rg: dict[str, bool] = {}
         for n in self.graph.nodes:

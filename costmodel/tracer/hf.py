@@ -55,7 +55,7 @@ def config_class(spec: object):
     """A config class from ``"transformers:Qwen3Config"`` (or ``"Qwen3Config"``), or the class itself."""
     if not isinstance(spec, str):
         return spec
-    import transformers
+    import transformers  # deferred: torch is optional, imported only when tracing
 
     module, _, name = spec.rpartition(":")
     if module not in ("", "transformers"):
@@ -68,7 +68,7 @@ def config_class(spec: object):
 
 def small_config(model_type: str, **overrides: object):
     """The config of ``model_type`` with each size field it has set small (see :data:`SMALL`)."""
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # deferred: torch is optional, imported only when tracing
 
     defaults = AutoConfig.for_model(model_type).to_dict()
     fields = {k: v for k, v in SMALL.items() if k in defaults and not isinstance(defaults[k], (dict, list))}
@@ -83,8 +83,8 @@ def small_config(model_type: str, **overrides: object):
 
 def causal_lm(config, *, attn: str = "eager", dtype=None, experts: str = "batched_mm"):
     """``AutoModelForCausalLM`` of ``config`` on the meta device, without a cache."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # deferred: torch is optional, imported only when tracing
+    from transformers import AutoModelForCausalLM  # deferred: torch is optional, imported only when tracing
 
     config.use_cache = False
     kwargs = {"attn_implementation": attn, "experts_implementation": experts}
@@ -106,7 +106,7 @@ def position_limit(config) -> int | None:
 
 def example_inputs(config, batch: int = 2, seq: int = 8, labels: bool = True):
     """``input_ids`` (and ``labels``) of symbolic B and T, and T's range (at most the position table)."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
     inputs = {"input_ids": ids}
@@ -121,7 +121,7 @@ def example_inputs(config, batch: int = 2, seq: int = 8, labels: bool = True):
 def trace_causal_lm(config, *, attn: str = "eager", labels: bool = True, name: str | None = None,
                     dtype=None, experts: str = "batched_mm", fold: bool = True):
     """Trace the causal LM of ``config``: a :class:`~costmodel.families.Model` in B and T."""
-    from . import trace
+    from . import trace  # deferred: the tracer's modules import each other
 
     model = causal_lm(config, attn=attn, dtype=dtype, experts=experts)
     inputs, dynamic, ranges = example_inputs(config, labels=labels)

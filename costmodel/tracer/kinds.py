@@ -107,7 +107,7 @@ def _grouped(op: Op, counting) -> OpCost:
     Parameters are all ``e`` matrices. Keeps its input for the weight gradient. (``FlopCounterMode`` has no
     formula for ``_grouped_mm`` and counts none of this.)
     """
-    from ..graph.rules import contraction, matrix
+    from ..graph.rules import contraction, matrix  # deferred: the tracer's modules import each other
 
     (x, w), y = op.parsed.inputs, op.parsed.output
     e = str(op.attr("experts"))

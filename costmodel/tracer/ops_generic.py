@@ -225,10 +225,10 @@ def gathered(r: Reader, node) -> None:
     name = target_name(node.target)
     tensors = [a for a in node.all_input_nodes if r.prog.is_tensor(a) and r.role(a) in ("tensor", "param")]
     if name == "embedding.default" and r.role(node.args[0]) == "param":
-        from .ops_dense import embedding
+        from .ops_dense import embedding  # deferred: the tracer's modules import each other
         return embedding(r, node)
     if name == "index.Tensor" and r.role(node.args[0]) == "param":
-        from .ops_dense import indexed_parameter
+        from .ops_dense import indexed_parameter  # deferred: the tracer's modules import each other
         if indexed_parameter(r, node):
             return
     fn = "reduce" if name in REDUCE else ("cat" if name.startswith(("cat", "concat", "stack")) else "index")

@@ -206,9 +206,9 @@ def recover(config_class: object, sizes: Sequence[str], *, base: Mapping[str, ob
     name (default :data:`~.hf.FIELDS`, e.g. ``hidden_size`` → ``d``; otherwise the field's name). Traces
     ``samples + checks`` configs (a few seconds each). ``strict``: raise if a size is not recovered.
     """
-    from . import read_module, write
-    from .hf import FIELDS, causal_lm, example_inputs
-    from .hf import config_class as resolve_class
+    from . import read_module, write  # deferred: the tracer's modules import each other
+    from .hf import FIELDS, causal_lm, example_inputs  # deferred: the tracer's modules import each other
+    from .hf import config_class as resolve_class  # deferred: the tracer's modules import each other
 
     cls = resolve_class(config_class)
     default = cls().to_dict()

@@ -18,7 +18,7 @@ from .export import target_name
 
 def run_saving(prog, rg: dict[str, bool], node, args=None, kwargs=None) -> tuple[list, object]:
     """Run ``node``'s op on its fake values with gradients as in the graph; (saved tensors, output)."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     schema = getattr(node.target, "_schema", None)
     mutated = bool(schema and schema.arguments and schema.arguments[0].alias_info
@@ -67,7 +67,7 @@ KEEP_NOTHING = {"add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Sc
 
 def _key(prog, rg, node) -> tuple:
     """What a probe's answer depends on: the op, its arguments' sizes, strides, dtypes, gradients, aliasing."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     storages: dict[int, int] = {}
 
@@ -108,7 +108,7 @@ def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
 def new_saved_shapes(reader, node) -> tuple[tuple, ...]:
     """Shapes and dtypes of the tensors ``node``'s op keeps that are none of its inputs' storage (a matmul's
     folded copy), cached like :func:`saves_of`."""
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     prog = reader.prog
     key = ("new",) + _key(prog, reader.rg, node)
@@ -132,7 +132,7 @@ def probe(reader, node, data: list[str], kept: set) -> tuple[tuple, ...]:
     Parameters, buffers and constants are not activations and are left out. Nothing for an op whose
     output needs no gradient (autograd records no backward node for it).
     """
-    import torch
+    import torch  # deferred: torch is optional, imported only when tracing
 
     prog = reader.prog
     saved, out = run_saving(prog, reader.rg, node)
