@@ -2,11 +2,12 @@
 
 :func:`source` writes expressions as the body of a Python function of the symbols' values, with common
 subexpressions shared. The same text runs in two modes, chosen by the helpers it is given
-(:data:`EXACT`, :data:`FLOAT`): exact (Python ints and ``fractions.Fraction``: the numbers ``estimate``
+(:data:`costmodel.formulas.EXACT`, :func:`costmodel.formulas.float_mode`): exact (Python ints and ``fractions.Fraction``: the numbers ``estimate``
 gives) and vectorised (numpy float64 arrays: a sweep of millions of configs). ``max``, ``min``, ceilings,
 floors, ``Mod`` and piecewise choices are helpers, so both modes are the same formula.
 
 >>> import sympy
+>>> from costmodel.formulas import EXACT
 >>> from costmodel.symbols import B, d
 >>> f = compile_exprs([B * d**2 / 3, sympy.ceiling(B / 2)], (B, d))
 >>> f(EXACT, 2, 3)
@@ -15,12 +16,12 @@ floors, ``Mod`` and piecewise choices are helpers, so both modes are the same fo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from fractions import Fraction
 
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
+
+from ..formulas import run_source
 
 
 class _Printer(PythonCodePrinter):
@@ -129,86 +130,8 @@ def source(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: 
 
 def compile_exprs(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol]):
     """A Python function ``f(mode, *values)`` returning the expressions' values (see the module notes)."""
-    namespace: dict[str, object] = {}
-    exec(compile(source(exprs, symbols), "<costmodel formulas>", "exec"), namespace)  # our own generated source
-    return namespace["f"]
+    return run_source(source(exprs, symbols))  # our own generated source
 
 
-# -- the two modes -----------------------------------------------------------------------------------
-
-
-def _exact_div(a, b):
-    q = Fraction(a) / Fraction(b)
-    return q.numerator if q.denominator == 1 else q
-
-
-def _exact_ceil(x):
-    return math.ceil(x)
-
-
-def _exact_floor(x):
-    return math.floor(x)
-
-
-def _exact_where(cond, a, b):
-    return a if cond else b
-
-
-def _exact_and(*conds):
-    return all(conds)
-
-
-#: Exact mode: Python ints and Fractions (whole results come back as ints).
-EXACT = (Fraction, _exact_div, max, min, _exact_ceil, _exact_floor, _exact_where, _exact_and)
-
-
-def _float_mode():
-    import numpy as np  # deferred: only the vectorised modes need numpy; exact evaluation does not
-
-    def const(p, q):
-        return p / q
-
-    def div(a, b):
-        return np.true_divide(a, b)
-
-    def vmax(*args):
-        return np.maximum.reduce(np.broadcast_arrays(*args)) if len(args) > 1 else args[0]
-
-    def vmin(*args):
-        return np.minimum.reduce(np.broadcast_arrays(*args)) if len(args) > 1 else args[0]
-
-    def vand(*conds):
-        return np.logical_and.reduce(np.broadcast_arrays(*conds))
-
-    return (const, div, vmax, vmin, np.ceil, np.floor, np.where, vand)
-
-
-def _object_mode():
-    import numpy as np  # deferred: only the vectorised modes need numpy; exact evaluation does not
-
-    def reduce(fn):
-        ufunc = np.frompyfunc(fn, 2, 1)
-        return lambda *args: ufunc.reduce(np.broadcast_arrays(*[np.asarray(a, dtype=object) for a in args]))
-
-    def vand(*conds):
-        return np.logical_and.reduce(np.broadcast_arrays(*conds))
-
-    return (Fraction, np.frompyfunc(_exact_div, 2, 1), reduce(max), reduce(min), np.frompyfunc(math.ceil, 1, 1),
-            np.frompyfunc(math.floor, 1, 1), np.where, vand)
-
-
-_MODES: dict[str, tuple] = {}
-
-
-def float_mode():
-    """Vectorised mode: numpy float64 arrays (imports numpy on first use)."""
-    if "float" not in _MODES:
-        _MODES["float"] = _float_mode()
-    return _MODES["float"]
-
-
-def object_mode():
-    """Vectorised exact mode: numpy object arrays of Python ints and Fractions, element by element."""
-    if "object" not in _MODES:
-        _MODES["object"] = _object_mode()
-    return _MODES["object"]
+# The modes (EXACT, float_mode, object_mode) live with the sympy-free formulas (:mod:`costmodel.formulas`), which
+# evaluate the same generated source without importing this module.

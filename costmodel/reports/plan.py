@@ -34,8 +34,9 @@ from ..devices.calibrated import Knobs, step
 from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model, load
+from ..formulas import float_mode
 from ..graph.analysis import repeated_blocks
-from ..graph.codegen import compile_exprs, float_mode
+from ..graph.codegen import compile_exprs
 from ..memory.device import prepared
 from ..memory.schedules import SCHEDULES
 from ..options import Options

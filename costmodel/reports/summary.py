@@ -25,8 +25,9 @@ from .. import units
 from ..devices.decode import prefill_graph
 from ..devices.roofline import op_bounds
 from ..devices.table import device
+from ..formulas import EXACT
 from ..graph.analysis import breakdown
-from ..graph.codegen import EXACT, compile_exprs
+from ..graph.codegen import compile_exprs
 from ..memory.device import prepared
 from ..options import Options
 

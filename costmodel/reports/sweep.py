@@ -35,7 +35,8 @@ import sympy
 from ..errors import CostModelError, closest
 from ..expr import parse_number
 from ..families import Model
-from ..graph.codegen import compile_exprs, float_mode, object_mode, source
+from ..formulas import float_mode, object_mode
+from ..graph.codegen import compile_exprs, source
 from ..options import Options
 from .chunks import Plan
 from .estimate import model_for, resolve
