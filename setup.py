@@ -10,5 +10,6 @@ from setuptools import find_packages, setup
 ENGINE = find_packages(include=["costmodel", "costmodel.*"])
 ARCHITECTURES = ["costmodel_graphs", *(f"costmodel_graphs.{p}" for p in find_packages("graphs"))]
 
-setup(packages=ENGINE + ARCHITECTURES, package_dir={"costmodel_graphs": "graphs"},
-      py_modules=["costmodel_entry"])  # the console script: Ctrl-C handled before costmodel is imported
+setup(
+    packages=ENGINE + ARCHITECTURES, package_dir={"costmodel_graphs": "graphs"}, py_modules=["costmodel_entry"]
+)  # the console script: Ctrl-C handled before costmodel is imported

@@ -27,8 +27,9 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="costmodel-wheel-"))
     dist = work / "dist"
-    built = run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(dist)],
-                cwd=ROOT)
+    built = run(
+        [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(dist)], cwd=ROOT
+    )
     if built.returncode:
         print(built.stdout[-3000:], built.stderr[-3000:])
         return 1

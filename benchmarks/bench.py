@@ -65,9 +65,18 @@ def llm_analysis_python() -> str | None:
     return sys.executable if importlib.util.find_spec("llm_analysis") else None
 
 
-LLMA_TRAIN = dict(model_name="facebook_opt-175b", gpu_name="a100-sxm-80gb", total_num_tokens=300_000_000_000,
-                  batch_size_per_gpu=1, seq_len=2048, tp_size=8, pp_size=8, total_num_gpus=1024,
-                  activation_recomputation=2, log_level="ERROR")  # 175B fits no single GPU: 1024 A100s
+LLMA_TRAIN = dict(
+    model_name="facebook_opt-175b",
+    gpu_name="a100-sxm-80gb",
+    total_num_tokens=300_000_000_000,
+    batch_size_per_gpu=1,
+    seq_len=2048,
+    tp_size=8,
+    pp_size=8,
+    total_num_gpus=1024,
+    activation_recomputation=2,
+    log_level="ERROR",
+)  # 175B fits no single GPU: 1024 A100s
 
 
 def llma_cli(python: str) -> list[str]:
@@ -80,10 +89,12 @@ def llma_cli(python: str) -> list[str]:
 def llma_api_seconds(python: str, calls: int) -> float:
     """Median seconds of one ``llm_analysis.analysis.train(...)`` call (OPT-175B, the GPT-3 shape), measured
     inside that interpreter."""
-    code = (f"import logging, statistics, time\nlogging.disable(logging.CRITICAL)\n"
-            f"from llm_analysis.analysis import train\nkw = {LLMA_TRAIN!r}\ntrain(**kw)\nts = []\n"
-            f"for _ in range({calls}):\n    t = time.perf_counter(); train(**kw); ts.append(time.perf_counter() - t)\n"
-            f"print(statistics.median(ts))")
+    code = (
+        f"import logging, statistics, time\nlogging.disable(logging.CRITICAL)\n"
+        f"from llm_analysis.analysis import train\nkw = {LLMA_TRAIN!r}\ntrain(**kw)\nts = []\n"
+        f"for _ in range({calls}):\n    t = time.perf_counter(); train(**kw); ts.append(time.perf_counter() - t)\n"
+        f"print(statistics.median(ts))"
+    )
     out = subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout
     return float(out.strip().splitlines()[-1])
 
@@ -98,9 +109,12 @@ def processes(repeat: int) -> dict[str, float]:
     cold_env = {**os.environ, "COSTMODEL_CACHE_DIR": "off"}
     est = [sys.executable, "-m", "costmodel", "estimate", "gpt3-175b", "--tokens", "3e11", "--json"]
     subprocess.run(est, check=True, capture_output=True, env=warm_env)  # fills the cache
-    fns = {"pass": run([sys.executable, "-c", "pass"]),
-           "sympy": run([sys.executable, "-c", "import sympy, networkx"]),
-           "warm": run(est, warm_env), "cold": run(est, cold_env)}
+    fns = {
+        "pass": run([sys.executable, "-c", "pass"]),
+        "sympy": run([sys.executable, "-c", "import sympy, networkx"]),
+        "warm": run(est, warm_env),
+        "cold": run(est, cold_env),
+    }
     python = llm_analysis_python()
     if python:
         fns["llma"] = run(llma_cli(python))
@@ -182,6 +196,7 @@ def depth(repeat: int) -> tuple[float, float]:
         def go():
             op_cost.cache_clear()
             totals(load("gpt3-175b", {"L": layers}).graph)
+
         return go
 
     t = paired({"10": at(10), "10000": at(10_000)}, repeat)
@@ -196,8 +211,9 @@ def flopcounter(repeat: int) -> float | None:
     import transformers
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024,
-                                  attn_implementation="eager")
+    cfg = transformers.GPT2Config(
+        n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024, attn_implementation="eager"
+    )
 
     def trace() -> int:
         with torch.device("meta"):
@@ -233,43 +249,82 @@ def table(quick: bool) -> list[tuple[str, str, str]]:
     repeat = 3 if quick else 7
     rows: list[tuple[str, str, str]] = []
     p = processes(repeat)
-    llma = f", llm-analysis' CLI {ms(p['llma'])} → {p['llma'] / p['warm']:.2f}× faster" if "llma" in p else \
-        " (llm-analysis not installed: no CLI ratio)"
-    rows.append(("`costmodel estimate gpt3-175b --tokens 3e11 --json`, whole process, formulas cached",
-                 f"{ms(p['warm'])} = {p['warm'] / p['pass']:.1f}× `python -c pass` ({ms(p['pass'])}), "
-                 f"{p['warm'] / p['sympy']:.2f}× `import sympy, networkx` ({ms(p['sympy'])}){llma}",
-                 "≤ 4× `python -c pass`; faster than llm-analysis' CLI"))
-    rows.append(("the same, first run (cache off: derive, then evaluate)", f"{ms(p['cold'])}",
-                 "no slower than before the cache (0.73 s)"))
+    llma = (
+        f", llm-analysis' CLI {ms(p['llma'])} → {p['llma'] / p['warm']:.2f}× faster"
+        if "llma" in p
+        else " (llm-analysis not installed: no CLI ratio)"
+    )
+    rows.append(
+        (
+            "`costmodel estimate gpt3-175b --tokens 3e11 --json`, whole process, formulas cached",
+            f"{ms(p['warm'])} = {p['warm'] / p['pass']:.1f}× `python -c pass` ({ms(p['pass'])}), "
+            f"{p['warm'] / p['sympy']:.2f}× `import sympy, networkx` ({ms(p['sympy'])}){llma}",
+            "≤ 4× `python -c pass`; faster than llm-analysis' CLI",
+        )
+    )
+    rows.append(
+        (
+            "the same, first run (cache off: derive, then evaluate)",
+            f"{ms(p['cold'])}",
+            "no slower than before the cache (0.73 s)",
+        )
+    )
     a = api_call(500 if quick else 5000)
     api = f"; llm-analysis `train()` {ms(a['llma'])} → {a['llma'] / a['estimate']:.2f}× faster" if "llma" in a else ""
-    rows.append(("warm `costmodel.estimate(\"gpt3-175b\", tokens=3e11)`, per call", f"{ms(a['estimate'])}{api}",
-                 "≤ 0.2 ms, faster than llm-analysis' 0.245 ms"))
+    rows.append(
+        (
+            'warm `costmodel.estimate("gpt3-175b", tokens=3e11)`, per call',
+            f"{ms(a['estimate'])}{api}",
+            "≤ 0.2 ms, faster than llm-analysis' 0.245 ms",
+        )
+    )
     sizes = [10, 20, 40] if quick else [25, 50, 100, 200]
     d = distinct_blocks(sizes)
     per = ", ".join(f"{n}: {ms(t)}" for n, t in d.items())
     growth = (d[sizes[-1]] / d[sizes[0]]) / (sizes[-1] / sizes[0])
-    rows.append(("derive a hybrid of n distinct blocks", f"{per} (time ÷ n grows {growth:.2f}× from "
-                 f"{sizes[0]} to {sizes[-1]}: 1.00 is linear)", "200 blocks ≤ 5 s; linear"))
+    rows.append(
+        (
+            "derive a hybrid of n distinct blocks",
+            f"{per} (time ÷ n grows {growth:.2f}× from {sizes[0]} to {sizes[-1]}: 1.00 is linear)",
+            "200 blocks ≤ 5 s; linear",
+        )
+    )
     n_unrolled = 16 if quick else 64
-    rows.append((f"estimate of {n_unrolled} unrolled identical layers (derivation included)",
-                 ms(unrolled(n_unrolled)), "64 layers ≤ 1 s"))
+    rows.append(
+        (
+            f"estimate of {n_unrolled} unrolled identical layers (derivation included)",
+            ms(unrolled(n_unrolled)),
+            "64 layers ≤ 1 s",
+        )
+    )
     t10, t10k = depth(repeat)
-    rows.append(("derive GPT-3 with L = 10,000 vs L = 10", f"ratio {t10k / t10:.2f} ({ms(t10)} and {ms(t10k)})",
-                 "the same time"))
+    rows.append(
+        (
+            "derive GPT-3 with L = 10,000 vs L = 10",
+            f"ratio {t10k / t10:.2f} ({ms(t10)} and {ms(t10k)})",
+            "the same time",
+        )
+    )
     fc = flopcounter(3 if quick else 5)
     if fc is not None:
         e = estimate_gpt2_seconds(500 if quick else 2000)
-        rows.append(("per config: warm `estimate()` vs `FlopCounterMode` on `meta` (GPT-2 small, fwd + bwd)",
-                     f"{ms(e)} vs {ms(fc)} → {fc / e:,.0f}× faster", "≥ 1000×"))
+        rows.append(
+            (
+                "per config: warm `estimate()` vs `FlopCounterMode` on `meta` (GPT-2 small, fwd + bwd)",
+                f"{ms(e)} vs {ms(fc)} → {fc / e:,.0f}× faster",
+                "≥ 1000×",
+            )
+        )
     return rows
 
 
 def render(rows: list[tuple[str, str, str]]) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    head = (f"`python benchmarks/bench.py --write-readme` wrote this table ({os.cpu_count()} cores, load "
-            f"{load:.1f} at the end of the run; medians of paired runs):\n\n"
-            "| what | measured | target |\n| --- | --- | --- |\n")
+    head = (
+        f"`python benchmarks/bench.py --write-readme` wrote this table ({os.cpu_count()} cores, load "
+        f"{load:.1f} at the end of the run; medians of paired runs):\n\n"
+        "| what | measured | target |\n| --- | --- | --- |\n"
+    )
     return head + "".join(f"| {w} | {m} | {t} |\n" for w, m, t in rows)
 
 

@@ -45,8 +45,7 @@ def search() -> tuple[float, int | None, int, float]:
     import costmodel
 
     t = time.perf_counter()
-    r = costmodel.plan("gpt3-175b", hardware="a100-80gb", devices=1024, batch=1536, seq=2048, top=1000,
-                       progress=False)
+    r = costmodel.plan("gpt3-175b", hardware="a100-80gb", devices=1024, batch=1536, seq=2048, top=1000, progress=False)
     elapsed = time.perf_counter() - t
     rank = next((i for i, x in enumerate(r["layouts"], 1) if x["tp"] == 8 and x["pp"] == 8), None)
     ratio = r["layouts"][rank - 1]["step_s"] / r["layouts"][0]["step_s"] if rank else float("nan")
@@ -55,11 +54,15 @@ def search() -> tuple[float, int | None, int, float]:
 
 def main() -> None:
     wall, cpu = evaluation_rate()
-    print(f"planner evaluation: {wall:,.0f} layouts/s by the wall clock, {cpu:,.0f} by CPU time, one core "
-          "(target >= 100,000)")
+    print(
+        f"planner evaluation: {wall:,.0f} layouts/s by the wall clock, {cpu:,.0f} by CPU time, one core "
+        "(target >= 100,000)"
+    )
     elapsed, rank, searched, ratio = search()
-    print(f"plan gpt3-175b on 1024 x a100-80gb: {elapsed:.1f} s for {searched:,} layouts; the published layout "
-          f"(TP 8, PP 8) first appears at rank {rank}, its step {ratio:.3f} x the best")
+    print(
+        f"plan gpt3-175b on 1024 x a100-80gb: {elapsed:.1f} s for {searched:,} layouts; the published layout "
+        f"(TP 8, PP 8) first appears at rank {rank}, its step {ratio:.3f} x the best"
+    )
 
 
 if __name__ == "__main__":

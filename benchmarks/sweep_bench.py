@@ -24,10 +24,18 @@ import time
 
 #: name → (model, grid of 1e6 points, grid of 1e7 points, metrics)
 GRIDS = {
-    "whole": ("gpt2-small", ["--grid", "d=64:64000:64", "--grid", "L=1:1000"],
-              ["--grid", "d=64:640000:64", "--grid", "L=1:1000"], ["params.total", "params.non_embedding"]),
-    "large": ("gpt2-small", ["--grid", "d=64:64000:64", "--grid", "L=1:1000"],
-              ["--grid", "d=64:640000:64", "--grid", "L=1:1000"], ["flops.training", "params.total"]),
+    "whole": (
+        "gpt2-small",
+        ["--grid", "d=64:64000:64", "--grid", "L=1:1000"],
+        ["--grid", "d=64:640000:64", "--grid", "L=1:1000"],
+        ["params.total", "params.non_embedding"],
+    ),
+    "large": (
+        "gpt2-small",
+        ["--grid", "d=64:64000:64", "--grid", "L=1:1000"],
+        ["--grid", "d=64:640000:64", "--grid", "L=1:1000"],
+        ["flops.training", "params.total"],
+    ),
 }
 
 _CHILD = """
@@ -42,8 +50,21 @@ print(rc, wall, peak)
 
 def run_case(model: str, grid: list[str], metrics: list[str], fmt: str, out: str, env: dict) -> dict:
     """One whole ``costmodel sweep`` process: seconds, peak RSS in MB (1e6 bytes) and the output's size."""
-    cmd = [sys.executable, "-m", "costmodel", "sweep", model, *grid, *[a for m in metrics for a in ("--metric", m)],
-           "--format", fmt, "--output", out, "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "costmodel",
+        "sweep",
+        model,
+        *grid,
+        *[a for m in metrics for a in ("--metric", m)],
+        "--format",
+        fmt,
+        "--output",
+        out,
+        "--workers",
+        "1",
+    ]
     res = subprocess.run([sys.executable, "-c", _CHILD, *cmd], capture_output=True, text=True, env=env, check=True)
     rc, wall, peak = res.stdout.split()
     if rc != "0":
@@ -69,23 +90,38 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-               "COSTMODEL_CACHE_DIR": os.path.join(tmp, "cache")}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            "COSTMODEL_CACHE_DIR": os.path.join(tmp, "cache"),
+        }
         base = startup(env)
         print(f"start-up (a 1-point sweep, whole process): {base:.2f} s", flush=True)
         for points in args.points.split(","):
             for name in args.grids.split(","):
                 model, small, big, metrics = GRIDS[name]
                 grid = small if float(points) <= 1e6 else big
-                warm = [sys.executable, "-m", "costmodel", "sweep", model, "--grid", "d=768", "--csv",
-                        *[a for m in metrics for a in ("--metric", m)]]
+                warm = [
+                    sys.executable,
+                    "-m",
+                    "costmodel",
+                    "sweep",
+                    model,
+                    "--grid",
+                    "d=768",
+                    "--csv",
+                    *[a for m in metrics for a in ("--metric", m)],
+                ]
                 subprocess.run(warm, stdout=subprocess.DEVNULL, env=env, check=True)  # formulas cached: as a user's
                 for fmt in args.formats.split(","):
                     r = run_case(model, grid, metrics, fmt, os.path.join(tmp, f"out.{fmt}"), env)
                     r.update(points=points, grid=name, format=fmt, metrics=metrics)
                     rows.append(r)
-                    print(f"{points:>5} points  {name:<6} {fmt:<4} {r['seconds']:6.2f} s  {r['peak_mb']:5d} MB  "
-                          f"{r['bytes'] / 1e6:8.1f} MB out  ({', '.join(metrics)})", flush=True)
+                    print(
+                        f"{points:>5} points  {name:<6} {fmt:<4} {r['seconds']:6.2f} s  {r['peak_mb']:5d} MB  "
+                        f"{r['bytes'] / 1e6:8.1f} MB out  ({', '.join(metrics)})",
+                        flush=True,
+                    )
     print(json.dumps(rows))
     return 0
 

@@ -35,8 +35,16 @@ def median_time(fn, repeat: int = 3) -> float:
 def llama(layers: int):
     from costmodel.tracer.hf import causal_lm, small_config
 
-    cfg = small_config("llama", num_hidden_layers=layers, hidden_size=256, intermediate_size=688,
-                       num_attention_heads=8, num_key_value_heads=4, head_dim=32, vocab_size=1024)
+    cfg = small_config(
+        "llama",
+        num_hidden_layers=layers,
+        hidden_size=256,
+        intermediate_size=688,
+        num_attention_heads=8,
+        num_key_value_heads=4,
+        head_dim=32,
+        vocab_size=1024,
+    )
     return cfg, causal_lm(cfg)
 
 
@@ -69,13 +77,17 @@ def main() -> None:
     big, model, t_big = trace(32)
     small, _, t_small = trace(2)
     info = big.graph.graph["traced"]
-    print(f"1. trace, 32 layers: {t_big:.1f} s (wall clock: export {info['export_s']:.1f} s, read {info['read_s']:.1f} s; "
-          f"{info['aten_nodes']} ATen nodes -> {big.graph.number_of_nodes()} graph nodes, folded {info['folded']}); "
-          f"2 layers: {t_small:.1f} s ({small.graph.number_of_nodes()} graph nodes); ratio {t_big / t_small:.1f}x")
+    print(
+        f"1. trace, 32 layers: {t_big:.1f} s (wall clock: export {info['export_s']:.1f} s, read {info['read_s']:.1f} s; "
+        f"{info['aten_nodes']} ATen nodes -> {big.graph.number_of_nodes()} graph nodes, folded {info['folded']}); "
+        f"2 layers: {t_small:.1f} s ({small.graph.number_of_nodes()} graph nodes); ratio {t_big / t_small:.1f}x"
+    )
     d_big = median_time(lambda: costmodel.derive(big))
     d_small = median_time(lambda: costmodel.derive(small))
-    print(f"2. derive, 32 layers: {d_big:.2f} s; 2 layers: {d_small:.2f} s; ratio {d_big / d_small:.2f} "
-          "(1.0: derive time does not grow with depth)")
+    print(
+        f"2. derive, 32 layers: {d_big:.2f} s; 2 layers: {d_small:.2f} s; ratio {d_big / d_small:.2f} "
+        "(1.0: derive time does not grow with depth)"
+    )
     import numpy as np
 
     formulas = compile_metrics(big, ["flops.matmul.training"])
@@ -87,9 +99,11 @@ def main() -> None:
     torch_s = median_time(lambda: [flopcounter(model, b, s) for b, s in points], repeat=1) / len(points)
     exact = costmodel.estimate(big, batch=2, seq=128)["flops"]["matmul"]["training"]
     assert exact == flopcounter(model, 2, 128), "the traced formula and FlopCounterMode disagree"
-    print(f"3. per config: traced formula {formula * 1e9:.0f} ns (compiled, {n:,} configs in one call), "
-          f"FlopCounterMode on meta {torch_s:.2f} s; ratio {torch_s / formula:,.0f}x "
-          f"(and equal: {exact:,} FLOPs at B=2, T=128)")
+    print(
+        f"3. per config: traced formula {formula * 1e9:.0f} ns (compiled, {n:,} configs in one call), "
+        f"FlopCounterMode on meta {torch_s:.2f} s; ratio {torch_s / formula:,.0f}x "
+        f"(and equal: {exact:,} FLOPs at B=2, T=128)"
+    )
 
 
 if __name__ == "__main__":

@@ -58,9 +58,29 @@ _VERBS = {
     "plan": "costmodel.reports.plan",
 }
 
-__all__ = ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load", "hardware", "models",
-           "trace", "recover", "Options", "Model", "CostModelError", "Counting", "Layout", "conventions", "units",
-           "calibrate", "plan"]
+__all__ = [
+    "estimate",
+    "derive",
+    "compare",
+    "sweep",
+    "roofline",
+    "fit",
+    "report",
+    "load",
+    "hardware",
+    "models",
+    "trace",
+    "recover",
+    "Options",
+    "Model",
+    "CostModelError",
+    "Counting",
+    "Layout",
+    "conventions",
+    "units",
+    "calibrate",
+    "plan",
+]
 
 
 def __getattr__(name: str) -> object:

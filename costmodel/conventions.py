@@ -66,11 +66,13 @@ class Convention:
 
     def __post_init__(self) -> None:
         if self.method not in ("ops", "params"):
-            raise CostModelError(f"convention {self.name!r}: method must be 'ops' or 'params', "
-                                 f"received {self.method!r}")
+            raise CostModelError(
+                f"convention {self.name!r}: method must be 'ops' or 'params', received {self.method!r}"
+            )
         if self.params not in PARAMS:
-            raise CostModelError(f"convention {self.name!r}: params must be one of {', '.join(PARAMS)}, "
-                                 f"received {self.params!r}")
+            raise CostModelError(
+                f"convention {self.name!r}: params must be one of {', '.join(PARAMS)}, received {self.params!r}"
+            )
 
 
 #: What a ``method="params"`` convention may take as N (see :class:`Convention`).
@@ -80,52 +82,109 @@ PARAMS = ("non_embedding", "matmul", "total", "strict", "nanogpt")
 _MATMUL_ONLY = Counting(elementwise="none")
 
 #: The named conventions, in the order ``costmodel compare`` prints them.
-CONVENTIONS: dict[str, Convention] = {c.name: c for c in (
-    Convention("engine", "costmodel's default: every op's FLOPs, causal attention over the full square",
-               "docs/conventions.md"),
-    Convention("flopcounter", "matmuls and contractions only, full causal square, embedding lookups free",
-               "PyTorch torch/utils/flop_counter.py (FlopCounterMode counts only registered matmul-like ops)",
-               _MATMUL_ONLY),
-    Convention("6nd", "6 per non-embedding parameter per token; attention term dropped",
-               "Kaplan et al. 2020, Sec. 2.1: C ≈ 6N per token", _MATMUL_ONLY, "params", attention=False),
-    Convention("6nd-total", "6 per parameter per token, embeddings included; attention term dropped",
-               "Brown et al. 2020 (GPT-3), Table D.1 (GPT-3 Small: 6 × 125M × 300B = 2.25e20); Llama Team 2024, "
-               "Sec. 3.1 (405B × 15.6T tokens: 3.8e25)", _MATMUL_ONLY, "params", attention=False, params="total"),
-    Convention("kaplan", "6N plus the one T term, causal (half) attention: C_fwd = 2N + 2 n_layer n_ctx d_attn",
-               "Kaplan et al. 2020, Table 1 and Eq. 2.2", Counting(causal="half", elementwise="none"),
-               "params"),
-    Convention("kaplan-strict", "Kaplan's Table 1 to the letter: N = the layers' weight matrices only (no biases, "
-               "no norm gains), C_fwd = 2N + 2 n_layer n_ctx d_attn + 4 d_model (its Embed row)",
-               "Kaplan et al. 2020, Table 1 (N = 2 d_model n_layer (2 d_attn + d_ff))",
-               Counting(causal="half", elementwise="none"), "params", params="strict", embed_flops=4),
-    Convention("palm", "6N + 12·L·H·Q·T per token, N every matmul parameter (a tied unembedding included): full "
-               "attention square (also torchtitan)",
-               "Chowdhery et al. 2022 (PaLM), Appendix B (8B at T = 2048: 5.5e10 FLOPs per token)", _MATMUL_ONLY,
-               "params", params="matmul"),
-    Convention("nanogpt", "nanoGPT's estimate_mfu: 6N + 12·L·H·Q·T, N = get_num_params() (all but the position "
-               "table)", "karpathy/nanoGPT model.py, GPT.get_num_params and GPT.estimate_mfu (PaLM Appendix B)",
-               _MATMUL_ONLY, "params", params="nanogpt"),
-    Convention("chinchilla", "every matmul incl. embeddings as one-hot matmuls, softmax 3 FLOPs per score, "
-               "backward 2 × forward", "Hoffmann et al. 2022 (Chinchilla), Appendix F",
-               Counting(embedding="matmul", elementwise="softmax", softmax_flops=(3, 6))),
-    Convention("megatron", "matmuls only, full attention square, each layer's forward recomputed: "
-               "96·B·T·L·d²(1 + T/6d + V/16Ld)",
-               "Narayanan et al. 2021 (Megatron-LM at scale), Appendix: FLOPs with activation recomputation",
-               _MATMUL_ONLY, recompute=True),
-    Convention("megatron-causal", "as megatron with causal attention halved (what a causal kernel skips): "
-               "96·B·T·L·d²(1 + T/12d + V/16Ld)",
-               "Narayanan et al. 2021, Appendix, with the attention term halved for the causal mask",
-               Counting(causal="half", elementwise="none"), recompute=True),
-    Convention("megatron-core", "Megatron-Core's num_floating_point_operations: matmuls only (3 × forward), full "
-               "attention square, no recompute, experts top-k, no router: 12·B·s·L·h²·((1 + g/a + s/h)·q/h + "
-               "f/h·k·gated + V/2Lh)", "NVIDIA/Megatron-LM megatron/training/training.py, "
-               "num_floating_point_operations (core_r0.8.0)", _MATMUL_ONLY, router=False),
-)}
+CONVENTIONS: dict[str, Convention] = {
+    c.name: c
+    for c in (
+        Convention(
+            "engine",
+            "costmodel's default: every op's FLOPs, causal attention over the full square",
+            "docs/conventions.md",
+        ),
+        Convention(
+            "flopcounter",
+            "matmuls and contractions only, full causal square, embedding lookups free",
+            "PyTorch torch/utils/flop_counter.py (FlopCounterMode counts only registered matmul-like ops)",
+            _MATMUL_ONLY,
+        ),
+        Convention(
+            "6nd",
+            "6 per non-embedding parameter per token; attention term dropped",
+            "Kaplan et al. 2020, Sec. 2.1: C ≈ 6N per token",
+            _MATMUL_ONLY,
+            "params",
+            attention=False,
+        ),
+        Convention(
+            "6nd-total",
+            "6 per parameter per token, embeddings included; attention term dropped",
+            "Brown et al. 2020 (GPT-3), Table D.1 (GPT-3 Small: 6 × 125M × 300B = 2.25e20); Llama Team 2024, "
+            "Sec. 3.1 (405B × 15.6T tokens: 3.8e25)",
+            _MATMUL_ONLY,
+            "params",
+            attention=False,
+            params="total",
+        ),
+        Convention(
+            "kaplan",
+            "6N plus the one T term, causal (half) attention: C_fwd = 2N + 2 n_layer n_ctx d_attn",
+            "Kaplan et al. 2020, Table 1 and Eq. 2.2",
+            Counting(causal="half", elementwise="none"),
+            "params",
+        ),
+        Convention(
+            "kaplan-strict",
+            "Kaplan's Table 1 to the letter: N = the layers' weight matrices only (no biases, "
+            "no norm gains), C_fwd = 2N + 2 n_layer n_ctx d_attn + 4 d_model (its Embed row)",
+            "Kaplan et al. 2020, Table 1 (N = 2 d_model n_layer (2 d_attn + d_ff))",
+            Counting(causal="half", elementwise="none"),
+            "params",
+            params="strict",
+            embed_flops=4,
+        ),
+        Convention(
+            "palm",
+            "6N + 12·L·H·Q·T per token, N every matmul parameter (a tied unembedding included): full "
+            "attention square (also torchtitan)",
+            "Chowdhery et al. 2022 (PaLM), Appendix B (8B at T = 2048: 5.5e10 FLOPs per token)",
+            _MATMUL_ONLY,
+            "params",
+            params="matmul",
+        ),
+        Convention(
+            "nanogpt",
+            "nanoGPT's estimate_mfu: 6N + 12·L·H·Q·T, N = get_num_params() (all but the position table)",
+            "karpathy/nanoGPT model.py, GPT.get_num_params and GPT.estimate_mfu (PaLM Appendix B)",
+            _MATMUL_ONLY,
+            "params",
+            params="nanogpt",
+        ),
+        Convention(
+            "chinchilla",
+            "every matmul incl. embeddings as one-hot matmuls, softmax 3 FLOPs per score, backward 2 × forward",
+            "Hoffmann et al. 2022 (Chinchilla), Appendix F",
+            Counting(embedding="matmul", elementwise="softmax", softmax_flops=(3, 6)),
+        ),
+        Convention(
+            "megatron",
+            "matmuls only, full attention square, each layer's forward recomputed: 96·B·T·L·d²(1 + T/6d + V/16Ld)",
+            "Narayanan et al. 2021 (Megatron-LM at scale), Appendix: FLOPs with activation recomputation",
+            _MATMUL_ONLY,
+            recompute=True,
+        ),
+        Convention(
+            "megatron-causal",
+            "as megatron with causal attention halved (what a causal kernel skips): 96·B·T·L·d²(1 + T/12d + V/16Ld)",
+            "Narayanan et al. 2021, Appendix, with the attention term halved for the causal mask",
+            Counting(causal="half", elementwise="none"),
+            recompute=True,
+        ),
+        Convention(
+            "megatron-core",
+            "Megatron-Core's num_floating_point_operations: matmuls only (3 × forward), full "
+            "attention square, no recompute, experts top-k, no router: 12·B·s·L·h²·((1 + g/a + s/h)·q/h + "
+            "f/h·k·gated + V/2Lh)",
+            "NVIDIA/Megatron-LM megatron/training/training.py, num_floating_point_operations (core_r0.8.0)",
+            _MATMUL_ONLY,
+            router=False,
+        ),
+    )
+}
 
 
 def convention(name: str) -> Convention:
     """The named convention, or a :class:`CostModelError` naming the known ones."""
     if name not in CONVENTIONS:
-        raise CostModelError(f"unknown convention {name!r}{closest(name, CONVENTIONS)}; "
-                             f"known: {', '.join(CONVENTIONS)}")
+        raise CostModelError(
+            f"unknown convention {name!r}{closest(name, CONVENTIONS)}; known: {', '.join(CONVENTIONS)}"
+        )
     return CONVENTIONS[name]

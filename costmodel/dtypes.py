@@ -24,6 +24,7 @@ def check_dtype(dtype: object, what: str = "dtype") -> str:
     if not isinstance(dtype, str):
         raise CostModelError(f"{what}: expected a name such as 'bf16', received {dtype!r}")
     if dtype not in DTYPE_BYTES:
-        raise CostModelError(f"unknown {what} {dtype!r}{closest(dtype, DTYPE_BYTES)}; "
-                             f"expected one of {sorted(DTYPE_BYTES)}")
+        raise CostModelError(
+            f"unknown {what} {dtype!r}{closest(dtype, DTYPE_BYTES)}; expected one of {sorted(DTYPE_BYTES)}"
+        )
     return dtype

@@ -23,8 +23,11 @@ from . import sizes
 from .errors import CostModelError, closest
 from .symbols import SYMBOLS
 
-_TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
-                    r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>\*\*|[-+*/^()]))", re.ASCII)
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?)"
+    r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)|(?P<op>\*\*|[-+*/^()]))",
+    re.ASCII,
+)
 MAX_LENGTH = 200
 #: What a user's expression may cost once its known numbers are in: the totals multiply it by other sizes and
 #: expand, so a short string such as ``(d+h+V+T+B)**64`` must be refused before any of that starts.
@@ -66,8 +69,10 @@ def parse_expr(text: str, symbols: Mapping[str, sympy.Symbol] = SYMBOLS, what: s
             break
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise CostModelError(f"{what}: unexpected {text[pos:].strip()[:20]!r} in {text!r}; "
-                                 f"expected numbers, symbols and + - * / ^ ( )")
+            raise CostModelError(
+                f"{what}: unexpected {text[pos:].strip()[:20]!r} in {text!r}; "
+                f"expected numbers, symbols and + - * / ^ ( )"
+            )
         kind = m.lastgroup
         tokens.append((kind, m.group(kind)))
         pos = m.end()
@@ -117,16 +122,22 @@ def parse_expr(text: str, symbols: Mapping[str, sympy.Symbol] = SYMBOLS, what: s
             take()
             exponent = unary()
             if not (exponent.is_Integer and abs(exponent) <= 64):
-                raise CostModelError(f"{what}: exponents must be whole numbers up to 64, received {exponent} in {text!r}")
+                raise CostModelError(
+                    f"{what}: exponents must be whole numbers up to 64, received {exponent} in {text!r}"
+                )
             degree, _, bits = cost(base)  # bounded before sympy builds it: a tower 9**64**64 is never computed
             n = abs(int(exponent))
             if degree * n > MAX_PARSE_DEGREE:
-                raise CostModelError(f"{what}: degree {degree * n} in {text!r}; expected expressions of degree "
-                                     f"at most {MAX_PARSE_DEGREE}")
+                raise CostModelError(
+                    f"{what}: degree {degree * n} in {text!r}; expected expressions of degree "
+                    f"at most {MAX_PARSE_DEGREE}"
+                )
             if bits * n > MAX_BITS:
-                raise CostModelError(f"{what}: a number of about 10^{int(bits * n * 0.30103)} in {text!r}; "
-                                     f"expected numbers under 10^{int(MAX_BITS * 0.30103)}")
-            return base ** exponent
+                raise CostModelError(
+                    f"{what}: a number of about 10^{int(bits * n * 0.30103)} in {text!r}; "
+                    f"expected numbers under 10^{int(MAX_BITS * 0.30103)}"
+                )
+            return base**exponent
         return base
 
     def atom() -> sympy.Expr:
@@ -136,8 +147,10 @@ def parse_expr(text: str, symbols: Mapping[str, sympy.Symbol] = SYMBOLS, what: s
             return parse_number(value, what)
         if token == "name":
             if value not in symbols:
-                raise CostModelError(f"{what}: unknown symbol {value!r} in {text!r}{closest(value, symbols)}; "
-                                     f"known: {', '.join(sorted(symbols))}")
+                raise CostModelError(
+                    f"{what}: unknown symbol {value!r} in {text!r}{closest(value, symbols)}; "
+                    f"known: {', '.join(sorted(symbols))}"
+                )
             return symbols[value]
         if (token, value) == ("op", "("):
             depth += 1
@@ -198,9 +211,11 @@ def check_budget(e: object, what: str, *, max_degree: int = MAX_DEGREE, max_term
         return
     degree, terms, bits = cost(e)
     if degree > max_degree or terms > max_terms or bits > MAX_BITS:
-        raise CostModelError(f"{what}: {e if len(str(e)) < 60 else str(e)[:57] + '...'} expands to degree "
-                             f"{degree} with up to {terms:,} terms; expected at most degree {max_degree} and "
-                             f"{max_terms} terms once the known sizes are substituted")
+        raise CostModelError(
+            f"{what}: {e if len(str(e)) < 60 else str(e)[:57] + '...'} expands to degree "
+            f"{degree} with up to {terms:,} terms; expected at most degree {max_degree} and "
+            f"{max_terms} terms once the known sizes are substituted"
+        )
 
 
 def parse_setting(text: str) -> tuple[str, object]:

@@ -25,8 +25,15 @@ def read_capped(path: str | Path, cap: int, what: str) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a FIFO" if stat.S_ISFIFO(info.st_mode) \
-                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "not a regular file"
+            kind = (
+                "a directory"
+                if stat.S_ISDIR(info.st_mode)
+                else "a FIFO"
+                if stat.S_ISFIFO(info.st_mode)
+                else "a device"
+                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "not a regular file"
+            )
             raise CostModelError(f"cannot read {what} {str(path)!r}: it is {kind}; expected a regular file")
         if info.st_size > cap:
             raise CostModelError(f"{what} {str(path)!r} is {info.st_size:,} bytes; expected a {what} under {cap:,}")

@@ -85,8 +85,16 @@ def object_mode() -> tuple:
         def vand(*conds):
             return np.logical_and.reduce(np.broadcast_arrays(*conds))
 
-        _MODES["object"] = (Fraction, np.frompyfunc(_exact_div, 2, 1), reduce(max), reduce(min),
-                            np.frompyfunc(math.ceil, 1, 1), np.frompyfunc(math.floor, 1, 1), np.where, vand)
+        _MODES["object"] = (
+            Fraction,
+            np.frompyfunc(_exact_div, 2, 1),
+            reduce(max),
+            reduce(min),
+            np.frompyfunc(math.ceil, 1, 1),
+            np.frompyfunc(math.floor, 1, 1),
+            np.where,
+            vand,
+        )
     return _MODES["object"]
 
 
@@ -193,8 +201,10 @@ class Formulas:
         """The raw outputs at ``values`` (symbol name → whole number), exact."""
         missing = sorted(s for s in self.symbols if s not in values)
         if missing:
-            raise CostModelError(f"cannot evaluate: no value for {', '.join(missing)}; expected values for every "
-                                 f"symbol, received {sorted(values)}")
+            raise CostModelError(
+                f"cannot evaluate: no value for {', '.join(missing)}; expected values for every "
+                f"symbol, received {sorted(values)}"
+            )
         try:
             return self.fn(EXACT, *(values[s] for s in self.symbols))
         except ZeroDivisionError:
@@ -206,7 +216,7 @@ class Formulas:
         n_keys, n_choice = len(self.keys), sum(len(labels) for _, labels, _ in self.choices)
         n_checks = len(self.checks)
         nums, rest = out[:n_keys], out[n_keys:]
-        cands, holds, fields_ = rest[:n_choice], rest[n_choice:n_choice + n_checks], rest[n_choice + n_checks:]
+        cands, holds, fields_ = rest[:n_choice], rest[n_choice : n_choice + n_checks], rest[n_choice + n_checks :]
         text_fields = iter(fields_)
         check_fields = [[next(text_fields) for _ in names] for _, names in self.checks]
         for (template, names), ok, got in zip(self.checks, holds, check_fields):
@@ -227,7 +237,7 @@ class Formulas:
                 raise CostModelError(f"{key} is not a whole number: {v}")
         i = 0
         for key, labels, by_label in self.choices:
-            got = cands[i:i + len(labels)]
+            got = cands[i : i + len(labels)]
             i += len(labels)
             order = (lambda j: (got[j], labels[j])) if by_label else (lambda j: (got[j], -j))  # noqa: B023
             flat[key] = labels[max(range(len(labels)), key=order)]
@@ -242,8 +252,22 @@ class Formulas:
     # -- the disk cache --------------------------------------------------------------------------------
 
     def to_json(self) -> str:
-        data = {k: getattr(self, k) for k in ("source", "symbols", "keys", "floats", "numbers", "choices", "checks",
-                                              "texts", "info", "order", "meta")}
+        data = {
+            k: getattr(self, k)
+            for k in (
+                "source",
+                "symbols",
+                "keys",
+                "floats",
+                "numbers",
+                "choices",
+                "checks",
+                "texts",
+                "info",
+                "order",
+                "meta",
+            )
+        }
         return json.dumps({"format": FORMAT, **data})
 
     @classmethod

@@ -63,17 +63,25 @@ class Counting:
     softmax_flops: tuple[int, int] = (5, 4)
 
     def __post_init__(self) -> None:
-        choices = {"causal": ("full", "half"), "embedding": ("lookup", "matmul"),
-                   "elementwise": ("all", "none", "softmax")}
+        choices = {
+            "causal": ("full", "half"),
+            "embedding": ("lookup", "matmul"),
+            "elementwise": ("all", "none", "softmax"),
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise CostModelError(f"counting: {name} must be one of {', '.join(map(repr, allowed))}, "
-                                     f"received {getattr(self, name)!r}")
+                raise CostModelError(
+                    f"counting: {name} must be one of {', '.join(map(repr, allowed))}, received {getattr(self, name)!r}"
+                )
         sf = self.softmax_flops
-        if not (isinstance(sf, tuple) and len(sf) == 2
-                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sf)):
-            raise CostModelError(f"counting: softmax_flops must be two whole numbers (forward, backward), "
-                                 f"received {sf!r}")
+        if not (
+            isinstance(sf, tuple)
+            and len(sf) == 2
+            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sf)
+        ):
+            raise CostModelError(
+                f"counting: softmax_flops must be two whole numbers (forward, backward), received {sf!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -105,8 +113,9 @@ class Layout:
         if not isinstance(self.megatron_sp, bool):
             raise CostModelError(f"layout: megatron_sp must be true or false, received {self.megatron_sp!r}")
         if self.dp % self.ep:
-            raise CostModelError(f"layout: ep ({self.ep}) must divide dp ({self.dp}): experts are spread over "
-                                 "the data-parallel devices")
+            raise CostModelError(
+                f"layout: ep ({self.ep}) must divide dp ({self.dp}): experts are spread over the data-parallel devices"
+            )
         if self.vpp > 1 and self.schedule == "1f1b":  # --vpp alone asks for the interleaved schedule
             object.__setattr__(self, "schedule", "interleaved")
         _choice(self.schedule, SCHEDULES, "layout: schedule")
@@ -116,8 +125,10 @@ class Layout:
             if isinstance(sl, str):
                 sl = tuple(part.strip() for part in sl.split(","))
             if not (isinstance(sl, (tuple, list)) and len(sl) == 2):
-                raise CostModelError(f"layout: stage_layers must be the layers of the first and last stage, e.g. "
-                                     f"(7, 7), received {self.stage_layers!r}")
+                raise CostModelError(
+                    f"layout: stage_layers must be the layers of the first and last stage, e.g. "
+                    f"(7, 7), received {self.stage_layers!r}"
+                )
             sl = tuple(parse_count(v, "layout: stage_layers") for v in sl)
             if self.pp < 2:
                 raise CostModelError("layout: stage_layers sets the first and last pipeline stages; expected --pp > 1")
@@ -130,8 +141,10 @@ class Layout:
 
 def _choice(value: object, allowed, what: str) -> str:
     if not isinstance(value, str) or value not in allowed:
-        raise CostModelError(f"{what}: expected one of {', '.join(sorted(allowed))}, received {value!r}"
-                             + (closest(value, allowed) if isinstance(value, str) else ""))
+        raise CostModelError(
+            f"{what}: expected one of {', '.join(sorted(allowed))}, received {value!r}"
+            + (closest(value, allowed) if isinstance(value, str) else "")
+        )
     return value
 
 
@@ -143,8 +156,10 @@ def _rate(value: object, what: str) -> Fraction | None:
     if value is None:
         return None
     if isinstance(value, float):
-        raise CostModelError(f"{what}: expected an exact number (an int, a Fraction or a decimal string such as "
-                             f"'0.45'), received the float {value!r}")
+        raise CostModelError(
+            f"{what}: expected an exact number (an int, a Fraction or a decimal string such as "
+            f"'0.45'), received the float {value!r}"
+        )
     if hasattr(value, "p") and hasattr(value, "q"):  # a sympy Rational, without importing sympy
         value = Fraction(int(value.p), int(value.q))
     return parse_rate(value, what)
@@ -239,25 +254,33 @@ class Options:
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
         if self.hardware is not None and not isinstance(self.hardware, str) and not hasattr(self.hardware, "peak"):
-            raise CostModelError(f"hardware: expected a device name, a .toml/.json file or a Device, "
-                                 f"received {self.hardware!r}")
+            raise CostModelError(
+                f"hardware: expected a device name, a .toml/.json file or a Device, received {self.hardware!r}"
+            )
         if self.flash and self.attention in ("unfused", "eager"):
             if self.attention == "eager":
-                raise CostModelError("flash is a synonym of attention='flash'; received flash=True with "
-                                     "attention='eager' (give one of them)")
+                raise CostModelError(
+                    "flash is a synonym of attention='flash'; received flash=True with "
+                    "attention='eager' (give one of them)"
+                )
             set_("attention", "flash")
         set_("flash", self.attention in FUSED_ATTENTION)
         for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
             set_(name, _rate(getattr(self, name), name))
         if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
-            raise CostModelError(f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "
-                                 f"{float(self.recompute_fraction):g}")
+            raise CostModelError(
+                f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "
+                f"{float(self.recompute_fraction):g}"
+            )
         if self.recompute_fraction is not None and self.inference:
-            raise CostModelError("recompute_fraction is a training choice; an inference estimate keeps nothing for "
-                                 "backward (drop --recompute-fraction)")
+            raise CostModelError(
+                "recompute_fraction is a training choice; an inference estimate keeps nothing for "
+                "backward (drop --recompute-fraction)"
+            )
         if self.price_per_hour is not None and self.price_per_hour <= 0:
-            raise CostModelError(f"price_per_hour: expected a positive price per device-hour, received "
-                                 f"{float(self.price_per_hour):g}")
+            raise CostModelError(
+                f"price_per_hour: expected a positive price per device-hour, received {float(self.price_per_hour):g}"
+            )
         if self.price_per_hour is not None and self.hardware is None:
             raise CostModelError("a price per device-hour needs a device and a time: give --hardware NAME")
         given = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
@@ -270,19 +293,28 @@ class Options:
         if self.context is not None and not self.inference:
             raise CostModelError("context is the KV-cache length of an inference estimate; give --inference too")
         if self.layout.zero and self.layout.dp == 1:
-            raise CostModelError(f"--zero {self.layout.zero} shards over data-parallel devices; expected --dp > 1, "
-                                 "received --dp 1")
+            raise CostModelError(
+                f"--zero {self.layout.zero} shards over data-parallel devices; expected --dp > 1, received --dp 1"
+            )
         if self.inference and self.layout.zero:
             raise CostModelError("ZeRO shards training state; an inference estimate has none (drop --zero)")
-        set_("comm_bytes", tuple(sorted((str(k), parse_count(v, f"comm_bytes[{k}]", minimum=0))
-                                        for k, v in dict(self.comm_bytes).items())))
+        set_(
+            "comm_bytes",
+            tuple(
+                sorted(
+                    (str(k), parse_count(v, f"comm_bytes[{k}]", minimum=0)) for k, v in dict(self.comm_bytes).items()
+                )
+            ),
+        )
         set_("comm_links", tuple(sorted((str(k), str(v)) for k, v in dict(self.comm_links).items())))
         if self.time_model is not None:
             _choice(self.time_model, TIME_MODELS, "time_model")
             given_rate = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
             if given_rate:
-                raise CostModelError(f"time_model chooses how a step is predicted without a rate; received "
-                                     f"{given_rate[0]} too (drop one)")
+                raise CostModelError(
+                    f"time_model chooses how a step is predicted without a rate; received "
+                    f"{given_rate[0]} too (drop one)"
+                )
             if self.hardware is None:
                 raise CostModelError("a time model needs a device: give --hardware NAME")
         if self.overlap_comm is not None:
@@ -299,19 +331,46 @@ class Options:
     # -- making one ---------------------------------------------------------------------------------
 
     #: Flat names accepted by :meth:`make` that set a field of a sub-record.
-    SHORTCUTS = {"causal": "counting", "embedding": "counting", "elementwise": "counting",
-                 "softmax_flops": "counting", "dp": "layout", "tp": "layout", "pp": "layout", "sp": "layout",
-                 "ep": "layout", "zero": "layout", "megatron_sp": "layout", "vpp": "layout", "schedule": "layout",
-                 "stage_layers": "layout"}
+    SHORTCUTS = {
+        "causal": "counting",
+        "embedding": "counting",
+        "elementwise": "counting",
+        "softmax_flops": "counting",
+        "dp": "layout",
+        "tp": "layout",
+        "pp": "layout",
+        "sp": "layout",
+        "ep": "layout",
+        "zero": "layout",
+        "megatron_sp": "layout",
+        "vpp": "layout",
+        "schedule": "layout",
+        "stage_layers": "layout",
+    }
     #: Other names of an option: context parallelism (``cp``) is the layout's ``sp``.
     ALIASES = {"cp": "sp"}
 
     #: How each option typed as text is read (:meth:`parse`): counts, lengths (8k = 8192), exact rates.
-    PARSERS = {"batch": "count", "seq": "length", "tokens": "count", "micro_batch": "count", "context": "length",
-               "devices": "count", "dp": "count", "tp": "count", "pp": "count", "sp": "count", "ep": "count",
-               "cp": "count", "vpp": "count",
-               "achieved_flops": "rate", "mfu": "rate", "tokens_per_s": "rate", "recompute_fraction": "rate",
-               "price_per_hour": "rate"}
+    PARSERS = {
+        "batch": "count",
+        "seq": "length",
+        "tokens": "count",
+        "micro_batch": "count",
+        "context": "length",
+        "devices": "count",
+        "dp": "count",
+        "tp": "count",
+        "pp": "count",
+        "sp": "count",
+        "ep": "count",
+        "cp": "count",
+        "vpp": "count",
+        "achieved_flops": "rate",
+        "mfu": "rate",
+        "tokens_per_s": "rate",
+        "recompute_fraction": "rate",
+        "price_per_hour": "rate",
+    }
 
     @classmethod
     def parse(cls, name: str, text: str, what: str | None = None) -> object:
@@ -330,17 +389,42 @@ class Options:
     def choices(cls, name: str) -> list[str]:
         """The values a named option accepts (``precision``, ``optimizer``, ``recompute``, ``weights_dtype``,
         ``kv_dtype``/``dtype``, ``causal``, ``zero``)."""
-        table = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE, "schedule": SCHEDULES,
-                 "time_model": TIME_MODELS, "overlap_comm": COMM_KINDS,
-                 "weights_dtype": WEIGHT_FORMATS, "kv_dtype": DTYPE_BYTES, "dtype": DTYPE_BYTES,
-                 "causal": ("full", "half"), "embedding": ("lookup", "matmul"),
-                 "elementwise": ("all", "none", "softmax"), "attention": ATTENTION, "logits": LOGITS,
-                 "mfu_basis": MFU_BASES}
+        table = {
+            "precision": PRECISIONS,
+            "optimizer": OPTIMIZERS,
+            "recompute": RECOMPUTE,
+            "schedule": SCHEDULES,
+            "time_model": TIME_MODELS,
+            "overlap_comm": COMM_KINDS,
+            "weights_dtype": WEIGHT_FORMATS,
+            "kv_dtype": DTYPE_BYTES,
+            "dtype": DTYPE_BYTES,
+            "causal": ("full", "half"),
+            "embedding": ("lookup", "matmul"),
+            "elementwise": ("all", "none", "softmax"),
+            "attention": ATTENTION,
+            "logits": LOGITS,
+            "mfu_basis": MFU_BASES,
+        }
         if name not in table:
             raise CostModelError(f"option {name!r} has no fixed choices{closest(name, table)}")
-        return list(table[name]) if name in ("recompute", "causal", "embedding", "elementwise", "schedule",
-                                             "time_model", "overlap_comm", "attention", "logits", "mfu_basis") \
+        return (
+            list(table[name])
+            if name
+            in (
+                "recompute",
+                "causal",
+                "embedding",
+                "elementwise",
+                "schedule",
+                "time_model",
+                "overlap_comm",
+                "attention",
+                "logits",
+                "mfu_basis",
+            )
             else sorted(table[name])
+        )
 
     @classmethod
     def names(cls) -> list[str]:
@@ -359,8 +443,10 @@ class Options:
         for alias, name in cls.ALIASES.items():
             if alias in extra:
                 if name in extra and extra[name] != extra[alias]:
-                    raise CostModelError(f"{alias} is another name of {name}: give one of them, received "
-                                         f"{alias}={extra[alias]!r} and {name}={extra[name]!r}")
+                    raise CostModelError(
+                        f"{alias} is another name of {name}: give one of them, received "
+                        f"{alias}={extra[alias]!r} and {name}={extra[name]!r}"
+                    )
                 extra[name] = extra.pop(alias)
         if not extra:
             return base
@@ -383,8 +469,9 @@ class Options:
         valid = cls.names()
         for name in extra:
             if name not in valid:
-                raise CostModelError(f"unknown option {name!r}{closest(name, valid)}; valid options: "
-                                     + ", ".join(valid))
+                raise CostModelError(
+                    f"unknown option {name!r}{closest(name, valid)}; valid options: " + ", ".join(valid)
+                )
         own = {k: v for k, v in extra.items() if k not in cls.SHORTCUTS}
         if "flash" in own and "attention" not in own:  # flash is a synonym: it sets the attention
             if own["flash"] is True:

@@ -22,11 +22,33 @@ from .errors import CostModelError
 MAX_DIGITS = 30
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
-DECIMAL = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "B": 10**9, "G": 10**9, "T": 10**12, "P": 10**15,
-           "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+DECIMAL = {
+    "": 1,
+    "k": 10**3,
+    "K": 10**3,
+    "M": 10**6,
+    "B": 10**9,
+    "G": 10**9,
+    "T": 10**12,
+    "P": 10**15,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+}
 BINARY = {"": 1, "k": 2**10, "K": 2**10, "Ki": 2**10, "M": 2**20, "Mi": 2**20}
-MEMORY = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+MEMORY = {
+    "": 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 
 
 def parse_number(text: object, what: str = "number") -> Fraction:
@@ -45,8 +67,9 @@ def parse_number(text: object, what: str = "number") -> Fraction:
             raise CostModelError(f"{what}: expected a number such as 4096 or 3e11, received {text!r}")
         value = Fraction(t)
     if value and not Fraction(1, 10**MAX_DIGITS) <= abs(value) <= 10**MAX_DIGITS:
-        raise CostModelError(f"{what}: {text!r} is out of range; expected a magnitude between 1e-{MAX_DIGITS} "
-                             f"and 1e{MAX_DIGITS}")
+        raise CostModelError(
+            f"{what}: {text!r} is out of range; expected a magnitude between 1e-{MAX_DIGITS} and 1e{MAX_DIGITS}"
+        )
     return value
 
 
@@ -72,10 +95,14 @@ def parse_count(text: object, what: str = "value", *, minimum: int = 1, length: 
         number, suffix = _split_suffix(raw)
         units = BINARY if length else DECIMAL
         if suffix not in units or not number:
-            kinds = "k = 1024, M = 1024², as contexts are written" if length else \
-                "k, M, B, T (decimal) or Ki, Mi, Gi (binary)"
-            raise CostModelError(f"{what}: expected a whole number such as 4096, 3e11 or 300B "
-                                 f"(suffixes: {kinds}), received {text!r}")
+            kinds = (
+                "k = 1024, M = 1024², as contexts are written"
+                if length
+                else "k, M, B, T (decimal) or Ki, Mi, Gi (binary)"
+            )
+            raise CostModelError(
+                f"{what}: expected a whole number such as 4096, 3e11 or 300B (suffixes: {kinds}), received {text!r}"
+            )
         value = parse_number(number, what) * units[suffix]
     if value.denominator != 1 or value < minimum:
         raise CostModelError(f"{what}: expected a whole number >= {minimum}, received {text!r}")
@@ -99,8 +126,9 @@ def parse_memory(text: object, what: str = "memory size") -> int:
     number, unit = _split_suffix(raw)
     unit = unit.upper()
     if unit not in MEMORY or not number:
-        raise CostModelError(f"{what} {text!r}: expected a number with an optional unit "
-                             f"({', '.join(u for u in MEMORY if u)}), e.g. 80GB")
+        raise CostModelError(
+            f"{what} {text!r}: expected a number with an optional unit ({', '.join(u for u in MEMORY if u)}), e.g. 80GB"
+        )
     value = parse_number(number, what) * MEMORY[unit]
     if value <= 0:
         raise CostModelError(f"{what} {text!r}: expected a positive size")

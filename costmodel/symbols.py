@@ -85,9 +85,7 @@ _DESCRIPTIONS = {
 }
 
 #: Every declared symbol, by name.
-SYMBOLS: dict[str, sympy.Symbol] = {
-    name: sympy.Symbol(name, positive=True, integer=True) for name in _DESCRIPTIONS
-}
+SYMBOLS: dict[str, sympy.Symbol] = {name: sympy.Symbol(name, positive=True, integer=True) for name in _DESCRIPTIONS}
 
 B = SYMBOLS["B"]
 T = SYMBOLS["T"]

@@ -41,8 +41,7 @@ def _exponent(x: float, digits: int) -> tuple[Decimal, int]:
     """(mantissa rounded to ``digits`` significant digits, decimal exponent) of ``x`` ≠ 0."""
     d = abs(Decimal(float(x)))
     e = d.adjusted()
-    m = d.scaleb(-e, context=_EXACT).quantize(Decimal(1).scaleb(-(digits - 1)), rounding=ROUND_HALF_UP,
-                                              context=_EXACT)
+    m = d.scaleb(-e, context=_EXACT).quantize(Decimal(1).scaleb(-(digits - 1)), rounding=ROUND_HALF_UP, context=_EXACT)
     if m >= 10:  # 9.9996 → 10.00: one more digit before the point
         m, e = m.scaleb(-1, context=_EXACT).quantize(Decimal(1).scaleb(-(digits - 1)), context=_EXACT), e + 1
     return m, e

@@ -33,12 +33,19 @@ from costmodel.reports.latex import latex
 from costmodel.symbols import SYMBOLS, B, L, T, V, d, describe
 
 DOCS = Path(__file__).resolve().parent
-MARKER = re.compile(r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)",
-                    re.S)
+MARKER = re.compile(
+    r"(<!-- begin generated: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- end generated: (?P=name) -->)", re.S
+)
 
 #: The lecture's own numbers (docs/lecture.md quotes the lecture; these are its inputs, not ours).
-LECTURE = {"gpt3_params": 175 * 10**9, "gpt3_tokens": 3 * 10**11, "sustained_flops": 400 * 10**12,
-           "peak_flops": 1000 * 10**12, "bandwidth": 3 * 10**12, "llama_params": 7 * 10**9}
+LECTURE = {
+    "gpt3_params": 175 * 10**9,
+    "gpt3_tokens": 3 * 10**11,
+    "sustained_flops": 400 * 10**12,
+    "peak_flops": 1000 * 10**12,
+    "bandwidth": 3 * 10**12,
+    "llama_params": 7 * 10**9,
+}
 #: The H100 of the lecture, from the hardware table (dense bf16 peak, HBM bandwidth, with their sources).
 H100 = "h100-sxm"
 YEAR = 365.25 * 86400
@@ -54,8 +61,10 @@ def sci(x) -> str:
 
 
 def table(header: list[str], rows: list[list[object]]) -> str:
-    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-                     + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+    return "\n".join(
+        ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    )
 
 
 # -- conventions.md --------------------------------------------------------------------------------
@@ -66,8 +75,11 @@ def symbols_table() -> str:
 
 
 def elementwise_table() -> str:
-    rows = [[f"`{n}`", e.forward, e.backward, ", ".join(e.saves) or "nothing"] for n, e in ELEMENTWISE.items()
-            if not n.startswith("torch.")]  # the tracer's own functions are in docs/tracer.md
+    rows = [
+        [f"`{n}`", e.forward, e.backward, ", ".join(e.saves) or "nothing"]
+        for n, e in ELEMENTWISE.items()
+        if not n.startswith("torch.")
+    ]  # the tracer's own functions are in docs/tracer.md
     sf = Counting().softmax_flops
     rows.append(["`softmax` (rule)", sf[0], sf[1], "output"])
     return table(["function", "FLOPs/element forward", "backward", "saved for backward"], rows)
@@ -90,9 +102,12 @@ def conventions_table() -> str:
     rows = []
     for name, c in CONVENTIONS.items():
         per_token = sympy.expand(training_flops(G, c) / (B * T))
-        choices = (f"{c.method}; causal {c.ops.causal}; embedding {c.ops.embedding}; element-wise {c.ops.elementwise}"
-                   + (f"; softmax {c.ops.softmax_flops}" if c.ops.softmax_flops != (5, 4) else "")
-                   + ("; recompute" if c.recompute else "") + ("" if c.attention else "; no attention term"))
+        choices = (
+            f"{c.method}; causal {c.ops.causal}; embedding {c.ops.embedding}; element-wise {c.ops.elementwise}"
+            + (f"; softmax {c.ops.softmax_flops}" if c.ops.softmax_flops != (5, 4) else "")
+            + ("; recompute" if c.recompute else "")
+            + ("" if c.attention else "; no attention term")
+        )
         rows.append([f"`{name}`", c.source, choices, m(per_token)])
     return table(["convention", "source", "choices", "training FLOPs per token, GPT family"], rows)
 
@@ -108,20 +123,32 @@ def six_nd() -> str:
         c = op_cost(data["op"], Counting(elementwise="none"))
         if c.forward.matmul_flops == 0:
             continue
-        rows.append([f"`{name}`", f"`{data['op'].pattern}`", m(data["count"]), m(c.params),
-                     m(sympy.expand(c.forward.matmul_flops / (B * T))), m(sympy.expand(c.backward.matmul_flops
-                                                                                    / c.forward.matmul_flops))])
+        rows.append(
+            [
+                f"`{name}`",
+                f"`{data['op'].pattern}`",
+                m(data["count"]),
+                m(c.params),
+                m(sympy.expand(c.forward.matmul_flops / (B * T))),
+                m(sympy.expand(c.backward.matmul_flops / c.forward.matmul_flops)),
+            ]
+        )
     N = t.params_non_embedding
     rest = sympy.expand(t.training.matmul_flops - 6 * N * B * T)
-    lines = [table(["op", "pattern", "count", "params", "forward FLOPs per token", "backward ÷ forward"], rows), "",
-             f"- non-embedding parameters N = {m(N)}",
-             f"- training matmul FLOPs per step = {m(t.training.matmul_flops)}",
-             f"- minus 6·N·B·T: {m(rest)} (the attention scores and context, {m(12 * L * T * d)} per token, "
-             f"and the tied unembedding, {m(6 * V * d)} per token; the bias and norm parameters in N do no matmul)",
-             f"- backward ÷ forward = {m(sympy.cancel(t.backward.matmul_flops / t.forward.matmul_flops))}"]
+    lines = [
+        table(["op", "pattern", "count", "params", "forward FLOPs per token", "backward ÷ forward"], rows),
+        "",
+        f"- non-embedding parameters N = {m(N)}",
+        f"- training matmul FLOPs per step = {m(t.training.matmul_flops)}",
+        f"- minus 6·N·B·T: {m(rest)} (the attention scores and context, {m(12 * L * T * d)} per token, "
+        f"and the tied unembedding, {m(6 * V * d)} per token; the bias and norm parameters in N do no matmul)",
+        f"- backward ÷ forward = {m(sympy.cancel(t.backward.matmul_flops / t.forward.matmul_flops))}",
+    ]
     r = estimate("gpt3-175b")
-    lines.append(f"- GPT-3 175B at T = 2048: 6ND is {100 * r['flops']['six_nd_share']:.2f}% of the engine's "
-                 f"training FLOPs (all ops)")
+    lines.append(
+        f"- GPT-3 175B at T = 2048: 6ND is {100 * r['flops']['six_nd_share']:.2f}% of the engine's "
+        f"training FLOPs (all ops)"
+    )
     return "\n".join(lines)
 
 
@@ -142,10 +169,14 @@ def intensity() -> str:
     G = _matmul_graph()
     f = totals(G).forward
     i = sympy.cancel(f.flops / f.bytes)
-    lines = [f"- FLOPs {m(f.flops)}, bytes read {m(f.bytes_read)}, written {m(f.bytes_written)}",
-             f"- intensity {m(i)} FLOPs/byte",
-             f"- as B → ∞: {m(leading_term(i, B))} (O(d)); as B → 0: {m(leading_term(i, B, 0))} (∝ B); "
-             f"as d → ∞: {m(leading_term(i, d))}", "", elementwise_intensity()]
+    lines = [
+        f"- FLOPs {m(f.flops)}, bytes read {m(f.bytes_read)}, written {m(f.bytes_written)}",
+        f"- intensity {m(i)} FLOPs/byte",
+        f"- as B → ∞: {m(leading_term(i, B))} (O(d)); as B → 0: {m(leading_term(i, B, 0))} (∝ B); "
+        f"as d → ∞: {m(leading_term(i, d))}",
+        "",
+        elementwise_intensity(),
+    ]
     return "\n".join(lines)
 
 
@@ -189,32 +220,70 @@ def lecture() -> str:
     i_4096 = i.subs({B: 4096, d: 4096})
     rows = [
         ["GPT-3 parameters N", "1.75e11", f"{n_all:,} (non-embedding {n:,})", "`estimate gpt3-175b`"],
-        ["C = 6ND, D = 3e11", "≈ 3.1e23", f"{sci(c_lecture)} with N = 1.75e11; {sci(c_6nd)} with the engine's N",
-         "6 × 1.75e11 × 3e11 rounds to 3.2e23, not 3.1e23; the engine's non-embedding N gives the 3.1e23"],
-        ["C, every op counted", "", f"{sci(c_full)} ({100 * c_6nd / c_full:.1f}% of it is 6ND)",
-         "attention scores at T = 2048, tied unembedding, element-wise ops"],
-        ["time at 400 TFLOP/s sustained", "7.8e8 s ≈ 25 years",
-         f"{sci(c_6nd / LECTURE['sustained_flops'])} s = {c_6nd / LECTURE['sustained_flops'] / YEAR:.1f} years "
-         f"(6ND); {c_full / LECTURE['sustained_flops'] / YEAR:.1f} years (every op)",
-         f"years of 365.25 days; 400 TFLOP/s is {100 * LECTURE['sustained_flops'] / dev.peak('bf16'):.0f}% of "
-         f"`{H100}`'s dense bf16 peak"],
-        ["bytes per parameter, bf16 + AdamW", "16 (table: 2 + 2 + 4 + 4)",
-         f"{b16} = " + " + ".join(f"{v} {k}" for k, v in per_param.items()),
-         f"the table's sum is {b12} (`bf16-pure`): it omits the fp32 master weights"],
-        ["... with fp32 master weights", "≈ 18", f"{b18} (`bf16-mixed-fp32-grads`: fp32 gradients too)",
-         "master weights are already in the 16"],
-        ["7B × 16", "112 GB", f"{p7 * int(b16) / 1e9:g} GB = {p7 * int(b16) / 2**30:.1f} GiB (no activations)",
-         f"decimal GB; more than the {float(dev.memory_bytes) / 1e9:g} GB of one `{H100}`"],
-        ["ridge point I*", "1000 TFLOP/s ÷ 3 TB/s ≈ 333", f"{float(ridge):.1f} FLOPs/byte (= 1000/3)",
-         "the lecture's rounded numbers"],
-        ["ridge, H100 dense bf16", "", f"{float(h100):.1f} FLOPs/byte",
-         f"`{H100}` of the hardware table: {float(dev.peak('bf16')) / 1e12:g} TFLOP/s ÷ "
-         f"{float(dev.memory_bandwidth) / 1e12:g} TB/s (dense, not the 2:4-sparse figure)"],
-        ["matmul B×d · d×d intensity", "≈ Bd²/Bd = O(d)", f"{m(i)}; B = d = 4096: {float(i_4096):.1f}",
-         "the engine also counts the output write (2Bd bytes); the lecture lists (Bd + 2d²)·2 bytes for operands of Bd + d² elements"],
-        ["element-wise intensity", "I ≈ 1", ", ".join(f"{fn} {sympy.cancel(_elementwise(fn).flops / _elementwise(fn).bytes)}"
-                                                   for fn in EW) + " FLOPs/byte (bf16)",
-         "the lecture counts FLOPs per element read, the engine FLOPs per byte moved"],
+        [
+            "C = 6ND, D = 3e11",
+            "≈ 3.1e23",
+            f"{sci(c_lecture)} with N = 1.75e11; {sci(c_6nd)} with the engine's N",
+            "6 × 1.75e11 × 3e11 rounds to 3.2e23, not 3.1e23; the engine's non-embedding N gives the 3.1e23",
+        ],
+        [
+            "C, every op counted",
+            "",
+            f"{sci(c_full)} ({100 * c_6nd / c_full:.1f}% of it is 6ND)",
+            "attention scores at T = 2048, tied unembedding, element-wise ops",
+        ],
+        [
+            "time at 400 TFLOP/s sustained",
+            "7.8e8 s ≈ 25 years",
+            f"{sci(c_6nd / LECTURE['sustained_flops'])} s = {c_6nd / LECTURE['sustained_flops'] / YEAR:.1f} years "
+            f"(6ND); {c_full / LECTURE['sustained_flops'] / YEAR:.1f} years (every op)",
+            f"years of 365.25 days; 400 TFLOP/s is {100 * LECTURE['sustained_flops'] / dev.peak('bf16'):.0f}% of "
+            f"`{H100}`'s dense bf16 peak",
+        ],
+        [
+            "bytes per parameter, bf16 + AdamW",
+            "16 (table: 2 + 2 + 4 + 4)",
+            f"{b16} = " + " + ".join(f"{v} {k}" for k, v in per_param.items()),
+            f"the table's sum is {b12} (`bf16-pure`): it omits the fp32 master weights",
+        ],
+        [
+            "... with fp32 master weights",
+            "≈ 18",
+            f"{b18} (`bf16-mixed-fp32-grads`: fp32 gradients too)",
+            "master weights are already in the 16",
+        ],
+        [
+            "7B × 16",
+            "112 GB",
+            f"{p7 * int(b16) / 1e9:g} GB = {p7 * int(b16) / 2**30:.1f} GiB (no activations)",
+            f"decimal GB; more than the {float(dev.memory_bytes) / 1e9:g} GB of one `{H100}`",
+        ],
+        [
+            "ridge point I*",
+            "1000 TFLOP/s ÷ 3 TB/s ≈ 333",
+            f"{float(ridge):.1f} FLOPs/byte (= 1000/3)",
+            "the lecture's rounded numbers",
+        ],
+        [
+            "ridge, H100 dense bf16",
+            "",
+            f"{float(h100):.1f} FLOPs/byte",
+            f"`{H100}` of the hardware table: {float(dev.peak('bf16')) / 1e12:g} TFLOP/s ÷ "
+            f"{float(dev.memory_bandwidth) / 1e12:g} TB/s (dense, not the 2:4-sparse figure)",
+        ],
+        [
+            "matmul B×d · d×d intensity",
+            "≈ Bd²/Bd = O(d)",
+            f"{m(i)}; B = d = 4096: {float(i_4096):.1f}",
+            "the engine also counts the output write (2Bd bytes); the lecture lists (Bd + 2d²)·2 bytes for operands of Bd + d² elements",
+        ],
+        [
+            "element-wise intensity",
+            "I ≈ 1",
+            ", ".join(f"{fn} {sympy.cancel(_elementwise(fn).flops / _elementwise(fn).bytes)}" for fn in EW)
+            + " FLOPs/byte (bf16)",
+            "the lecture counts FLOPs per element read, the engine FLOPs per byte moved",
+        ],
     ]
     return table(["quantity", "lecture", "engine", "note"], rows)
 
@@ -223,9 +292,11 @@ def activations() -> str:
     G = load("gpt").graph
     per = sympy.expand(kept_activations(G).bytes / (B * T))
     per_layer = sympy.expand(sympy.Poly(per, L).coeff_monomial(L))
-    return (f"- activation bytes saved per token per layer (GPT family, bf16): {m(per_layer)}: O(d) "
-            f"plus the materialised attention scores, O(T) per token, O(T²) per sequence\n"
-            f"- leading term as d → ∞: {m(leading_term(per_layer, d))}")
+    return (
+        f"- activation bytes saved per token per layer (GPT family, bf16): {m(per_layer)}: O(d) "
+        f"plus the materialised attention scores, O(T) per token, O(T²) per sequence\n"
+        f"- leading term as d → ∞: {m(leading_term(per_layer, d))}"
+    )
 
 
 # -- memory.md ---------------------------------------------------------------------------------------
@@ -252,8 +323,12 @@ def korthikanti() -> str:
         return sympy.factor(main), sympy.expand(parts.get("stats", 0))
 
     rows = []
-    for label, graph, recompute in (("no recompute", G, "none"), ("selective (attention core)", G, "selective"),
-                                    ("full (layer inputs only)", G, "full"), ("FlashAttention", flash_attention(G), "none")):
+    for label, graph, recompute in (
+        ("no recompute", G, "none"),
+        ("selective (attention core)", G, "selective"),
+        ("full (layer inputs only)", G, "full"),
+        ("FlashAttention", flash_attention(G), "none"),
+    ):
         main, stats = split(per_iteration(graph, "layers", recompute))
         rows.append([label, m(main), m(stats)])
     tensors = [k for k in kept(G).tensors.values() if k.savers[0].startswith("layers.") and k.saved.role != "stats"]
@@ -281,28 +356,46 @@ def encoder_decoder() -> str:
     every = sympy.Add(*total.values())
     per_source = sympy.expand(sympy.diff(every, T_src, 1).subs(T_src, 0).subs(T, 0) / B)
     per_target = sympy.expand(sympy.diff(every, T, 1).subs(T, 0).subs(T_src, 0) / B)
-    lines = [table(["stack", "training matmul FLOPs of one step (B pairs of T_src source, T target tokens)"],
-                   [[k, m(v)] for k, v in total.items()]), "",
-             f"- each source token, apart from attention: {m(per_source)} (the encoder, and the decoder's "
-             "cross-attention k, v projections of its output)",
-             f"- each target token, apart from attention: {m(per_target)} (the decoder and the LM head)",
-             f"- attention: {m(sympy.expand(every - B * T_src * per_source - B * T * per_target))}"]
+    lines = [
+        table(
+            ["stack", "training matmul FLOPs of one step (B pairs of T_src source, T target tokens)"],
+            [[k, m(v)] for k, v in total.items()],
+        ),
+        "",
+        f"- each source token, apart from attention: {m(per_source)} (the encoder, and the decoder's "
+        "cross-attention k, v projections of its output)",
+        f"- each target token, apart from attention: {m(per_target)} (the decoder and the LM head)",
+        f"- attention: {m(sympy.expand(every - B * T_src * per_source - B * T * per_target))}",
+    ]
     return "\n".join(lines)
 
 
-BLOCKS = {"symbols": symbols_table, "elementwise": elementwise_table, "dtypes": dtype_table,
-          "precisions": precision_table, "conventions": conventions_table, "six-nd": six_nd,
-          "sixteen": sixteen, "intensity": intensity, "lecture": lecture, "activations": activations,
-          "memory-policies": memory_policies, "korthikanti": korthikanti, "encoder-decoder": encoder_decoder}
+BLOCKS = {
+    "symbols": symbols_table,
+    "elementwise": elementwise_table,
+    "dtypes": dtype_table,
+    "precisions": precision_table,
+    "conventions": conventions_table,
+    "six-nd": six_nd,
+    "sixteen": sixteen,
+    "intensity": intensity,
+    "lecture": lecture,
+    "activations": activations,
+    "memory-policies": memory_policies,
+    "korthikanti": korthikanti,
+    "encoder-decoder": encoder_decoder,
+}
 
 
 def render(text: str, where: str = "docs") -> str:
     """``text`` with every generated block replaced by what the engine makes now."""
+
     def replace(match: re.Match) -> str:
         name = match.group("name")
         if name not in BLOCKS:
             raise SystemExit(f"{where}: unknown generated block {name!r}; known: {', '.join(BLOCKS)}")
         return match.group(1) + BLOCKS[name]() + "\n" + match.group(4)
+
     return MARKER.sub(replace, text)
 
 
@@ -319,8 +412,11 @@ def main(argv: list[str]) -> int:
     if check and stale:
         print(f"docs drifted from the engine: {', '.join(stale)}; run python docs/generate.py", file=sys.stderr)
         return 1
-    print(("checked" if check else "regenerated") + f" {len(list(DOCS.glob('*.md')))} files"
-          + (f"; updated {', '.join(stale)}" if stale and not check else ""))
+    print(
+        ("checked" if check else "regenerated")
+        + f" {len(list(DOCS.glob('*.md')))} files"
+        + (f"; updated {', '.join(stale)}" if stale and not check else "")
+    )
     return 0
 
 

@@ -34,7 +34,29 @@ def architectures() -> list:
         vit,
     )
 
-    return [gpt.FAMILY, llama.FAMILY, mistral.FAMILY, qwen2.FAMILY, mixtral.FAMILY, deepseek_v3.FAMILY,
-            gpt_neox.FAMILY, falcon.FAMILY, starcoder2.FAMILY, gpt_oss.FAMILY, llama4.FAMILY,
-            bert.FAMILY, bert.ROBERTA, t5.FAMILY, vit.FAMILY, mamba.FAMILY, jamba.FAMILY,
-            gemma.FAMILY, gemma.FAMILY2, gemma.FAMILY3, phi3.FAMILY, qwen3.FAMILY, qwen3.FAMILY_MOE, olmo2.FAMILY]
+    return [
+        gpt.FAMILY,
+        llama.FAMILY,
+        mistral.FAMILY,
+        qwen2.FAMILY,
+        mixtral.FAMILY,
+        deepseek_v3.FAMILY,
+        gpt_neox.FAMILY,
+        falcon.FAMILY,
+        starcoder2.FAMILY,
+        gpt_oss.FAMILY,
+        llama4.FAMILY,
+        bert.FAMILY,
+        bert.ROBERTA,
+        t5.FAMILY,
+        vit.FAMILY,
+        mamba.FAMILY,
+        jamba.FAMILY,
+        gemma.FAMILY,
+        gemma.FAMILY2,
+        gemma.FAMILY3,
+        phi3.FAMILY,
+        qwen3.FAMILY,
+        qwen3.FAMILY_MOE,
+        olmo2.FAMILY,
+    ]

@@ -66,8 +66,17 @@ def cached(b: GraphBuilder, x: Tensor, window: object = None) -> Tensor:
     return b.tag(x, "kv_cache", positions=None if window is None else sympy.Min(T, window - 1))
 
 
-def attend(b: GraphBuilder, q: Tensor, k: Tensor, v: Tensor, *, kv: str = "g", window: bool = False,
-           alibi: bool = False, sink: bool = False) -> Tensor:
+def attend(
+    b: GraphBuilder,
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    *,
+    kv: str = "g",
+    window: bool = False,
+    alibi: bool = False,
+    sink: bool = False,
+) -> Tensor:
     """Scores, softmax and context: ``b g m t k`` queries against keys and values laid out ``b {kv} s k``.
 
     ``kv="g"``: one key/value head per group (GQA, MQA, MHA with ``m = 1``); ``kv="g m"``: keys and

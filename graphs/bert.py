@@ -38,14 +38,25 @@ from .encoders import activation, bidirectional_attention, pooler, post_norm_lay
 HEADS = ("mlm", "pooler", "none")
 
 
-def encoder(name: str, *, d_ff: sympy.Expr, act: str, head_act: str, head: str, position_offset: int,
-            dropout_p: bool, dtype: str) -> nx.DiGraph:
+def encoder(
+    name: str,
+    *,
+    d_ff: sympy.Expr,
+    act: str,
+    head_act: str,
+    head: str,
+    position_offset: int,
+    dropout_p: bool,
+    dtype: str,
+) -> nx.DiGraph:
     """The BERT-style encoder behind :func:`bert` and :func:`roberta`."""
     if head not in HEADS:
         raise CostModelError(f"{name}: head {head!r} is not one of {', '.join(HEADS)}")
     b = GraphBuilder(name, dtype=dtype, b=B, t=T, s=T, d=d, e=d, v=V, y=n_types, p=T_max, h=h, k=d / h, f=d_ff)
-    b.require(T + position_offset <= T_max,
-              f"learned positions from {position_offset}: T + {position_offset} cannot exceed the table T_max")
+    b.require(
+        T + position_offset <= T_max,
+        f"learned positions from {position_offset}: T + {position_offset} cannot exceed the table T_max",
+    )
     with b.scope("embeddings"):
         words = b.gather("word", b.input("ids", "b t"), "b t, v d -> b t d")
         types = b.gather("token_type", b.input("token_types", "b t"), "b t, y d -> b t d")
@@ -74,33 +85,51 @@ def encoder(name: str, *, d_ff: sympy.Expr, act: str, head_act: str, head: str, 
     return b.graph
 
 
-def bert(*, d_ff: sympy.Expr = d_ff, head: str = "mlm", act: str = "gelu", dropout_p: bool = False,
-         dtype: str = "bf16") -> nx.DiGraph:
+def bert(
+    *, d_ff: sympy.Expr = d_ff, head: str = "mlm", act: str = "gelu", dropout_p: bool = False, dtype: str = "bf16"
+) -> nx.DiGraph:
     """BERT as an op graph. ``head``: ``"mlm"``, ``"pooler"`` or ``"none"`` (see the module notes);
     ``act``: the MLP's and the MLM transform's activation; ``dropout_p``: dropout layers present."""
-    return encoder("bert", d_ff=d_ff, act=act, head_act=act, head=head, position_offset=0, dropout_p=dropout_p,
-                   dtype=dtype)
+    return encoder(
+        "bert", d_ff=d_ff, act=act, head_act=act, head=head, position_offset=0, dropout_p=dropout_p, dtype=dtype
+    )
 
 
-def roberta(*, d_ff: sympy.Expr = d_ff, head: str = "mlm", act: str = "gelu", pad: sympy.Expr = 1,
-            dropout_p: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+def roberta(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    head: str = "mlm",
+    act: str = "gelu",
+    pad: sympy.Expr = 1,
+    dropout_p: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """RoBERTa: BERT's network with positions after the padding id ``pad`` (``T ≤ T_max − pad − 1``); its MLM
     transform is always GELU."""
-    return encoder("roberta", d_ff=d_ff, act=act, head_act="gelu", head=head, position_offset=pad + 1,
-                   dropout_p=dropout_p, dtype=dtype)
+    return encoder(
+        "roberta",
+        d_ff=d_ff,
+        act=act,
+        head_act="gelu",
+        head=head,
+        position_offset=pad + 1,
+        dropout_p=dropout_p,
+        dtype=dtype,
+    )
 
 
 #: transformers class → head
-ARCHITECTURES = {"BertForMaskedLM": "mlm", "RobertaForMaskedLM": "mlm", "BertModel": "pooler",
-                 "RobertaModel": "pooler"}
+ARCHITECTURES = {"BertForMaskedLM": "mlm", "RobertaForMaskedLM": "mlm", "BertModel": "pooler", "RobertaModel": "pooler"}
 
 
 def _head(cfg: Mapping[str, object], where: str) -> str:
     archs = field(cfg, "architectures", list, [], where=where)
     heads = {ARCHITECTURES.get(a) for a in archs}
     if None in heads or len(heads) > 1:
-        raise CostModelError(f"{where}: architectures {archs} is not supported; expected one of "
-                             f"{', '.join(ARCHITECTURES)} (absent: the masked-LM model)")
+        raise CostModelError(
+            f"{where}: architectures {archs} is not supported; expected one of "
+            f"{', '.join(ARCHITECTURES)} (absent: the masked-LM model)"
+        )
     return heads.pop() if heads else "mlm"
 
 
@@ -109,22 +138,29 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     model_type = cfg.get("model_type")
     where = f"config.json ({model_type})"
     if field(cfg, "tie_word_embeddings", bool, True, where=where) is not True:
-        raise CostModelError(f"{where}: tie_word_embeddings false is not supported (transformers then keeps an "
-                             "unused bias beside the untied decoder); expected true or absent")
+        raise CostModelError(
+            f"{where}: tie_word_embeddings false is not supported (transformers then keeps an "
+            "unused bias beside the untied decoder); expected true or absent"
+        )
     out: dict[str, object] = {
-        "L": field(cfg, "num_hidden_layers", where=where), "d": field(cfg, "hidden_size", where=where),
-        "h": field(cfg, "num_attention_heads", where=where), "V": field(cfg, "vocab_size", where=where),
+        "L": field(cfg, "num_hidden_layers", where=where),
+        "d": field(cfg, "hidden_size", where=where),
+        "h": field(cfg, "num_attention_heads", where=where),
+        "V": field(cfg, "vocab_size", where=where),
         "d_ff": field(cfg, "intermediate_size", where=where),
         "T_max": field(cfg, "max_position_embeddings", where=where),
         "n_types": field(cfg, "type_vocab_size", where=where),
-        "act": activation(cfg, where), "head": _head(cfg, where),
+        "act": activation(cfg, where),
+        "head": _head(cfg, where),
     }
     if model_type == "roberta":
         out["pad"] = field(cfg, "pad_token_id", int, 1, where=where, minimum=0)
         out["T"] = out["T_max"] - out["pad"] - 1
         if out["T"] < 1:
-            raise CostModelError(f"{where}: max_position_embeddings = {out['T_max']} leaves no position after "
-                                 f"pad_token_id = {out['pad']}; expected more positions")
+            raise CostModelError(
+                f"{where}: max_position_embeddings = {out['T_max']} leaves no position after "
+                f"pad_token_id = {out['pad']}; expected more positions"
+            )
     else:
         out["T"] = out["T_max"]
     return out
@@ -141,8 +177,13 @@ def _bert(name: str, size: dict, vocab: int, about: str) -> Preset:
 
 
 def _roberta(name: str, size: dict, published: str, about: str) -> Preset:
-    return Preset(name, "roberta", {**size, "V": 50265, "T_max": 514, "n_types": 1, "T": 512},
-                  _ROBERTA.format(name, published), about)
+    return Preset(
+        name,
+        "roberta",
+        {**size, "V": 50265, "T_max": 514, "n_types": 1, "T": 512},
+        _ROBERTA.format(name, published),
+        about,
+    )
 
 
 BERT_PRESETS = (
@@ -156,7 +197,21 @@ ROBERTA_PRESETS = (
     _roberta("roberta-large", _LARGE, "355M", "RoBERTa large (355M), masked-LM head"),
 )
 
-FAMILY = Family("bert", bert, "BERT: encoder-only, bidirectional attention, post-LN, masked-LM head", BERT_PRESETS,
-                defaults={"T_max": 512, "n_types": 2, "T": 512}, hf_model_types=("bert",), from_hf=from_hf)
-ROBERTA = Family("roberta", roberta, "RoBERTa: BERT's encoder, positions after the padding id", ROBERTA_PRESETS,
-                 defaults={"T_max": 514, "n_types": 1, "T": 512}, hf_model_types=("roberta",), from_hf=from_hf)
+FAMILY = Family(
+    "bert",
+    bert,
+    "BERT: encoder-only, bidirectional attention, post-LN, masked-LM head",
+    BERT_PRESETS,
+    defaults={"T_max": 512, "n_types": 2, "T": 512},
+    hf_model_types=("bert",),
+    from_hf=from_hf,
+)
+ROBERTA = Family(
+    "roberta",
+    roberta,
+    "RoBERTa: BERT's encoder, positions after the padding id",
+    ROBERTA_PRESETS,
+    defaults={"T_max": 514, "n_types": 1, "T": 512},
+    hf_model_types=("roberta",),
+    from_hf=from_hf,
+)

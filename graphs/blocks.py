@@ -73,8 +73,16 @@ def _softmax(b: GraphBuilder, scores: Tensor, axes: str, dropout_p: bool = False
     return dropout(b, "dropout", probs, axes, dropout_p)
 
 
-def grouped_query_attention(b: GraphBuilder, x: Tensor, *, qkv_bias: bool = False, out_bias: bool = False,
-                            rope: bool = True, window: bool = False, cache_window: object = None) -> Tensor:
+def grouped_query_attention(
+    b: GraphBuilder,
+    x: Tensor,
+    *,
+    qkv_bias: bool = False,
+    out_bias: bool = False,
+    rope: bool = True,
+    window: bool = False,
+    cache_window: object = None,
+) -> Tensor:
     """Grouped-query attention: ``g`` key/value heads, each shared by ``m`` query heads.
 
     ``g = h`` (``m = 1``) is multi-head attention, ``g = 1`` multi-query attention;
@@ -93,8 +101,7 @@ def grouped_query_attention(b: GraphBuilder, x: Tensor, *, qkv_bias: bool = Fals
     q = b.matmul("q", x, "b t d, d g m k -> b g m t k", bias="g m k" if qkv_bias else None)
     k = b.matmul("k", x, "b t d, d g k -> b g t k", bias="g k" if qkv_bias else None)
     kept = None if cache_window is None else sympy.Min(T, cache_window - 1)
-    v = b.tag(b.matmul("v", x, "b t d, d g k -> b g t k", bias="g k" if qkv_bias else None), "kv_cache",
-              positions=kept)
+    v = b.tag(b.matmul("v", x, "b t d, d g k -> b g t k", bias="g k" if qkv_bias else None), "kv_cache", positions=kept)
     if rope:
         q = b.elementwise("q_rope", "rope", q, "b g m t k")
         k = b.elementwise("k_rope", "rope", k, "b g t k")
@@ -169,8 +176,9 @@ def gated_mlp(b: GraphBuilder, x: Tensor, *, act: str = "silu", bias: bool = Fal
     return b.matmul("down", u, f"{axes}, {hidden} d -> b t d", bias="d" if bias else None)
 
 
-def mixture_of_experts(b: GraphBuilder, x: Tensor, *, act: str = "silu", shared: bool = False,
-                       normalize: bool = False) -> Tensor:
+def mixture_of_experts(
+    b: GraphBuilder, x: Tensor, *, act: str = "silu", shared: bool = False, normalize: bool = False
+) -> Tensor:
     """A routed mixture of gated experts (Mixtral, DeepSeek-MoE), with optional shared experts.
 
     A router scores the ``e`` experts; each token goes to ``r`` (top-k) of them.
@@ -201,8 +209,16 @@ def mixture_of_experts(b: GraphBuilder, x: Tensor, *, act: str = "silu", shared:
 # -- layers and the decoder ----------------------------------------------------------------------
 
 
-def pre_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = True,
-                   post_norms: bool = False, norm_bias: bool | None = None) -> Tensor:
+def pre_norm_layer(
+    b: GraphBuilder,
+    x: Tensor,
+    attention: Block,
+    mlp: Block,
+    *,
+    rms: bool = True,
+    post_norms: bool = False,
+    norm_bias: bool | None = None,
+) -> Tensor:
     """``x + attn(norm(x))``, then ``x + mlp(norm(x))`` (LLaMA, GPT-2).
 
     ``post_norms``: each sublayer's output is normed again before the residual add (Gemma 2 and 3:
@@ -220,8 +236,9 @@ def pre_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, 
     return residual(b, "mlp_residual", x, y)
 
 
-def post_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = True,
-                    norm_bias: bool | None = None) -> Tensor:
+def post_norm_layer(
+    b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = True, norm_bias: bool | None = None
+) -> Tensor:
     """``x + norm(attn(x))``, then ``x + norm(mlp(x))`` (OLMo 2: the norms on the sublayers' outputs only)."""
     with b.scope("attn"):
         y = b.norm("post_norm", attention(b, x), "b t d", rms=rms, bias=norm_bias)
@@ -231,8 +248,16 @@ def post_norm_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *,
     return residual(b, "mlp_residual", x, y)
 
 
-def parallel_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, rms: bool = False,
-                   shared_norm: bool = True, norm_bias: bool | None = None) -> Tensor:
+def parallel_layer(
+    b: GraphBuilder,
+    x: Tensor,
+    attention: Block,
+    mlp: Block,
+    *,
+    rms: bool = False,
+    shared_norm: bool = True,
+    norm_bias: bool | None = None,
+) -> Tensor:
     """``x + attn(norm(x)) + mlp(norm(x))``: attention and MLP read the same input in parallel (GPT-J, PaLM,
     GPT-NeoX, Falcon). ``shared_norm``: one norm for both (GPT-J, PaLM, Falcon 7B); otherwise each has its
     own (GPT-NeoX, Falcon 40B)."""
@@ -250,9 +275,18 @@ def parallel_layer(b: GraphBuilder, x: Tensor, attention: Block, mlp: Block, *, 
     return residual(b, "mlp_residual", residual(b, "attn_residual", x, a), m)
 
 
-def decoder(b: GraphBuilder, stacks: Sequence[tuple[str, object, Block]], *, tied: bool, rms: bool = True,
-            embed_scale: bool = False, final_norm: bool = True, norm_bias: bool | None = None,
-            head_bias: bool = False, logit_softcap: bool = False) -> nx.DiGraph:
+def decoder(
+    b: GraphBuilder,
+    stacks: Sequence[tuple[str, object, Block]],
+    *,
+    tied: bool,
+    rms: bool = True,
+    embed_scale: bool = False,
+    final_norm: bool = True,
+    norm_bias: bool | None = None,
+    head_bias: bool = False,
+    logit_softcap: bool = False,
+) -> nx.DiGraph:
     """Token embedding, each stack of layers ``(name, count, layer)`` in turn, final norm, unembedding, loss.
 
     ``layer(b, x)`` builds one layer; a stack is one subgraph with a count
@@ -271,8 +305,9 @@ def decoder(b: GraphBuilder, stacks: Sequence[tuple[str, object, Block]], *, tie
             x = layer(b, x)
     if final_norm:
         x = b.norm("norm", x, "b t d", rms=rms, bias=norm_bias)
-    logits = b.matmul("lm_head", x, "b t d, v d -> b t v", tied="embed" if tied else None,
-                      bias="v" if head_bias else None)
+    logits = b.matmul(
+        "lm_head", x, "b t d, v d -> b t v", tied="embed" if tied else None, bias="v" if head_bias else None
+    )
     if logit_softcap:
         logits = b.elementwise("logit_softcap", "softcap", logits, "b t v")
     b.loss("loss", logits, "b t v -> b t")

@@ -45,8 +45,15 @@ from .blocks import decoder, gated_mlp, latent_attention, mixture_of_experts, pr
 from .llama import hf_experts
 
 
-def deepseek_v3(*, q_latent: bool = True, dense_layers: bool = True, shared: bool = True, tied: bool = False,
-                attention_bias: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+def deepseek_v3(
+    *,
+    q_latent: bool = True,
+    dense_layers: bool = True,
+    shared: bool = True,
+    tied: bool = False,
+    attention_bias: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The DeepSeek-V3 decoder as an op graph.
 
     ``q_latent``: queries through the rank-``r_q`` latent (False: a full
@@ -54,8 +61,26 @@ def deepseek_v3(*, q_latent: bool = True, dense_layers: bool = True, shared: boo
     layers are dense. ``shared``: ``n_shared`` shared experts. ``attention_bias``:
     biases on MLA's down projections and output (HF ``attention_bias``).
     """
-    b = GraphBuilder("deepseek_v3", dtype=dtype, b=B, t=T, s=T, d=d, v=V, h=h, k=d_nope, p=d_rope, o=d_v,
-                     l=r_q, c=r_kv, f=d_ff, e=n_experts, r=top_k, i=d_expert, n=n_shared)
+    b = GraphBuilder(
+        "deepseek_v3",
+        dtype=dtype,
+        b=B,
+        t=T,
+        s=T,
+        d=d,
+        v=V,
+        h=h,
+        k=d_nope,
+        p=d_rope,
+        o=d_v,
+        l=r_q,
+        c=r_kv,
+        f=d_ff,
+        e=n_experts,
+        r=top_k,
+        i=d_expert,
+        n=n_shared,
+    )
 
     def attention(b: GraphBuilder, x):
         return latent_attention(b, x, q_latent=q_latent, bias=attention_bias)
@@ -85,10 +110,17 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
         return field(cfg, name, int, default, where=where, minimum=minimum)
 
     out: dict[str, object] = {
-        "L": get("num_hidden_layers"), "d": get("hidden_size"), "h": get("num_attention_heads"),
-        "V": get("vocab_size"), "T": get("max_position_embeddings"), "r_kv": get("kv_lora_rank"),
-        "d_rope": get("qk_rope_head_dim"), "d_nope": get("qk_nope_head_dim"), "d_v": get("v_head_dim"),
-        **hf_experts(cfg, where, "n_routed_experts"), "d_expert": get("moe_intermediate_size"),
+        "L": get("num_hidden_layers"),
+        "d": get("hidden_size"),
+        "h": get("num_attention_heads"),
+        "V": get("vocab_size"),
+        "T": get("max_position_embeddings"),
+        "r_kv": get("kv_lora_rank"),
+        "d_rope": get("qk_rope_head_dim"),
+        "d_nope": get("qk_nope_head_dim"),
+        "d_v": get("v_head_dim"),
+        **hf_experts(cfg, where, "n_routed_experts"),
+        "d_expert": get("moe_intermediate_size"),
         "tied": field(cfg, "tie_word_embeddings", bool, False, where=where),
         "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
     }
@@ -96,8 +128,10 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     out.update({"r_q": q_rank} if q_rank is not None else {"q_latent": False})
     dense = get("first_k_dense_replace", 0, minimum=0)
     if dense >= out["L"]:
-        raise CostModelError(f"{where}: first_k_dense_replace = {dense} leaves no MoE layer of "
-                             f"num_hidden_layers = {out['L']}; expected fewer dense layers than layers")
+        raise CostModelError(
+            f"{where}: first_k_dense_replace = {dense} leaves no MoE layer of "
+            f"num_hidden_layers = {out['L']}; expected fewer dense layers than layers"
+        )
     out.update({"L_dense": dense, "d_ff": get("intermediate_size")} if dense else {"dense_layers": False})
     shared = get("n_shared_experts", 0, minimum=0)
     out.update({"n_shared": shared} if shared else {"shared": False})
@@ -105,13 +139,39 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
 
 
 PRESETS = (
-    Preset("deepseek-v3", "deepseek_v3",
-           {"L": 61, "L_dense": 3, "d": 7168, "h": 128, "r_q": 1536, "r_kv": 512, "d_rope": 64, "d_nope": 128,
-            "d_v": 128, "d_ff": 18432, "d_expert": 2048, "n_experts": 256, "top_k": 8, "n_shared": 1,
-            "V": 129280, "T": 4096},
-           "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report), section 4.2; deepseek-ai/DeepSeek-V3 config.json",
-           "DeepSeek-V3 671B (37B active), without the MTP module", ("deepseek-ai/DeepSeek-V3",)),
+    Preset(
+        "deepseek-v3",
+        "deepseek_v3",
+        {
+            "L": 61,
+            "L_dense": 3,
+            "d": 7168,
+            "h": 128,
+            "r_q": 1536,
+            "r_kv": 512,
+            "d_rope": 64,
+            "d_nope": 128,
+            "d_v": 128,
+            "d_ff": 18432,
+            "d_expert": 2048,
+            "n_experts": 256,
+            "top_k": 8,
+            "n_shared": 1,
+            "V": 129280,
+            "T": 4096,
+        },
+        "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report), section 4.2; deepseek-ai/DeepSeek-V3 config.json",
+        "DeepSeek-V3 671B (37B active), without the MTP module",
+        ("deepseek-ai/DeepSeek-V3",),
+    ),
 )
 
-FAMILY = Family("deepseek_v3", deepseek_v3, "DeepSeek-V3: MLA, shared + routed experts, leading dense layers",
-                PRESETS, defaults={"T": 4096}, hf_model_types=("deepseek_v3",), from_hf=from_hf)
+FAMILY = Family(
+    "deepseek_v3",
+    deepseek_v3,
+    "DeepSeek-V3: MLA, shared + routed experts, leading dense layers",
+    PRESETS,
+    defaults={"T": 4096},
+    hf_model_types=("deepseek_v3",),
+    from_hf=from_hf,
+)

@@ -15,8 +15,15 @@ from .blocks import Block, dropout, residual
 
 #: Hugging Face ``hidden_act`` values → the element-wise function counted (``gelu_new`` and ``gelu_pytorch_tanh``
 #: are the tanh approximation, ``gelu`` the erf form: one FLOP convention, see docs/conventions.md).
-ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_python": "gelu",
-               "relu": "relu", "silu": "silu", "swish": "silu"}
+ACTIVATIONS = {
+    "gelu": "gelu",
+    "gelu_new": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu_python": "gelu",
+    "relu": "relu",
+    "silu": "silu",
+    "swish": "silu",
+}
 
 
 def activation(cfg: Mapping[str, object], where: str, name: str = "hidden_act", default: str = "gelu") -> str:
@@ -27,8 +34,9 @@ def activation(cfg: Mapping[str, object], where: str, name: str = "hidden_act", 
     return ACTIVATIONS[act]
 
 
-def bidirectional_attention(b: GraphBuilder, x: Tensor, *, qkv_bias: bool = True, out_bias: bool = True,
-                            dropout_p: bool = False) -> Tensor:
+def bidirectional_attention(
+    b: GraphBuilder, x: Tensor, *, qkv_bias: bool = True, out_bias: bool = True, dropout_p: bool = False
+) -> Tensor:
     """Multi-head self-attention over every position (no mask): BERT's and ViT's.
 
     q, k, v: ``b t d -> b h t k``; scores ``b h t k, b h s k -> b h t s`` scaled by 1/√k; the softmax

@@ -41,8 +41,17 @@ from . import attention_parts as parts
 from .blocks import decoder, gelu_mlp, parallel_layer, pre_norm_layer
 
 
-def falcon(*, d_ff: sympy.Expr = 4 * d, kv_copies: bool = False, parallel: bool = True, shared_norm: bool = True,
-           alibi: bool = False, bias: bool = False, tied: bool = True, dtype: str = "bf16") -> nx.DiGraph:
+def falcon(
+    *,
+    d_ff: sympy.Expr = 4 * d,
+    kv_copies: bool = False,
+    parallel: bool = True,
+    shared_norm: bool = True,
+    alibi: bool = False,
+    bias: bool = False,
+    tied: bool = True,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Falcon decoder as an op graph (head dim ``d/h``; ``n_kv`` key/value heads: 1 for MQA, ``h`` for MHA).
 
     ``kv_copies``: keys and values are copied to every query head before RoPE and the cache
@@ -81,40 +90,60 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     defaults apply), so a file with only those is refused here rather than read two ways.
     """
     where = "config.json (falcon)"
-    for old, new in (("n_head", "num_attention_heads"), ("n_layer", "num_hidden_layers"),
-                     ("n_head_kv", "num_kv_heads")):
+    for old, new in (
+        ("n_head", "num_attention_heads"),
+        ("n_layer", "num_hidden_layers"),
+        ("n_head_kv", "num_kv_heads"),
+    ):
         if old in cfg and new not in cfg:
-            raise CostModelError(f"{where}: legacy field {old!r} without {new!r}; transformers ignores {old!r}, "
-                                 f"so rename it to {new!r}")
+            raise CostModelError(
+                f"{where}: legacy field {old!r} without {new!r}; transformers ignores {old!r}, so rename it to {new!r}"
+            )
     get = lambda name, kind=int, default=...: field(cfg, name, kind, default, where=where)  # noqa: E731
-    out: dict[str, object] = {"L": get("num_hidden_layers"), "d": get("hidden_size"), "h": get("num_attention_heads"),
-                              "V": get("vocab_size"), "T": get("max_position_embeddings", int, 2048),
-                              "tied": get("tie_word_embeddings", bool, True), "bias": get("bias", bool, False),
-                              "alibi": get("alibi", bool, False)}
+    out: dict[str, object] = {
+        "L": get("num_hidden_layers"),
+        "d": get("hidden_size"),
+        "h": get("num_attention_heads"),
+        "V": get("vocab_size"),
+        "T": get("max_position_embeddings", int, 2048),
+        "tied": get("tie_word_embeddings", bool, True),
+        "bias": get("bias", bool, False),
+        "alibi": get("alibi", bool, False),
+    }
     if out["d"] % out["h"]:
-        raise CostModelError(f"{where}: hidden_size = {out['d']} is not a multiple of num_attention_heads = "
-                             f"{out['h']}; expected whole heads (Falcon's head dim is hidden_size / heads)")
+        raise CostModelError(
+            f"{where}: hidden_size = {out['d']} is not a multiple of num_attention_heads = "
+            f"{out['h']}; expected whole heads (Falcon's head dim is hidden_size / heads)"
+        )
     new_arch, parallel = get("new_decoder_architecture", bool, False), get("parallel_attn", bool, True)
     kv_heads = get("num_kv_heads", int, out["h"])
     norms = get("num_ln_in_parallel_attn", int, 2 if new_arch else 1)
     if new_arch:
         if not parallel:
-            raise CostModelError(f"{where}: new_decoder_architecture with parallel_attn false has no working layer "
-                                 "in transformers; expected parallel_attn true")
+            raise CostModelError(
+                f"{where}: new_decoder_architecture with parallel_attn false has no working layer "
+                "in transformers; expected parallel_attn true"
+            )
         if out["h"] % kv_heads:
-            raise CostModelError(f"{where}: num_attention_heads = {out['h']} is not a multiple of num_kv_heads = "
-                                 f"{kv_heads}; expected whole groups")
+            raise CostModelError(
+                f"{where}: num_attention_heads = {out['h']} is not a multiple of num_kv_heads = "
+                f"{kv_heads}; expected whole groups"
+            )
         out.update(n_kv=kv_heads, kv_copies=True)
     elif get("multi_query", bool, True):
         out["n_kv"] = 1
     elif kv_heads != out["h"]:
-        raise CostModelError(f"{where}: num_kv_heads = {kv_heads} with multi-head attention (multi_query false, "
-                             f"no new_decoder_architecture); expected it absent or equal to num_attention_heads")
+        raise CostModelError(
+            f"{where}: num_kv_heads = {kv_heads} with multi-head attention (multi_query false, "
+            f"no new_decoder_architecture); expected it absent or equal to num_attention_heads"
+        )
     else:
         out["n_kv"] = out["h"]
     if parallel and norms not in (1, 2) or parallel and norms == 2 and not new_arch:
-        raise CostModelError(f"{where}: num_ln_in_parallel_attn = {norms} with new_decoder_architecture "
-                             f"{str(new_arch).lower()}; transformers runs 1 (or 2 with the new architecture)")
+        raise CostModelError(
+            f"{where}: num_ln_in_parallel_attn = {norms} with new_decoder_architecture "
+            f"{str(new_arch).lower()}; transformers runs 1 (or 2 with the new architecture)"
+        )
     out.update(parallel=parallel, shared_norm=not (parallel and norms == 2))
     out["d_ff"] = get("ffn_hidden_size", int, 4 * out["d"])
     return out
@@ -126,18 +155,52 @@ _180B = "Almazrouei et al. 2023 (The Falcon Series of Open Language Models); tii
 _RW = "Penedo et al. 2023 (The RefinedWeb Dataset for Falcon LLM); tiiuae/falcon-rw-1b model card and config.json"
 
 PRESETS = (
-    Preset("falcon-7b", "falcon", {"L": 32, "d": 4544, "h": 71, "n_kv": 1, "V": 65024, "T": 2048}, _7B,
-           "Falcon-7B (multi-query, one LayerNorm per layer)"),
-    Preset("falcon-40b", "falcon", {"L": 60, "d": 8192, "h": 128, "n_kv": 8, "V": 65024, "T": 2048,
-                                    "kv_copies": True, "shared_norm": False}, _40B,
-           "Falcon-40B (8 KV groups copied to 128 heads, two LayerNorms)"),
-    Preset("falcon-180b", "falcon", {"L": 80, "d": 14848, "h": 232, "n_kv": 8, "V": 65024, "T": 2048,
-                                     "kv_copies": True, "shared_norm": False}, _180B,
-           "Falcon-180B (8 KV groups copied to 232 heads, two LayerNorms)"),
-    Preset("falcon-rw-1b", "falcon", {"L": 24, "d": 2048, "h": 32, "n_kv": 32, "V": 50304, "T": 2048,
-                                      "alibi": True, "bias": True, "parallel": False}, _RW,
-           "Falcon-RW-1B (ALiBi, biases, sequential layers)"),
+    Preset(
+        "falcon-7b",
+        "falcon",
+        {"L": 32, "d": 4544, "h": 71, "n_kv": 1, "V": 65024, "T": 2048},
+        _7B,
+        "Falcon-7B (multi-query, one LayerNorm per layer)",
+    ),
+    Preset(
+        "falcon-40b",
+        "falcon",
+        {"L": 60, "d": 8192, "h": 128, "n_kv": 8, "V": 65024, "T": 2048, "kv_copies": True, "shared_norm": False},
+        _40B,
+        "Falcon-40B (8 KV groups copied to 128 heads, two LayerNorms)",
+    ),
+    Preset(
+        "falcon-180b",
+        "falcon",
+        {"L": 80, "d": 14848, "h": 232, "n_kv": 8, "V": 65024, "T": 2048, "kv_copies": True, "shared_norm": False},
+        _180B,
+        "Falcon-180B (8 KV groups copied to 232 heads, two LayerNorms)",
+    ),
+    Preset(
+        "falcon-rw-1b",
+        "falcon",
+        {
+            "L": 24,
+            "d": 2048,
+            "h": 32,
+            "n_kv": 32,
+            "V": 50304,
+            "T": 2048,
+            "alibi": True,
+            "bias": True,
+            "parallel": False,
+        },
+        _RW,
+        "Falcon-RW-1B (ALiBi, biases, sequential layers)",
+    ),
 )
 
-FAMILY = Family("falcon", falcon, "Falcon: parallel attention + MLP, MQA or copied GQA heads, ALiBi (RW), tied",
-                PRESETS, defaults={"T": 2048}, hf_model_types=("falcon",), from_hf=from_hf)
+FAMILY = Family(
+    "falcon",
+    falcon,
+    "Falcon: parallel attention + MLP, MQA or copied GQA heads, ALiBi (RW), tied",
+    PRESETS,
+    defaults={"T": 2048},
+    hf_model_types=("falcon",),
+    from_hf=from_hf,
+)

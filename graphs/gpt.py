@@ -22,8 +22,9 @@ from costmodel.symbols import B, L, T, T_max, V, d, h
 from .blocks import causal_self_attention, dropout, gelu_mlp, residual
 
 
-def gpt(*, d_ff: sympy.Expr = 4 * d, tied: bool = True, bias: bool = True, dropout_p: bool = False,
-        dtype: str = "bf16") -> nx.DiGraph:
+def gpt(
+    *, d_ff: sympy.Expr = 4 * d, tied: bool = True, bias: bool = True, dropout_p: bool = False, dtype: str = "bf16"
+) -> nx.DiGraph:
     """The GPT-2/3 decoder as an op graph (head dim d/h; MLP width ``d_ff``, 4d by default).
 
     ``tied``: the unembedding reuses the token embedding. ``dropout_p``: dropout
@@ -54,10 +55,25 @@ _GPT2 = "Radford et al. 2019, Table 2; HF gpt2 configs (n_vocab 50257, n_ctx 102
 _GPT3 = "Brown et al. 2020, Table 2.1 (n_vocab 50257, n_ctx 2048)"
 
 
-def _preset(name: str, layers: int, width: int, heads: int, vocab: int, context: int, source: str,
-            about: str = "", aliases: tuple[str, ...] = ()) -> Preset:
-    return Preset(name, "gpt", {"L": layers, "d": width, "h": heads, "V": vocab, "T_max": context, "T": context},
-                  source, about, aliases)
+def _preset(
+    name: str,
+    layers: int,
+    width: int,
+    heads: int,
+    vocab: int,
+    context: int,
+    source: str,
+    about: str = "",
+    aliases: tuple[str, ...] = (),
+) -> Preset:
+    return Preset(
+        name,
+        "gpt",
+        {"L": layers, "d": width, "h": heads, "V": vocab, "T_max": context, "T": context},
+        source,
+        about,
+        aliases,
+    )
 
 
 PRESETS = (
@@ -75,12 +91,15 @@ PRESETS = (
     _preset("gpt3-175b", 96, 12288, 96, 50257, 2048, _GPT3, "GPT-3 175B"),
 )
 
+
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face GPT-2 ``config.json`` (``n_inner`` null means 4d)."""
     where = "config.json (gpt2)"
     out: dict[str, object] = {
-        "L": field(cfg, "n_layer", where=where), "d": field(cfg, "n_embd", where=where),
-        "h": field(cfg, "n_head", where=where), "V": field(cfg, "vocab_size", where=where),
+        "L": field(cfg, "n_layer", where=where),
+        "d": field(cfg, "n_embd", where=where),
+        "h": field(cfg, "n_head", where=where),
+        "V": field(cfg, "vocab_size", where=where),
         "T_max": field(cfg, "n_positions", where=where),
         "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
     }
@@ -91,5 +110,12 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
-FAMILY = Family("gpt", gpt, "GPT-2/GPT-3 decoder: learned positions, pre-LN, MHA, GELU MLP", PRESETS,
-                defaults={"V": 50257, "T_max": 1024, "T": 1024}, hf_model_types=("gpt2",), from_hf=from_hf)
+FAMILY = Family(
+    "gpt",
+    gpt,
+    "GPT-2/GPT-3 decoder: learned positions, pre-LN, MHA, GELU MLP",
+    PRESETS,
+    defaults={"V": 50257, "T_max": 1024, "T": 1024},
+    hf_model_types=("gpt2",),
+    from_hf=from_hf,
+)

@@ -31,9 +31,16 @@ from . import attention_parts as parts
 from .blocks import decoder, gelu_mlp, parallel_layer, pre_norm_layer
 
 
-def gpt_neox(*, d_ff: sympy.Expr = 4 * d, d_rot: sympy.Expr = d / (4 * h), rope: str = "partial",
-             parallel: bool = True, attention_bias: bool = True, tied: bool = False,
-             dtype: str = "bf16") -> nx.DiGraph:
+def gpt_neox(
+    *,
+    d_ff: sympy.Expr = 4 * d,
+    d_rot: sympy.Expr = d / (4 * h),
+    rope: str = "partial",
+    parallel: bool = True,
+    attention_bias: bool = True,
+    tied: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The GPT-NeoX decoder as an op graph.
 
     ``rope``: ``"partial"`` (RoPE on the first ``d_rot`` dims of each head: ``int(d_head ·
@@ -89,16 +96,21 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """
     where = "config.json (gpt_neox)"
     out: dict[str, object] = {
-        "L": field(cfg, "num_hidden_layers", where=where), "d": field(cfg, "hidden_size", where=where),
-        "h": field(cfg, "num_attention_heads", where=where), "V": field(cfg, "vocab_size", where=where),
-        "d_ff": field(cfg, "intermediate_size", where=where), "T": field(cfg, "max_position_embeddings", where=where),
+        "L": field(cfg, "num_hidden_layers", where=where),
+        "d": field(cfg, "hidden_size", where=where),
+        "h": field(cfg, "num_attention_heads", where=where),
+        "V": field(cfg, "vocab_size", where=where),
+        "d_ff": field(cfg, "intermediate_size", where=where),
+        "T": field(cfg, "max_position_embeddings", where=where),
         "tied": field(cfg, "tie_word_embeddings", bool, False, where=where),
         "parallel": field(cfg, "use_parallel_residual", bool, True, where=where),
         "attention_bias": field(cfg, "attention_bias", bool, True, where=where),
     }
     if out["d"] % out["h"]:
-        raise CostModelError(f"{where}: hidden_size = {out['d']} is not a multiple of num_attention_heads = "
-                             f"{out['h']}; expected whole heads (GPT-NeoX's head dim is hidden_size / heads)")
+        raise CostModelError(
+            f"{where}: hidden_size = {out['d']} is not a multiple of num_attention_heads = "
+            f"{out['h']}; expected whole heads (GPT-NeoX's head dim is hidden_size / heads)"
+        )
     rope_parameters = field(cfg, "rope_parameters", dict, {}, where=where)
     share = number(rope_parameters, "partial_rotary_factor", None, f"{where} rope_parameters")
     share = number(cfg, "rotary_pct", 0.25, where) if share is None else share
@@ -111,19 +123,26 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     elif rotary == d_head:
         out["rope"] = "full"
     elif rotary % 2:
-        raise CostModelError(f"{where}: {rotary} rotary dims (head dim {d_head} × {share}) is odd; "
-                             "expected an even number (RoPE rotates pairs of dims)")
+        raise CostModelError(
+            f"{where}: {rotary} rotary dims (head dim {d_head} × {share}) is odd; "
+            "expected an even number (RoPE rotates pairs of dims)"
+        )
     else:
         out["d_rot"] = rotary
     return out
 
 
-_PYTHIA = ("Biderman et al. 2023 (Pythia), Table 1; EleutherAI/pythia-{} config.json")
+_PYTHIA = "Biderman et al. 2023 (Pythia), Table 1; EleutherAI/pythia-{} config.json"
 
 
 def _pythia(size: str, layers: int, width: int, heads: int, vocab: int = 50304) -> Preset:
-    return Preset(f"pythia-{size}", "gpt_neox", {"L": layers, "d": width, "h": heads, "V": vocab, "T": 2048},
-                  _PYTHIA.format(size), f"Pythia {size.upper()}")
+    return Preset(
+        f"pythia-{size}",
+        "gpt_neox",
+        {"L": layers, "d": width, "h": heads, "V": vocab, "T": 2048},
+        _PYTHIA.format(size),
+        f"Pythia {size.upper()}",
+    )
 
 
 PRESETS = (
@@ -135,9 +154,21 @@ PRESETS = (
     _pythia("2.8b", 32, 2560, 32),
     _pythia("6.9b", 32, 4096, 32, 50432),
     _pythia("12b", 36, 5120, 40, 50688),
-    Preset("gpt-neox-20b", "gpt_neox", {"L": 44, "d": 6144, "h": 64, "V": 50432, "T": 2048},
-           "Black et al. 2022 (GPT-NeoX-20B); EleutherAI/gpt-neox-20b config.json", "GPT-NeoX-20B"),
+    Preset(
+        "gpt-neox-20b",
+        "gpt_neox",
+        {"L": 44, "d": 6144, "h": 64, "V": 50432, "T": 2048},
+        "Black et al. 2022 (GPT-NeoX-20B); EleutherAI/gpt-neox-20b config.json",
+        "GPT-NeoX-20B",
+    ),
 )
 
-FAMILY = Family("gpt_neox", gpt_neox, "GPT-NeoX/Pythia: parallel attention + MLP, partial RoPE, LayerNorm biases",
-                PRESETS, defaults={"T": 2048}, hf_model_types=("gpt_neox",), from_hf=from_hf)
+FAMILY = Family(
+    "gpt_neox",
+    gpt_neox,
+    "GPT-NeoX/Pythia: parallel attention + MLP, partial RoPE, LayerNorm biases",
+    PRESETS,
+    defaults={"T": 2048},
+    hf_model_types=("gpt_neox",),
+    from_hf=from_hf,
+)

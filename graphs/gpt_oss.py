@@ -44,19 +44,31 @@ def experts(b: GraphBuilder, x: Tensor) -> Tensor:
     logits = b.matmul("router", x, "b t d, d e -> b t e", bias="e")
     picked = b.reshape("top_k", logits, "b t e -> b t r")  # the r largest logits: a selection
     weights = b.softmax("router_probs", picked, "b t r", axis="r")
-    gate = b.op("gate", "routed_matmul", [x], "b t d, e d i -> b t r i",
-                attrs={"experts": "e", "route": "r", "bias": "e i"})
-    up = b.op("up", "routed_matmul", [x], "b t d, e d i -> b t r i", attrs={"experts": "e", "route": "r", "bias": "e i"})
+    gate = b.op(
+        "gate", "routed_matmul", [x], "b t d, e d i -> b t r i", attrs={"experts": "e", "route": "r", "bias": "e i"}
+    )
+    up = b.op(
+        "up", "routed_matmul", [x], "b t d, e d i -> b t r i", attrs={"experts": "e", "route": "r", "bias": "e i"}
+    )
     gate = b.elementwise("act", "silu", gate, "b t r i")  # gpt-oss: gate·σ(1.702·gate), clamped; see the docstring
     u = b.elementwise("gated", "mul", [gate, up], "b t r i, b t r i -> b t r i")
     u = b.elementwise("weighted", "mul", [u, weights], "b t r i, b t r -> b t r i")
-    return b.op("down", "routed_matmul", [u], "b t r i, e i d -> b t d",
-                attrs={"experts": "e", "route": "r", "bias": "e d"})
+    return b.op(
+        "down", "routed_matmul", [u], "b t r i, e i d -> b t d", attrs={"experts": "e", "route": "r", "bias": "e d"}
+    )
 
 
-def gpt_oss(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, window: object = None,
-            cache_window: object = None, sinks: bool = True, attention_bias: bool = True, tied: bool = False,
-            dtype: str = "bf16") -> nx.DiGraph:
+def gpt_oss(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d_head,
+    window: object = None,
+    cache_window: object = None,
+    sinks: bool = True,
+    attention_bias: bool = True,
+    tied: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The gpt-oss decoder: ``L − ⌊L/2⌋`` sliding-window layers and ``⌊L/2⌋`` full-attention layers.
 
     ``window=None`` counts T×T scores in the sliding layers too (as PyTorch does), ``window=W``
@@ -76,13 +88,15 @@ def gpt_oss(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, window: obj
             parts.cached(b, k, kept), parts.cached(b, v, kept)
             context = parts.attend(b, q, k, v, window=sliding and window is not None, sink=sinks)
             return parts.output(b, context, bias=attention_bias)
+
         return attend
 
     def layer(sliding: bool):
         return lambda b, x: pre_norm_layer(b, x, attention(sliding), experts)
 
-    return decoder(b, [("sliding_layers", SLIDING_LAYERS, layer(True)), ("full_layers", FULL_LAYERS, layer(False))],
-                   tied=tied)
+    return decoder(
+        b, [("sliding_layers", SLIDING_LAYERS, layer(True)), ("full_layers", FULL_LAYERS, layer(False))], tied=tied
+    )
 
 
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
@@ -95,25 +109,36 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     where = "config.json (gpt_oss)"
     get = lambda name, kind=int, default=...: field(cfg, name, kind, default, where=where)  # noqa: E731
     out: dict[str, object] = {
-        "L": get("num_hidden_layers"), "d": get("hidden_size"), "h": get("num_attention_heads"),
-        "n_kv": get("num_key_value_heads"), "V": get("vocab_size"), "d_ff": get("intermediate_size"),
-        "T": get("max_position_embeddings"), "tied": get("tie_word_embeddings", bool, False),
+        "L": get("num_hidden_layers"),
+        "d": get("hidden_size"),
+        "h": get("num_attention_heads"),
+        "n_kv": get("num_key_value_heads"),
+        "V": get("vocab_size"),
+        "d_ff": get("intermediate_size"),
+        "T": get("max_position_embeddings"),
+        "tied": get("tie_word_embeddings", bool, False),
         "attention_bias": get("attention_bias", bool, True),
     }
     experts_field = "num_local_experts" if "num_local_experts" in cfg or "num_experts" not in cfg else "num_experts"
     out.update(hf_experts(cfg, where, experts_field))
     if out["h"] % out["n_kv"]:
-        raise CostModelError(f"{where}: num_attention_heads = {out['h']} is not a multiple of num_key_value_heads = "
-                             f"{out['n_kv']}; expected whole groups")
+        raise CostModelError(
+            f"{where}: num_attention_heads = {out['h']} is not a multiple of num_key_value_heads = "
+            f"{out['n_kv']}; expected whole groups"
+        )
     out["d_head"] = get("head_dim")
     if out["L"] < 2:
-        raise CostModelError(f"{where}: num_hidden_layers = {out['L']} leaves no full-attention layer (layer 1 is the "
-                             "first); expected at least 2 layers")
+        raise CostModelError(
+            f"{where}: num_hidden_layers = {out['L']} leaves no full-attention layer (layer 1 is the "
+            "first); expected at least 2 layers"
+        )
     expected = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(out["L"])]
     layer_types = get("layer_types", list, expected)
     if layer_types != expected:
-        raise CostModelError(f"{where}: layer_types {layer_types!r} do not alternate sliding_attention and "
-                             "full_attention from layer 0; expected that pattern (every gpt-oss model has it)")
+        raise CostModelError(
+            f"{where}: layer_types {layer_types!r} do not alternate sliding_attention and "
+            "full_attention from layer 0; expected that pattern (every gpt-oss model has it)"
+        )
     if "sliding_window" in cfg and cfg["sliding_window"] is None:
         raise CostModelError(f"{where}: sliding_window is null; expected the window of the sliding layers")
     # absent: transformers' default, 128. It bounds the sliding layers' KV cache; their FLOPs stay dense
@@ -121,16 +146,42 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     return out
 
 
-_SOURCE = ("OpenAI 2025 (gpt-oss-120b & gpt-oss-20b Model Card), Table 1; openai/gpt-oss-{} config.json")
-_COMMON = {"d": 2880, "h": 64, "n_kv": 8, "d_head": 64, "d_ff": 2880, "top_k": 4, "V": 201088, "T": 4096,
-           "cache_window": 128}
+_SOURCE = "OpenAI 2025 (gpt-oss-120b & gpt-oss-20b Model Card), Table 1; openai/gpt-oss-{} config.json"
+_COMMON = {
+    "d": 2880,
+    "h": 64,
+    "n_kv": 8,
+    "d_head": 64,
+    "d_ff": 2880,
+    "top_k": 4,
+    "V": 201088,
+    "T": 4096,
+    "cache_window": 128,
+}
 
 PRESETS = (
-    Preset("gpt-oss-20b", "gpt_oss", {**_COMMON, "L": 24, "n_experts": 32}, _SOURCE.format("20b"),
-           "gpt-oss-20b (top-4 of 32 experts), dense T×T attention count"),
-    Preset("gpt-oss-120b", "gpt_oss", {**_COMMON, "L": 36, "n_experts": 128}, _SOURCE.format("120b"),
-           "gpt-oss-120b (top-4 of 128 experts), dense T×T attention count"),
+    Preset(
+        "gpt-oss-20b",
+        "gpt_oss",
+        {**_COMMON, "L": 24, "n_experts": 32},
+        _SOURCE.format("20b"),
+        "gpt-oss-20b (top-4 of 32 experts), dense T×T attention count",
+    ),
+    Preset(
+        "gpt-oss-120b",
+        "gpt_oss",
+        {**_COMMON, "L": 36, "n_experts": 128},
+        _SOURCE.format("120b"),
+        "gpt-oss-120b (top-4 of 128 experts), dense T×T attention count",
+    ),
 )
 
-FAMILY = Family("gpt_oss", gpt_oss, "gpt-oss: alternating sliding/full attention with sinks, biased SwiGLU experts",
-                PRESETS, defaults={"T": 131072}, hf_model_types=("gpt_oss",), from_hf=from_hf)
+FAMILY = Family(
+    "gpt_oss",
+    gpt_oss,
+    "gpt-oss: alternating sliding/full attention with sinks, biased SwiGLU experts",
+    PRESETS,
+    defaults={"T": 131072},
+    hf_model_types=("gpt_oss",),
+    from_hf=from_hf,
+)

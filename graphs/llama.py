@@ -32,8 +32,15 @@ def sizes(d_head: object, d_ff: object, **more: object) -> dict[str, object]:
     return dict(b=B, t=T, s=T, d=d, v=V, g=n_kv, m=h / n_kv, k=d_head, f=d_ff, **more)
 
 
-def llama(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False,
-          attention_bias: bool = False, mlp_bias: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+def llama(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    tied: bool = False,
+    attention_bias: bool = False,
+    mlp_bias: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The LLaMA decoder as an op graph.
 
     ``d_head``: the head dim, ``d/h`` unless a config gives ``head_dim``.
@@ -45,9 +52,11 @@ def llama(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = F
 
     def layer(b: GraphBuilder, x):
         return pre_norm_layer(
-            b, x,
+            b,
+            x,
             lambda b, x: grouped_query_attention(b, x, qkv_bias=attention_bias, out_bias=attention_bias),
-            lambda b, x: gated_mlp(b, x, bias=mlp_bias))
+            lambda b, x: gated_mlp(b, x, bias=mlp_bias),
+        )
 
     return decoder(b, [("layers", L, layer)], tied=tied)
 
@@ -62,8 +71,10 @@ def hf_settings(cfg: Mapping[str, object], where: str, *, mha_default: bool = Fa
     ``max_position_embeddings`` (override it with ``--seq``).
     """
     out: dict[str, object] = {
-        "L": field(cfg, "num_hidden_layers", where=where), "d": field(cfg, "hidden_size", where=where),
-        "h": field(cfg, "num_attention_heads", where=where), "V": field(cfg, "vocab_size", where=where),
+        "L": field(cfg, "num_hidden_layers", where=where),
+        "d": field(cfg, "hidden_size", where=where),
+        "h": field(cfg, "num_attention_heads", where=where),
+        "V": field(cfg, "vocab_size", where=where),
         "d_ff": field(cfg, "intermediate_size", where=where),
         "tied": field(cfg, "tie_word_embeddings", bool, False, where=where),
         "T": field(cfg, "max_position_embeddings", where=where),
@@ -79,17 +90,21 @@ def hf_experts(cfg: Mapping[str, object], where: str, experts: str) -> dict[str,
     """``n_experts`` (from the field named ``experts``) and ``top_k``, with ``top_k ≤ n_experts``."""
     out = {"n_experts": field(cfg, experts, where=where), "top_k": field(cfg, "num_experts_per_tok", where=where)}
     if out["top_k"] > out["n_experts"]:
-        raise CostModelError(f"{where}: num_experts_per_tok = {out['top_k']} exceeds {experts} = "
-                             f"{out['n_experts']}; expected at most as many as there are experts")
+        raise CostModelError(
+            f"{where}: num_experts_per_tok = {out['top_k']} exceeds {experts} = "
+            f"{out['n_experts']}; expected at most as many as there are experts"
+        )
     return out
 
 
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``llama`` config.json."""
     where = "config.json (llama)"
-    return {**hf_settings(cfg, where, mha_default=True),
-            "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
-            "mlp_bias": field(cfg, "mlp_bias", bool, False, where=where)}
+    return {
+        **hf_settings(cfg, where, mha_default=True),
+        "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
+        "mlp_bias": field(cfg, "mlp_bias", bool, False, where=where),
+    }
 
 
 _L1 = "Touvron et al. 2023 (LLaMA), Table 2; huggyllama/llama-{} config.json"
@@ -102,22 +117,118 @@ def _preset(name: str, about: str, source: str, hf_id: str, **config: object) ->
 
 
 PRESETS = (
-    _preset("llama1-7b", "LLaMA 7B", _L1.format("7b"), "huggyllama/llama-7b", L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=2048),
-    _preset("llama1-65b", "LLaMA 65B", _L1.format("65b"), "huggyllama/llama-65b",
-            L=80, d=8192, h=64, n_kv=64, d_ff=22016, V=32000, T=2048),
-    _preset("llama2-7b", "LLaMA-2 7B", _L2.format("7b"), "meta-llama/Llama-2-7b-hf",
-            L=32, d=4096, h=32, n_kv=32, d_ff=11008, V=32000, T=4096),
-    _preset("llama2-13b", "LLaMA-2 13B", _L2.format("13b"), "meta-llama/Llama-2-13b-hf",
-            L=40, d=5120, h=40, n_kv=40, d_ff=13824, V=32000, T=4096),
-    _preset("llama2-70b", "LLaMA-2 70B (GQA, 8 KV heads)", _L2.format("70b"), "meta-llama/Llama-2-70b-hf",
-            L=80, d=8192, h=64, n_kv=8, d_ff=28672, V=32000, T=4096),
-    _preset("llama3-8b", "Llama 3 8B", _L3.format("Meta-Llama-3-8B"), "meta-llama/Meta-Llama-3-8B",
-            L=32, d=4096, h=32, n_kv=8, d_ff=14336, V=128256, T=8192),
-    _preset("llama3-70b", "Llama 3 70B", _L3.format("Meta-Llama-3-70B"), "meta-llama/Meta-Llama-3-70B",
-            L=80, d=8192, h=64, n_kv=8, d_ff=28672, V=128256, T=8192),
-    _preset("llama3-405b", "Llama 3.1 405B", _L3.format("Llama-3.1-405B"), "meta-llama/Llama-3.1-405B",
-            L=126, d=16384, h=128, n_kv=8, d_ff=53248, V=128256, T=8192),
+    _preset(
+        "llama1-7b",
+        "LLaMA 7B",
+        _L1.format("7b"),
+        "huggyllama/llama-7b",
+        L=32,
+        d=4096,
+        h=32,
+        n_kv=32,
+        d_ff=11008,
+        V=32000,
+        T=2048,
+    ),
+    _preset(
+        "llama1-65b",
+        "LLaMA 65B",
+        _L1.format("65b"),
+        "huggyllama/llama-65b",
+        L=80,
+        d=8192,
+        h=64,
+        n_kv=64,
+        d_ff=22016,
+        V=32000,
+        T=2048,
+    ),
+    _preset(
+        "llama2-7b",
+        "LLaMA-2 7B",
+        _L2.format("7b"),
+        "meta-llama/Llama-2-7b-hf",
+        L=32,
+        d=4096,
+        h=32,
+        n_kv=32,
+        d_ff=11008,
+        V=32000,
+        T=4096,
+    ),
+    _preset(
+        "llama2-13b",
+        "LLaMA-2 13B",
+        _L2.format("13b"),
+        "meta-llama/Llama-2-13b-hf",
+        L=40,
+        d=5120,
+        h=40,
+        n_kv=40,
+        d_ff=13824,
+        V=32000,
+        T=4096,
+    ),
+    _preset(
+        "llama2-70b",
+        "LLaMA-2 70B (GQA, 8 KV heads)",
+        _L2.format("70b"),
+        "meta-llama/Llama-2-70b-hf",
+        L=80,
+        d=8192,
+        h=64,
+        n_kv=8,
+        d_ff=28672,
+        V=32000,
+        T=4096,
+    ),
+    _preset(
+        "llama3-8b",
+        "Llama 3 8B",
+        _L3.format("Meta-Llama-3-8B"),
+        "meta-llama/Meta-Llama-3-8B",
+        L=32,
+        d=4096,
+        h=32,
+        n_kv=8,
+        d_ff=14336,
+        V=128256,
+        T=8192,
+    ),
+    _preset(
+        "llama3-70b",
+        "Llama 3 70B",
+        _L3.format("Meta-Llama-3-70B"),
+        "meta-llama/Meta-Llama-3-70B",
+        L=80,
+        d=8192,
+        h=64,
+        n_kv=8,
+        d_ff=28672,
+        V=128256,
+        T=8192,
+    ),
+    _preset(
+        "llama3-405b",
+        "Llama 3.1 405B",
+        _L3.format("Llama-3.1-405B"),
+        "meta-llama/Llama-3.1-405B",
+        L=126,
+        d=16384,
+        h=128,
+        n_kv=8,
+        d_ff=53248,
+        V=128256,
+        T=8192,
+    ),
 )
 
-FAMILY = Family("llama", llama, "LLaMA 1/2/3: RMSNorm, GQA + RoPE, SwiGLU, untied unembedding", PRESETS,
-                defaults={"T": 4096}, hf_model_types=("llama",), from_hf=from_hf)
+FAMILY = Family(
+    "llama",
+    llama,
+    "LLaMA 1/2/3: RMSNorm, GQA + RoPE, SwiGLU, untied unembedding",
+    PRESETS,
+    defaults={"T": 4096},
+    hf_model_types=("llama",),
+    from_hf=from_hf,
+)

@@ -54,8 +54,12 @@ def layer_counts(moe_step: int, nope_interval: int) -> dict[tuple[bool, bool], s
     moe = sympy.floor(L / moe_step) if moe_step else sympy.Integer(0)
     nope = sympy.floor(L / nope_interval) if nope_interval else sympy.Integer(0)
     both = sympy.floor(L / math.lcm(moe_step, nope_interval)) if moe_step and nope_interval else sympy.Integer(0)
-    return {(True, True): both, (True, False): moe - both, (False, True): nope - both,
-            (False, False): L - moe - nope + both}
+    return {
+        (True, True): both,
+        (True, False): moe - both,
+        (False, True): nope - both,
+        (False, False): L - moe - nope + both,
+    }
 
 
 def moe(b: GraphBuilder, x: Tensor) -> Tensor:
@@ -74,9 +78,20 @@ def moe(b: GraphBuilder, x: Tensor) -> Tensor:
         return residual(b, "add", y, gated_mlp(b, x, hidden="i"))
 
 
-def llama4(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, moe_step: int = 1, nope_interval: int = 4,
-           chunked: bool = True, chunk: object = None, qk_norm: bool = True, temperature: bool = True,
-           attention_bias: bool = False, tied: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+def llama4(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    moe_step: int = 1,
+    nope_interval: int = 4,
+    chunked: bool = True,
+    chunk: object = None,
+    qk_norm: bool = True,
+    temperature: bool = True,
+    attention_bias: bool = False,
+    tied: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Llama 4 text decoder as an op graph (see the module docstring for the layer kinds).
 
     ``moe_step``/``nope_interval``: every such layer is MoE / NoPE (0: none). ``chunked``: the RoPE
@@ -86,11 +101,26 @@ def llama4(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, moe_step: int
     """
     for name, value in (("moe_step", moe_step), ("nope_interval", nope_interval)):
         if isinstance(value, bool) or not getattr(sympy.sympify(value), "is_Integer", False) or value < 0:
-            raise CostModelError(f"llama4: option {name} must be a whole number ≥ 0 (0: no such layer), "
-                                 f"received {value!r}")
+            raise CostModelError(
+                f"llama4: option {name} must be a whole number ≥ 0 (0: no such layer), received {value!r}"
+            )
     moe_step, nope_interval = int(moe_step), int(nope_interval)
-    b = GraphBuilder("llama4", dtype=dtype, b=B, t=T, s=T, d=d, v=V, g=n_kv, m=h / n_kv, k=d_head, f=d_ff,
-                     e=n_experts, r=top_k, i=d_expert)
+    b = GraphBuilder(
+        "llama4",
+        dtype=dtype,
+        b=B,
+        t=T,
+        s=T,
+        d=d,
+        v=V,
+        g=n_kv,
+        m=h / n_kv,
+        k=d_head,
+        f=d_ff,
+        e=n_experts,
+        r=top_k,
+        i=d_expert,
+    )
 
     def attention(nope: bool):
         def attend(b: GraphBuilder, x: Tensor) -> Tensor:
@@ -105,13 +135,17 @@ def llama4(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, moe_step: int
             kept = chunk if chunked and not nope else None
             parts.cached(b, k, kept), parts.cached(b, v, kept)
             return parts.output(b, parts.attend(b, q, k, v), bias=attention_bias)
+
         return attend
 
     def layer(is_moe: bool, nope: bool):
         return lambda b, x: pre_norm_layer(b, x, attention(nope), moe if is_moe else gated_mlp)
 
-    stacks = [(f"{'nope' if nope else 'rope'}_{'moe' if is_moe else 'dense'}_layers", count, layer(is_moe, nope))
-              for (is_moe, nope), count in layer_counts(moe_step, nope_interval).items() if count != 0]
+    stacks = [
+        (f"{'nope' if nope else 'rope'}_{'moe' if is_moe else 'dense'}_layers", count, layer(is_moe, nope))
+        for (is_moe, nope), count in layer_counts(moe_step, nope_interval).items()
+        if count != 0
+    ]
     return decoder(b, stacks, tied=tied)
 
 
@@ -126,59 +160,105 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     where = "config.json (llama4_text)"
     get = lambda name, kind=int, default=...: field(cfg, name, kind, default, where=where)  # noqa: E731
     out: dict[str, object] = {
-        "L": get("num_hidden_layers"), "d": get("hidden_size"), "h": get("num_attention_heads"),
-        "n_kv": get("num_key_value_heads"), "V": get("vocab_size"), "d_expert": get("intermediate_size"),
-        "T": get("max_position_embeddings"), "tied": get("tie_word_embeddings", bool, False),
-        "attention_bias": get("attention_bias", bool, False), "qk_norm": get("use_qk_norm", bool, True),
-        "temperature": get("attn_temperature_tuning", bool, True), **hf_experts(cfg, where, "num_local_experts"),
+        "L": get("num_hidden_layers"),
+        "d": get("hidden_size"),
+        "h": get("num_attention_heads"),
+        "n_kv": get("num_key_value_heads"),
+        "V": get("vocab_size"),
+        "d_expert": get("intermediate_size"),
+        "T": get("max_position_embeddings"),
+        "tied": get("tie_word_embeddings", bool, False),
+        "attention_bias": get("attention_bias", bool, False),
+        "qk_norm": get("use_qk_norm", bool, True),
+        "temperature": get("attn_temperature_tuning", bool, True),
+        **hf_experts(cfg, where, "num_local_experts"),
     }
     n = out["L"]
     if out["h"] % out["n_kv"]:
-        raise CostModelError(f"{where}: num_attention_heads = {out['h']} is not a multiple of num_key_value_heads = "
-                             f"{out['n_kv']}; expected whole groups")
+        raise CostModelError(
+            f"{where}: num_attention_heads = {out['h']} is not a multiple of num_key_value_heads = "
+            f"{out['n_kv']}; expected whole groups"
+        )
     head_dim = get("head_dim")
     if head_dim * out["h"] != out["d"]:
         out["d_head"] = head_dim
     step, interval = get("interleave_moe_layer_step", int, 1), get("no_rope_layer_interval", int, 4)
     moe_layers = list(range(step - 1, n, step))
     if get("moe_layers", list, moe_layers) != moe_layers:
-        raise CostModelError(f"{where}: moe_layers {cfg['moe_layers']!r} are not every {step}th layer "
-                             f"(interleave_moe_layer_step); expected {moe_layers}")
+        raise CostModelError(
+            f"{where}: moe_layers {cfg['moe_layers']!r} are not every {step}th layer "
+            f"(interleave_moe_layer_step); expected {moe_layers}"
+        )
     rope_layers = [int((j + 1) % interval != 0) for j in range(n)]
     if (get("no_rope_layers", list, []) or rope_layers) != rope_layers:  # empty: transformers' default
-        raise CostModelError(f"{where}: no_rope_layers {cfg['no_rope_layers']!r} do not follow "
-                             f"no_rope_layer_interval = {interval}; expected {rope_layers}")
+        raise CostModelError(
+            f"{where}: no_rope_layers {cfg['no_rope_layers']!r} do not follow "
+            f"no_rope_layer_interval = {interval}; expected {rope_layers}"
+        )
     # absent: transformers' default chunk, 8192; null: no chunks (every layer attends to everything)
-    chunk = None if "attention_chunk_size" in cfg and cfg["attention_chunk_size"] is None else \
-        get("attention_chunk_size", int, 8192)
+    chunk = (
+        None
+        if "attention_chunk_size" in cfg and cfg["attention_chunk_size"] is None
+        else get("attention_chunk_size", int, 8192)
+    )
     types = ["chunked_attention" if rope and chunk is not None else "full_attention" for rope in rope_layers]
     if get("layer_types", list, types) != types:
-        raise CostModelError(f"{where}: layer_types {cfg['layer_types']!r} are not the chunked RoPE layers and "
-                             f"full NoPE layers transformers makes; expected {types}")
+        raise CostModelError(
+            f"{where}: layer_types {cfg['layer_types']!r} are not the chunked RoPE layers and "
+            f"full NoPE layers transformers makes; expected {types}"
+        )
     out.update(moe_step=step if moe_layers else 0, nope_interval=interval if 0 in rope_layers else 0)
     if len(moe_layers) < n:  # the dense layers' width is read only when there are some
         out["d_ff"] = get("intermediate_size_mlp")
     out.update({"chunk": chunk} if chunk is not None else {"chunked": False})
     for (is_moe, nope), count in layer_counts(out["moe_step"], out["nope_interval"]).items():
         if count != 0 and count.subs(L, n) == 0:  # the engine wants every repeated block to run at least once
-            raise CostModelError(f"{where}: with interleave_moe_layer_step = {step} and no_rope_layer_interval = "
-                                 f"{interval}, none of the {n} layers is a {'NoPE' if nope else 'RoPE'} "
-                                 f"{'MoE' if is_moe else 'dense'} layer, which this model lays out for any L; "
-                                 f"expected at least {math.lcm(step, interval)} layers")
+            raise CostModelError(
+                f"{where}: with interleave_moe_layer_step = {step} and no_rope_layer_interval = "
+                f"{interval}, none of the {n} layers is a {'NoPE' if nope else 'RoPE'} "
+                f"{'MoE' if is_moe else 'dense'} layer, which this model lays out for any L; "
+                f"expected at least {math.lcm(step, interval)} layers"
+            )
     return out
 
 
 _SOURCE = 'Meta 2025, "Llama 4" model card; meta-llama/Llama-4-{} config.json (text_config)'
-_COMMON = {"L": 48, "d": 5120, "h": 40, "n_kv": 8, "d_expert": 8192, "d_ff": 16384, "top_k": 1,
-           "V": 202048, "chunk": 8192, "T": 8192}  # T: one chunk (the released contexts are 10M and 1M)
+_COMMON = {
+    "L": 48,
+    "d": 5120,
+    "h": 40,
+    "n_kv": 8,
+    "d_expert": 8192,
+    "d_ff": 16384,
+    "top_k": 1,
+    "V": 202048,
+    "chunk": 8192,
+    "T": 8192,
+}  # T: one chunk (the released contexts are 10M and 1M)
 
 PRESETS = (
-    Preset("llama4-scout", "llama4", {**_COMMON, "n_experts": 16}, _SOURCE.format("Scout-17B-16E"),
-           "Llama 4 Scout 17B-16E, text model (every layer MoE, top-1 of 16 + shared expert)"),
-    Preset("llama4-maverick", "llama4", {**_COMMON, "n_experts": 128, "moe_step": 2, "qk_norm": False},
-           _SOURCE.format("Maverick-17B-128E"),
-           "Llama 4 Maverick 17B-128E, text model (every second layer MoE, top-1 of 128 + shared expert)"),
+    Preset(
+        "llama4-scout",
+        "llama4",
+        {**_COMMON, "n_experts": 16},
+        _SOURCE.format("Scout-17B-16E"),
+        "Llama 4 Scout 17B-16E, text model (every layer MoE, top-1 of 16 + shared expert)",
+    ),
+    Preset(
+        "llama4-maverick",
+        "llama4",
+        {**_COMMON, "n_experts": 128, "moe_step": 2, "qk_norm": False},
+        _SOURCE.format("Maverick-17B-128E"),
+        "Llama 4 Maverick 17B-128E, text model (every second layer MoE, top-1 of 128 + shared expert)",
+    ),
 )
 
-FAMILY = Family("llama4", llama4, "Llama 4 (text): interleaved MoE/dense layers, shared expert, NoPE and chunked layers",
-                PRESETS, defaults={"T": 8192}, hf_model_types=("llama4_text",), from_hf=from_hf)
+FAMILY = Family(
+    "llama4",
+    llama4,
+    "Llama 4 (text): interleaved MoE/dense layers, shared expert, NoPE and chunked layers",
+    PRESETS,
+    defaults={"T": 8192},
+    hf_model_types=("llama4_text",),
+    from_hf=from_hf,
+)

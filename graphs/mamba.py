@@ -36,8 +36,9 @@ def sizes(d_inner: object, dt_rank: object, **more: object) -> dict[str, object]
     return dict(b=B, t=T, d=d, v=V, u=d_inner, n=d_state, w=d_conv, j=dt_rank, **more)
 
 
-def mamba_mixer(b: GraphBuilder, x: Tensor, *, proj_bias: bool = False, conv_bias: bool = True,
-                norms: bool = False) -> Tensor:
+def mamba_mixer(
+    b: GraphBuilder, x: Tensor, *, proj_bias: bool = False, conv_bias: bool = True, norms: bool = False
+) -> Tensor:
     """Mamba's mixer on ``x`` (``b t d``), as transformers' ``MambaMixer`` computes it.
 
     ``in_proj`` (``d → 2·d_inner``) is written as its two halves, the branch ``in_x`` and the gate ``in_z``;
@@ -48,8 +49,13 @@ def mamba_mixer(b: GraphBuilder, x: Tensor, *, proj_bias: bool = False, conv_bia
     pb = "u" if proj_bias else None
     branch = b.matmul("in_x", x, "b t d, d u -> b t u", bias=pb)
     gate = b.matmul("in_z", x, "b t d, d u -> b t u", bias=pb)
-    branch = b.op("conv", "conv", [branch], "b t u, w u -> b t u",
-                  attrs={"window": "w", "along": "t", "bias": "u" if conv_bias else None})
+    branch = b.op(
+        "conv",
+        "conv",
+        [branch],
+        "b t u, w u -> b t u",
+        attrs={"window": "w", "along": "t", "bias": "u" if conv_bias else None},
+    )
     branch = b.elementwise("conv_act", "silu", branch, "b t u")
     dt = b.matmul("x_dt", branch, "b t u, u j -> b t j")
     bm = b.matmul("x_B", branch, "b t u, u n -> b t n")
@@ -60,15 +66,27 @@ def mamba_mixer(b: GraphBuilder, x: Tensor, *, proj_bias: bool = False, conv_bia
         cm = b.norm("C_norm", cm, "b t n", rms=True)
     dt = b.matmul("dt_proj", dt, "b t j, j u -> b t u", bias="u")  # the bias is Δ's, added before the softplus
     dt = b.elementwise("dt_softplus", "softplus", dt, "b t u")
-    y = b.op("scan", "scan", [branch, dt, bm, cm], "b t u, b t u, b t n, b t n, u n -> b t u",
-             attrs={"state": "n", "along": "t", "skip": "u"})
+    y = b.op(
+        "scan",
+        "scan",
+        [branch, dt, bm, cm],
+        "b t u, b t u, b t n, b t n, u n -> b t u",
+        attrs={"state": "n", "along": "t", "skip": "u"},
+    )
     gate = b.elementwise("gate_act", "silu", gate, "b t u")
     y = b.elementwise("gated", "mul", [y, gate], "b t u, b t u -> b t u")
     return b.matmul("out", y, "b t u, u d -> b t d", bias="d" if proj_bias else None)
 
 
-def mamba(*, d_inner: sympy.Expr = d_inner, dt_rank: sympy.Expr = dt_rank, tied: bool = True,
-          proj_bias: bool = False, conv_bias: bool = True, dtype: str = "bf16") -> nx.DiGraph:
+def mamba(
+    *,
+    d_inner: sympy.Expr = d_inner,
+    dt_rank: sympy.Expr = dt_rank,
+    tied: bool = True,
+    proj_bias: bool = False,
+    conv_bias: bool = True,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Mamba language model as an op graph: embedding, ``L`` mixer layers, final RMSNorm, unembedding.
 
     ``tied``: the unembedding reuses the embedding (the default, as released); ``proj_bias``,
@@ -108,15 +126,19 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     where = "config.json (mamba)"
     check_act(cfg, where)
     width = field(cfg, "hidden_size", where=where)
-    return {"L": field(cfg, "num_hidden_layers", where=where), "d": width, "T": TRAINING_CONTEXT,
-            "V": field(cfg, "vocab_size", where=where),
-            "d_inner": field(cfg, "expand", int, 2, where=where) * width,
-            "d_state": field(cfg, "state_size", int, 16, where=where),
-            "d_conv": field(cfg, "conv_kernel", int, 4, where=where),
-            "dt_rank": dt_rank_of(cfg, "time_step_rank", width, where),
-            "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
-            "proj_bias": field(cfg, "use_bias", bool, False, where=where),
-            "conv_bias": field(cfg, "use_conv_bias", bool, True, where=where)}
+    return {
+        "L": field(cfg, "num_hidden_layers", where=where),
+        "d": width,
+        "T": TRAINING_CONTEXT,
+        "V": field(cfg, "vocab_size", where=where),
+        "d_inner": field(cfg, "expand", int, 2, where=where) * width,
+        "d_state": field(cfg, "state_size", int, 16, where=where),
+        "d_conv": field(cfg, "conv_kernel", int, 4, where=where),
+        "dt_rank": dt_rank_of(cfg, "time_step_rank", width, where),
+        "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
+        "proj_bias": field(cfg, "use_bias", bool, False, where=where),
+        "conv_bias": field(cfg, "use_conv_bias", bool, True, where=where),
+    }
 
 
 TRAINING_CONTEXT = 2048  # Gu & Dao 2023, section 4.2: the language models are trained on sequences of 2048
@@ -124,8 +146,13 @@ _SOURCE = "Gu & Dao 2023 (Mamba), section 4.2; state-spaces/mamba-{}-hf config.j
 
 
 def _preset(name: str, about: str, *, d: int, L: int) -> Preset:
-    return Preset(f"mamba-{name}", "mamba", {"L": L, "d": d, "d_inner": 2 * d, "dt_rank": math.ceil(d / 16),
-                                             "V": 50280}, _SOURCE.format(name), about)
+    return Preset(
+        f"mamba-{name}",
+        "mamba",
+        {"L": L, "d": d, "d_inner": 2 * d, "dt_rank": math.ceil(d / 16), "V": 50280},
+        _SOURCE.format(name),
+        about,
+    )
 
 
 PRESETS = (
@@ -136,6 +163,12 @@ PRESETS = (
     _preset("2.8b", "Mamba 2.8B", d=2560, L=64),
 )
 
-FAMILY = Family("mamba", mamba, "Mamba-1: selective state-space mixers (causal conv + selective scan), no attention",
-                PRESETS, defaults={"T": TRAINING_CONTEXT, "d_state": 16, "d_conv": 4}, hf_model_types=("mamba",),
-                from_hf=from_hf)
+FAMILY = Family(
+    "mamba",
+    mamba,
+    "Mamba-1: selective state-space mixers (causal conv + selective scan), no attention",
+    PRESETS,
+    defaults={"T": TRAINING_CONTEXT, "d_state": 16, "d_conv": 4},
+    hf_model_types=("mamba",),
+    from_hf=from_hf,
+)

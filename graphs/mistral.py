@@ -41,8 +41,15 @@ def sliding_attention(window: object, cache_window: object = None) -> tuple[dict
     return ({} if window is None else {"w": sympy.Min(T, window)}), attention
 
 
-def mistral(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None,
-            cache_window: object = None, tied: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+def mistral(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    window: object = None,
+    cache_window: object = None,
+    tied: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Mistral decoder: ``window=None`` counts T×T scores (as PyTorch does), ``window=W`` T×min(T, W).
 
     ``cache_window``: the sliding window of the model (a config's ``sliding_window``),
@@ -68,11 +75,29 @@ _SOURCE = "Jiang et al. 2023 (Mistral 7B), Table 1; mistralai/Mistral-7B-v0.1 co
 _CONFIG = {"L": 32, "d": 4096, "h": 32, "n_kv": 8, "d_ff": 14336, "V": 32000, "T": 8192}
 
 PRESETS = (
-    Preset("mistral-7b", "mistral", {**_CONFIG, "cache_window": 4096}, _SOURCE,
-           "Mistral 7B v0.1, dense T×T attention count", ("mistralai/Mistral-7B-v0.1",)),
-    Preset("mistral-7b-swa", "mistral", {**_CONFIG, "window": W, "W": 4096}, _SOURCE,
-           "Mistral 7B v0.1, sliding-window count T×W (W = 4096)"),
+    Preset(
+        "mistral-7b",
+        "mistral",
+        {**_CONFIG, "cache_window": 4096},
+        _SOURCE,
+        "Mistral 7B v0.1, dense T×T attention count",
+        ("mistralai/Mistral-7B-v0.1",),
+    ),
+    Preset(
+        "mistral-7b-swa",
+        "mistral",
+        {**_CONFIG, "window": W, "W": 4096},
+        _SOURCE,
+        "Mistral 7B v0.1, sliding-window count T×W (W = 4096)",
+    ),
 )
 
-FAMILY = Family("mistral", mistral, "Mistral: LLaMA layers, sliding-window attention (dense or windowed count)",
-                PRESETS, defaults={"T": 8192}, hf_model_types=("mistral",), from_hf=from_hf)
+FAMILY = Family(
+    "mistral",
+    mistral,
+    "Mistral: LLaMA layers, sliding-window attention (dense or windowed count)",
+    PRESETS,
+    defaults={"T": 8192},
+    hf_model_types=("mistral",),
+    from_hf=from_hf,
+)

@@ -26,8 +26,14 @@ from .llama import hf_settings, sizes
 from .variants import attention
 
 
-def olmo2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False, attention_bias: bool = False,
-          dtype: str = "bf16") -> nx.DiGraph:
+def olmo2(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    tied: bool = False,
+    attention_bias: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The OLMo 2 decoder: post-norm sublayers, q/k RMSNorm over the whole projection."""
     b = GraphBuilder("olmo2", dtype=dtype, **sizes(d_head, d_ff))
 
@@ -43,19 +49,38 @@ def olmo2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = F
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``olmo2`` config.json (``num_key_value_heads`` absent: multi-head)."""
     where = "config.json (olmo2)"
-    return {**hf_settings(cfg, where, mha_default=True),
-            "attention_bias": field(cfg, "attention_bias", bool, False, where=where)}
+    return {
+        **hf_settings(cfg, where, mha_default=True),
+        "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
+    }
 
 
 _SOURCE = "Team OLMo 2024 (2 OLMo 2 Furious), Table 1; allenai/OLMo-2-1124-{} config.json"
 _CONFIG = {"V": 100352, "T": 4096}
 
 PRESETS = (
-    Preset("olmo2-7b", "olmo2", {"L": 32, "d": 4096, "h": 32, "n_kv": 32, "d_ff": 11008, **_CONFIG},
-           _SOURCE.format("7B"), "OLMo 2 7B (November 2024)"),
-    Preset("olmo2-13b", "olmo2", {"L": 40, "d": 5120, "h": 40, "n_kv": 40, "d_ff": 13824, **_CONFIG},
-           _SOURCE.format("13B"), "OLMo 2 13B (November 2024)"),
+    Preset(
+        "olmo2-7b",
+        "olmo2",
+        {"L": 32, "d": 4096, "h": 32, "n_kv": 32, "d_ff": 11008, **_CONFIG},
+        _SOURCE.format("7B"),
+        "OLMo 2 7B (November 2024)",
+    ),
+    Preset(
+        "olmo2-13b",
+        "olmo2",
+        {"L": 40, "d": 5120, "h": 40, "n_kv": 40, "d_ff": 13824, **_CONFIG},
+        _SOURCE.format("13B"),
+        "OLMo 2 13B (November 2024)",
+    ),
 )
 
-FAMILY = Family("olmo2", olmo2, "OLMo 2: post-norm sublayers, q/k RMSNorm over whole projections, SwiGLU",
-                PRESETS, defaults={"T": 4096}, hf_model_types=("olmo2",), from_hf=from_hf)
+FAMILY = Family(
+    "olmo2",
+    olmo2,
+    "OLMo 2: post-norm sublayers, q/k RMSNorm over whole projections, SwiGLU",
+    PRESETS,
+    defaults={"T": 4096},
+    hf_model_types=("olmo2",),
+    from_hf=from_hf,
+)

@@ -35,8 +35,15 @@ from .llama import hf_settings, sizes
 from .variants import attention, fused_gated_mlp
 
 
-def phi3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False, window: object = None,
-         cache_window: object = None, dtype: str = "bf16") -> nx.DiGraph:
+def phi3(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    tied: bool = False,
+    window: object = None,
+    cache_window: object = None,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Phi-3 decoder: fused ``qkv`` and ``gate_up`` matmuls.
 
     ``cache_window=W``: every layer slides (its KV cache keeps W − 1 tokens); ``window``, as in
@@ -67,14 +74,35 @@ _MINI = {"L": 32, "d": 3072, "h": 32, "n_kv": 32, "d_ff": 8192, "V": 32064, "T":
 _MEDIUM = {"L": 40, "d": 5120, "h": 40, "n_kv": 10, "d_ff": 17920}
 
 PRESETS = (
-    Preset("phi3-mini-4k", "phi3", {**_MINI, "cache_window": W, "W": 2047}, _P3.format("Phi-3-mini-4k-instruct"),
-           "Phi-3-mini-4k (3.8B; every layer a 2047-token window)"),
-    Preset("phi3-medium-4k", "phi3", {**_MEDIUM, "V": 32064, "T": 4096, "cache_window": W, "W": 2047},
-           _P3.format("Phi-3-medium-4k-instruct"), "Phi-3-medium-4k (14B, GQA; every layer a 2047-token window)"),
-    Preset("phi4", "phi3", {**_MEDIUM, "V": 100352, "T": 16384},
-           "Abdin et al. 2024 (Phi-4 Technical Report), section 3; microsoft/phi-4 config.json",
-           "Phi-4 (14B: Phi-3-medium's shape, vocab 100352, no window)"),
+    Preset(
+        "phi3-mini-4k",
+        "phi3",
+        {**_MINI, "cache_window": W, "W": 2047},
+        _P3.format("Phi-3-mini-4k-instruct"),
+        "Phi-3-mini-4k (3.8B; every layer a 2047-token window)",
+    ),
+    Preset(
+        "phi3-medium-4k",
+        "phi3",
+        {**_MEDIUM, "V": 32064, "T": 4096, "cache_window": W, "W": 2047},
+        _P3.format("Phi-3-medium-4k-instruct"),
+        "Phi-3-medium-4k (14B, GQA; every layer a 2047-token window)",
+    ),
+    Preset(
+        "phi4",
+        "phi3",
+        {**_MEDIUM, "V": 100352, "T": 16384},
+        "Abdin et al. 2024 (Phi-4 Technical Report), section 3; microsoft/phi-4 config.json",
+        "Phi-4 (14B: Phi-3-medium's shape, vocab 100352, no window)",
+    ),
 )
 
-FAMILY = Family("phi3", phi3, "Phi-3/Phi-4: LLaMA layers with fused qkv and gate_up matmuls, optional window",
-                PRESETS, defaults={"T": 4096}, hf_model_types=("phi3",), from_hf=from_hf)
+FAMILY = Family(
+    "phi3",
+    phi3,
+    "Phi-3/Phi-4: LLaMA layers with fused qkv and gate_up matmuls, optional window",
+    PRESETS,
+    defaults={"T": 4096},
+    hf_model_types=("phi3",),
+    from_hf=from_hf,
+)

@@ -19,8 +19,9 @@ from .blocks import decoder, gated_mlp, grouped_query_attention, pre_norm_layer
 from .llama import hf_settings, sizes
 
 
-def qwen2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False,
-          dtype: str = "bf16") -> nx.DiGraph:
+def qwen2(
+    *, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, tied: bool = False, dtype: str = "bf16"
+) -> nx.DiGraph:
     """The Qwen2 decoder as an op graph (q/k/v biases; ``d_head`` as in :func:`llama.llama`)."""
     b = GraphBuilder("qwen2", dtype=dtype, **sizes(d_head, d_ff))
 
@@ -39,10 +40,22 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
 
 
 PRESETS = (
-    Preset("qwen2-7b", "qwen2", {"L": 28, "d": 3584, "h": 28, "n_kv": 4, "d_ff": 18944, "V": 152064, "T": 32768},
-           "Qwen Team 2024 (Qwen2 Technical Report), Table 1; Qwen/Qwen2-7B config.json", "Qwen2 7B",
-           ("Qwen/Qwen2-7B",)),
+    Preset(
+        "qwen2-7b",
+        "qwen2",
+        {"L": 28, "d": 3584, "h": 28, "n_kv": 4, "d_ff": 18944, "V": 152064, "T": 32768},
+        "Qwen Team 2024 (Qwen2 Technical Report), Table 1; Qwen/Qwen2-7B config.json",
+        "Qwen2 7B",
+        ("Qwen/Qwen2-7B",),
+    ),
 )
 
-FAMILY = Family("qwen2", qwen2, "Qwen2: LLaMA layers with q/k/v biases", PRESETS, defaults={"T": 32768},
-                hf_model_types=("qwen2",), from_hf=from_hf)
+FAMILY = Family(
+    "qwen2",
+    qwen2,
+    "Qwen2: LLaMA layers with q/k/v biases",
+    PRESETS,
+    defaults={"T": 32768},
+    hf_model_types=("qwen2",),
+    from_hf=from_hf,
+)

@@ -48,9 +48,18 @@ def _window(window: object) -> dict[str, object]:
     return {} if window is None else {"w": sympy.Min(T, window)}
 
 
-def qwen3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = False, attention_bias: bool = False,
-          pattern: str = "f", tail: str = "", cache_window: object = W, window: object = None,
-          dtype: str = "bf16") -> nx.DiGraph:
+def qwen3(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d_head,
+    tied: bool = False,
+    attention_bias: bool = False,
+    pattern: str = "f",
+    tail: str = "",
+    cache_window: object = W,
+    window: object = None,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Qwen3 decoder: ``pattern`` of full (``f``) and sliding (``s``) layers, repeated, then ``tail``.
 
     ``cache_window``: the sliding layers' window W; ``window=W``: count their T×min(T, W) scores.
@@ -65,23 +74,36 @@ def qwen3(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = 
     return decoder(b, layer_stacks(pattern, tail, kinds), tied=tied)
 
 
-def qwen3_moe(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, tied: bool = False,
-              attention_bias: bool = False, pattern: str = "m", tail: str = "", normalize: bool = True,
-              window: object = None, cache_window: object = None, dtype: str = "bf16") -> nx.DiGraph:
+def qwen3_moe(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d_head,
+    tied: bool = False,
+    attention_bias: bool = False,
+    pattern: str = "m",
+    tail: str = "",
+    normalize: bool = True,
+    window: object = None,
+    cache_window: object = None,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The Qwen3-MoE decoder: ``pattern`` of MoE (``m``) and dense (``d``) layers, then ``tail``.
 
     ``normalize``: the top-k router weights are renormalised (HF ``norm_topk_prob``).
     ``cache_window=W``: every layer slides (HF ``use_sliding_window``); ``window`` as in :func:`qwen3`.
     """
-    b = GraphBuilder("qwen3_moe", dtype=dtype, **sizes(d_head, d_ff, e=n_experts, r=top_k, i=d_expert,
-                                                       **_window(window)))
+    b = GraphBuilder(
+        "qwen3_moe", dtype=dtype, **sizes(d_head, d_ff, e=n_experts, r=top_k, i=d_expert, **_window(window))
+    )
     attn = _attention(attention_bias, window if cache_window is None else cache_window, window is not None)
 
     def moe(b: GraphBuilder, x: Tensor) -> Tensor:
         return mixture_of_experts(b, x, normalize=normalize)
 
-    kinds = {"m": ("moe", lambda b, x: pre_norm_layer(b, x, attn, moe)),
-             "d": ("dense", lambda b, x: pre_norm_layer(b, x, attn, gated_mlp))}
+    kinds = {
+        "m": ("moe", lambda b, x: pre_norm_layer(b, x, attn, moe)),
+        "d": ("dense", lambda b, x: pre_norm_layer(b, x, attn, gated_mlp)),
+    }
     return decoder(b, layer_stacks(pattern, tail, kinds), tied=tied)
 
 
@@ -94,12 +116,16 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     Layer ``i`` slides when ``use_sliding_window`` and ``i >= max_window_layers``, or as ``layer_types`` says.
     """
     where = "config.json (qwen3)"
-    out = {**hf_settings(cfg, where), "d_head": field(cfg, "head_dim", where=where),
-           "attention_bias": field(cfg, "attention_bias", bool, False, where=where)}
+    out = {
+        **hf_settings(cfg, where),
+        "d_head": field(cfg, "head_dim", where=where),
+        "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
+    }
     sliding = field(cfg, "use_sliding_window", bool, False, where=where)
     first = field(cfg, "max_window_layers", int, out["L"], where=where, minimum=0) if sliding else out["L"]
-    kinds = layer_kinds(cfg, out["L"], ["sliding_attention" if i >= first else "full_attention"
-                                        for i in range(out["L"])], where)
+    kinds = layer_kinds(
+        cfg, out["L"], ["sliding_attention" if i >= first else "full_attention" for i in range(out["L"])], where
+    )
     if "s" in kinds and not sliding:  # transformers drops the window then: every layer keeps its whole cache
         kinds = kinds.replace("s", "f")
     return {**out, **hf_pattern(cfg, kinds, where)}
@@ -113,10 +139,13 @@ def from_hf_moe(cfg: Mapping[str, object]) -> dict[str, object]:
     layer slides.
     """
     where = "config.json (qwen3_moe)"
-    out = {**hf_settings(cfg, where), **hf_experts(cfg, where, "num_experts"),
-           "d_expert": field(cfg, "moe_intermediate_size", where=where),
-           "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
-           "normalize": field(cfg, "norm_topk_prob", bool, False, where=where)}
+    out = {
+        **hf_settings(cfg, where),
+        **hf_experts(cfg, where, "num_experts"),
+        "d_expert": field(cfg, "moe_intermediate_size", where=where),
+        "attention_bias": field(cfg, "attention_bias", bool, False, where=where),
+        "normalize": field(cfg, "norm_topk_prob", bool, False, where=where),
+    }
     out["d_head"] = field(cfg, "head_dim", int, out["d"] // out["h"], where=where)
     step = field(cfg, "decoder_sparse_step", int, 1, where=where)
     dense = cfg.get("mlp_only_layers") or []
@@ -124,8 +153,10 @@ def from_hf_moe(cfg: Mapping[str, object]) -> dict[str, object]:
         raise CostModelError(f"{where}: field 'mlp_only_layers' must be a list of layer indices, received {dense!r}")
     kinds = "".join("d" if i in dense or (i + 1) % step else "m" for i in range(out["L"]))
     if "m" not in kinds:
-        raise CostModelError(f"{where}: no MoE layer among num_hidden_layers = {out['L']} (decoder_sparse_step = "
-                             f"{step}, mlp_only_layers = {dense}); expected at least one")
+        raise CostModelError(
+            f"{where}: no MoE layer among num_hidden_layers = {out['L']} (decoder_sparse_step = "
+            f"{step}, mlp_only_layers = {dense}); expected at least one"
+        )
     pattern, tail = periodic(kinds)
     out.update(pattern=pattern, tail=tail)
     if field(cfg, "use_sliding_window", bool, False, where=where):
@@ -153,14 +184,37 @@ PRESETS = (
 )
 _MOE = {"n_kv": 4, "d_head": 128, "n_experts": 128, "top_k": 8, "V": 151936, "T": 40960}
 PRESETS_MOE = (
-    Preset("qwen3-30b-a3b", "qwen3_moe", {**_MOE, "L": 48, "d": 2048, "h": 32, "d_expert": 768},
-           _SOURCE.format(2, "30B-A3B"), "Qwen3-30B-A3B (top-8 of 128 experts)"),
-    Preset("qwen3-235b-a22b", "qwen3_moe", {**_MOE, "L": 94, "d": 4096, "h": 64, "d_expert": 1536},
-           _SOURCE.format(2, "235B-A22B"), "Qwen3-235B-A22B (top-8 of 128 experts)"),
+    Preset(
+        "qwen3-30b-a3b",
+        "qwen3_moe",
+        {**_MOE, "L": 48, "d": 2048, "h": 32, "d_expert": 768},
+        _SOURCE.format(2, "30B-A3B"),
+        "Qwen3-30B-A3B (top-8 of 128 experts)",
+    ),
+    Preset(
+        "qwen3-235b-a22b",
+        "qwen3_moe",
+        {**_MOE, "L": 94, "d": 4096, "h": 64, "d_expert": 1536},
+        _SOURCE.format(2, "235B-A22B"),
+        "Qwen3-235B-A22B (top-8 of 128 experts)",
+    ),
 )
 
-FAMILY = Family("qwen3", qwen3, "Qwen3: LLaMA layers with q/k RMSNorm over the head dim", PRESETS,
-                defaults={"T": 40960}, hf_model_types=("qwen3",), from_hf=from_hf)
-FAMILY_MOE = Family("qwen3_moe", qwen3_moe, "Qwen3-MoE: Qwen3 attention, top-k of stacked SwiGLU experts",
-                    PRESETS_MOE, defaults={"T": 40960, "d_head": d / h}, hf_model_types=("qwen3_moe",),
-                    from_hf=from_hf_moe)
+FAMILY = Family(
+    "qwen3",
+    qwen3,
+    "Qwen3: LLaMA layers with q/k RMSNorm over the head dim",
+    PRESETS,
+    defaults={"T": 40960},
+    hf_model_types=("qwen3",),
+    from_hf=from_hf,
+)
+FAMILY_MOE = Family(
+    "qwen3_moe",
+    qwen3_moe,
+    "Qwen3-MoE: Qwen3 attention, top-k of stacked SwiGLU experts",
+    PRESETS_MOE,
+    defaults={"T": 40960, "d_head": d / h},
+    hf_model_types=("qwen3_moe",),
+    from_hf=from_hf_moe,
+)

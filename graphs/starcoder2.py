@@ -30,8 +30,16 @@ from .blocks import decoder, gelu_mlp, grouped_query_attention, pre_norm_layer
 from .llama import hf_settings, sizes
 
 
-def starcoder2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: object = None,
-               cache_window: object = None, bias: bool = True, tied: bool = True, dtype: str = "bf16") -> nx.DiGraph:
+def starcoder2(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    window: object = None,
+    cache_window: object = None,
+    bias: bool = True,
+    tied: bool = True,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """The StarCoder2 decoder: ``window=None`` counts T×T scores (as PyTorch does), ``window=W`` T×min(T, W).
 
     ``cache_window``: the model's sliding window (``sliding_window``), which keeps the KV cache at
@@ -43,8 +51,9 @@ def starcoder2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: o
     b = GraphBuilder("starcoder2", dtype=dtype, **sizes(d_head, d_ff, **extra))
 
     def attention(b: GraphBuilder, x: Tensor) -> Tensor:
-        return grouped_query_attention(b, x, qkv_bias=bias, out_bias=bias, window=window is not None,
-                                       cache_window=cache)
+        return grouped_query_attention(
+            b, x, qkv_bias=bias, out_bias=bias, window=window is not None, cache_window=cache
+        )
 
     def mlp(b: GraphBuilder, x: Tensor) -> Tensor:
         return gelu_mlp(b, x, bias=bias, dropout_p=False)
@@ -58,8 +67,11 @@ def starcoder2(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, window: o
 def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     """Settings from a Hugging Face ``starcoder2`` config.json (the dense count: see the module docstring)."""
     where = "config.json (starcoder2)"
-    out = {**hf_settings(cfg, where), "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
-           "bias": field(cfg, "use_bias", bool, True, where=where)}
+    out = {
+        **hf_settings(cfg, where),
+        "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
+        "bias": field(cfg, "use_bias", bool, True, where=where),
+    }
     window = field(cfg, "sliding_window", int, None, where=where)  # bounds the KV cache; FLOPs stay dense
     return {**out, **({"cache_window": window} if window else {})}
 
@@ -68,14 +80,35 @@ _SOURCE = "Lozhkov et al. 2024 (StarCoder 2 and The Stack v2); bigcode/starcoder
 _COMMON = {"V": 49152, "T": 16384, "cache_window": 4096}
 
 PRESETS = (
-    Preset("starcoder2-3b", "starcoder2", {**_COMMON, "L": 30, "d": 3072, "h": 24, "n_kv": 2, "d_ff": 12288},
-           _SOURCE.format("3b"), "StarCoder2-3B (tied), dense T×T attention count"),
-    Preset("starcoder2-7b", "starcoder2", {**_COMMON, "L": 32, "d": 4608, "h": 36, "n_kv": 4, "d_ff": 18432},
-           _SOURCE.format("7b"), "StarCoder2-7B (tied), dense T×T attention count"),
-    Preset("starcoder2-15b", "starcoder2", {**_COMMON, "L": 40, "d": 6144, "h": 48, "n_kv": 4, "d_ff": 24576,
-                                            "tied": False},
-           _SOURCE.format("15b"), "StarCoder2-15B (untied), dense T×T attention count"),
+    Preset(
+        "starcoder2-3b",
+        "starcoder2",
+        {**_COMMON, "L": 30, "d": 3072, "h": 24, "n_kv": 2, "d_ff": 12288},
+        _SOURCE.format("3b"),
+        "StarCoder2-3B (tied), dense T×T attention count",
+    ),
+    Preset(
+        "starcoder2-7b",
+        "starcoder2",
+        {**_COMMON, "L": 32, "d": 4608, "h": 36, "n_kv": 4, "d_ff": 18432},
+        _SOURCE.format("7b"),
+        "StarCoder2-7B (tied), dense T×T attention count",
+    ),
+    Preset(
+        "starcoder2-15b",
+        "starcoder2",
+        {**_COMMON, "L": 40, "d": 6144, "h": 48, "n_kv": 4, "d_ff": 24576, "tied": False},
+        _SOURCE.format("15b"),
+        "StarCoder2-15B (untied), dense T×T attention count",
+    ),
 )
 
-FAMILY = Family("starcoder2", starcoder2, "StarCoder2: GQA + RoPE with biases, LayerNorm, GELU MLP, sliding window",
-                PRESETS, defaults={"T": 16384}, hf_model_types=("starcoder2",), from_hf=from_hf)
+FAMILY = Family(
+    "starcoder2",
+    starcoder2,
+    "StarCoder2: GQA + RoPE with biases, LayerNorm, GELU MLP, sliding window",
+    PRESETS,
+    defaults={"T": 16384},
+    hf_model_types=("starcoder2",),
+    from_hf=from_hf,
+)

@@ -39,9 +39,19 @@ from costmodel.symbols import B, L, L_dec, T, T_src, V, d, d_ff, d_head, h, n_bu
 from .blocks import dropout
 
 
-def attention(b: GraphBuilder, x: Tensor, memory: Tensor, pos: str, src: str, key: str, *,
-              bias: Tensor | None = None, causal: bool = False, cache: bool = False, dropout_p: bool = False
-              ) -> Tensor:
+def attention(
+    b: GraphBuilder,
+    x: Tensor,
+    memory: Tensor,
+    pos: str,
+    src: str,
+    key: str,
+    *,
+    bias: Tensor | None = None,
+    causal: bool = False,
+    cache: bool = False,
+    dropout_p: bool = False,
+) -> Tensor:
     """T5 attention: queries from ``x`` over ``pos``, keys and values from ``memory`` over ``src`` (named
     ``key`` in the scores); ``bias`` (``h pos key``) is added to the scores; no scale. ``cache``: k and v
     are what an inference KV cache keeps."""
@@ -66,8 +76,9 @@ def feed_forward(b: GraphBuilder, x: Tensor, pos: str, *, act: str, gated: bool,
     axes = f"b {pos} f"
     if gated:
         gate = b.elementwise("act", act, b.matmul("wi_0", x, f"b {pos} d, d f -> {axes}"), axes)
-        u = b.elementwise("gated", "mul", [gate, b.matmul("wi_1", x, f"b {pos} d, d f -> {axes}")],
-                          f"{axes}, {axes} -> {axes}")
+        u = b.elementwise(
+            "gated", "mul", [gate, b.matmul("wi_1", x, f"b {pos} d, d f -> {axes}")], f"{axes}, {axes} -> {axes}"
+        )
     else:
         u = b.elementwise("act", act, b.matmul("wi", x, f"b {pos} d, d f -> {axes}"), axes)
     return b.matmul("wo", dropout(b, "dropout", u, axes, dropout_p), f"{axes}, f d -> b {pos} d")
@@ -80,13 +91,20 @@ def sublayer(b: GraphBuilder, name: str, x: Tensor, pos: str, body, dropout_p: b
         return b.elementwise("residual", "add", [x, y], f"b {pos} d, b {pos} d -> b {pos} d")
 
 
-def t5(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, gated: bool = False, act: str = "relu",
-       tied: bool = True, dropout_p: bool = False, dtype: str = "bf16") -> nx.DiGraph:
+def t5(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d_head,
+    gated: bool = False,
+    act: str = "relu",
+    tied: bool = True,
+    dropout_p: bool = False,
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """T5 as an op graph (see the module notes). ``gated``: T5 v1.1's gated FFN (three matrices);
     ``act``: its activation (``relu``; v1.1: ``gelu``); ``tied``: the LM head is the shared table;
     ``dropout_p``: dropout layers present."""
-    b = GraphBuilder("t5", dtype=dtype, b=B, s=T_src, u=T_src, t=T, r=T, d=d, v=V, h=h, k=d_head, f=d_ff,
-                     n=n_buckets)
+    b = GraphBuilder("t5", dtype=dtype, b=B, s=T_src, u=T_src, t=T, r=T, d=d, v=V, h=h, k=d_head, f=d_ff, n=n_buckets)
     b.tokens(B * (T_src + T))  # the encoder's source tokens and the decoder's targets
 
     def ffn(b: GraphBuilder, x: Tensor, pos: str) -> Tensor:
@@ -97,8 +115,14 @@ def t5(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, gated: bool = Fa
         x = dropout(b, "dropout", x, "b s d", dropout_p)
         bias = b.gather("relative_bias", b.input("buckets", "s u"), "s u, n h -> h s u")
         with b.repeat("layers", L):
-            x = sublayer(b, "attn", x, "s", lambda y: attention(b, y, y, "s", "s", "u", bias=bias,
-                                                                 dropout_p=dropout_p), dropout_p)
+            x = sublayer(
+                b,
+                "attn",
+                x,
+                "s",
+                lambda y: attention(b, y, y, "s", "s", "u", bias=bias, dropout_p=dropout_p),
+                dropout_p,
+            )
             x = sublayer(b, "ffn", x, "s", lambda y: ffn(b, y, "s"), dropout_p)
         memory = dropout(b, "out_dropout", b.norm("norm", x, "b s d", rms=True), "b s d", dropout_p)
     with b.scope("decoder"):
@@ -106,10 +130,22 @@ def t5(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d_head, gated: bool = Fa
         y = dropout(b, "dropout", y, "b t d", dropout_p)
         bias = b.gather("relative_bias", b.input("buckets", "t r"), "t r, n h -> h t r")
         with b.repeat("layers", L_dec):
-            y = sublayer(b, "self_attn", y, "t", lambda z: attention(b, z, z, "t", "t", "r", bias=bias, causal=True,
-                                                                     cache=True, dropout_p=dropout_p), dropout_p)
-            y = sublayer(b, "cross_attn", y, "t", lambda z: attention(b, z, memory, "t", "s", "s", cache=True,
-                                                                      dropout_p=dropout_p), dropout_p)
+            y = sublayer(
+                b,
+                "self_attn",
+                y,
+                "t",
+                lambda z: attention(b, z, z, "t", "t", "r", bias=bias, causal=True, cache=True, dropout_p=dropout_p),
+                dropout_p,
+            )
+            y = sublayer(
+                b,
+                "cross_attn",
+                y,
+                "t",
+                lambda z: attention(b, z, memory, "t", "s", "s", cache=True, dropout_p=dropout_p),
+                dropout_p,
+            )
             y = sublayer(b, "ffn", y, "t", lambda z: ffn(b, z, "t"), dropout_p)
         y = dropout(b, "out_dropout", b.norm("norm", y, "b t d", rms=True), "b t d", dropout_p)
     if tied:  # transformers scales the decoder's output by d^-1/2 before a tied head
@@ -132,34 +168,66 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     proj = field(cfg, "feed_forward_proj", str, "relu", where=where)
     gated, _, act = proj.rpartition("-")
     if gated not in ("", "gated") or act not in ("relu", "gelu", "silu"):
-        raise CostModelError(f"{where}: feed_forward_proj {proj!r} is not supported; expected relu, gelu, silu "
-                             "or gated-relu, gated-gelu, gated-silu")
+        raise CostModelError(
+            f"{where}: feed_forward_proj {proj!r} is not supported; expected relu, gelu, silu "
+            "or gated-relu, gated-gelu, gated-silu"
+        )
     layers = field(cfg, "num_layers", where=where)
     positions = field(cfg, "n_positions", int, 512, where=where)
-    return {"L": layers, "L_dec": field(cfg, "num_decoder_layers", int, layers, where=where),
-            "d": field(cfg, "d_model", where=where), "d_head": field(cfg, "d_kv", where=where),
-            "d_ff": field(cfg, "d_ff", where=where), "h": field(cfg, "num_heads", where=where),
-            "V": field(cfg, "vocab_size", where=where),
-            "n_buckets": field(cfg, "relative_attention_num_buckets", int, 32, where=where),
-            "gated": gated == "gated", "act": act, "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
-            "T_src": positions, "T": positions}
+    return {
+        "L": layers,
+        "L_dec": field(cfg, "num_decoder_layers", int, layers, where=where),
+        "d": field(cfg, "d_model", where=where),
+        "d_head": field(cfg, "d_kv", where=where),
+        "d_ff": field(cfg, "d_ff", where=where),
+        "h": field(cfg, "num_heads", where=where),
+        "V": field(cfg, "vocab_size", where=where),
+        "n_buckets": field(cfg, "relative_attention_num_buckets", int, 32, where=where),
+        "gated": gated == "gated",
+        "act": act,
+        "tied": field(cfg, "tie_word_embeddings", bool, True, where=where),
+        "T_src": positions,
+        "T": positions,
+    }
 
 
 _T5 = "Raffel et al. 2020 (T5), section 3.7; google-t5/{} config.json"
-_V11 = ("T5 v1.1: google-research/text-to-text-transfer-transformer released_checkpoints.md; google/{} config.json "
-        "(gated-gelu, untied head)")
+_V11 = (
+    "T5 v1.1: google-research/text-to-text-transfer-transformer released_checkpoints.md; google/{} config.json "
+    "(gated-gelu, untied head)"
+)
 _STEP = {"V": 32128, "n_buckets": 32, "T_src": 512, "T": 114}
 
 
 def _t5(name: str, d_model: int, d_kv: int, ff: int, layers: int, heads: int, about: str) -> Preset:
-    return Preset(name, "t5", {**_STEP, "d": d_model, "d_head": d_kv, "d_ff": ff, "L": layers, "L_dec": layers,
-                               "h": heads}, _T5.format(name), about)
+    return Preset(
+        name,
+        "t5",
+        {**_STEP, "d": d_model, "d_head": d_kv, "d_ff": ff, "L": layers, "L_dec": layers, "h": heads},
+        _T5.format(name),
+        about,
+    )
 
 
 def _v11(name: str, d_model: int, ff: int, layers: int, heads: int, about: str) -> Preset:
-    return Preset(name, "t5", {**_STEP, "d": d_model, "d_head": 64, "d_ff": ff, "L": layers, "L_dec": layers,
-                               "h": heads, "gated": True, "act": "gelu", "tied": False},
-                  _V11.format(name.replace("t5-v1.1", "t5-v1_1")), about)
+    return Preset(
+        name,
+        "t5",
+        {
+            **_STEP,
+            "d": d_model,
+            "d_head": 64,
+            "d_ff": ff,
+            "L": layers,
+            "L_dec": layers,
+            "h": heads,
+            "gated": True,
+            "act": "gelu",
+            "tied": False,
+        },
+        _V11.format(name.replace("t5-v1.1", "t5-v1_1")),
+        about,
+    )
 
 
 PRESETS = (
@@ -175,6 +243,12 @@ PRESETS = (
     _v11("t5-v1.1-xxl", 4096, 10240, 24, 64, "T5 v1.1 XXL (11.1B as released)"),
 )
 
-FAMILY = Family("t5", t5, "T5 encoder-decoder: relative position bias, cross-attention, RMSNorm, (gated) FFN",
-                PRESETS, defaults={"T_src": 512, "T": 114, "n_buckets": 32}, hf_model_types=("t5",),
-                from_hf=from_hf)
+FAMILY = Family(
+    "t5",
+    t5,
+    "T5 encoder-decoder: relative position bias, cross-attention, RMSNorm, (gated) FFN",
+    PRESETS,
+    defaults={"T_src": 512, "T": 114, "n_buckets": 32},
+    hf_model_types=("t5",),
+    from_hf=from_hf,
+)

@@ -32,9 +32,17 @@ from costmodel.symbols import L, T
 from .blocks import Block
 
 
-def attention(b: GraphBuilder, x: Tensor, *, bias: bool = False, fused_qkv: bool = False,
-              qk_norm: str | None = None, softcap: bool = False, cache_window: object = None,
-              window: bool = False) -> Tensor:
+def attention(
+    b: GraphBuilder,
+    x: Tensor,
+    *,
+    bias: bool = False,
+    fused_qkv: bool = False,
+    qk_norm: str | None = None,
+    softcap: bool = False,
+    cache_window: object = None,
+    window: bool = False,
+) -> Tensor:
     """Grouped-query attention with RoPE (as :func:`blocks.grouped_query_attention`) and its variants.
 
     ``bias``: biases on q, k, v and o (HF ``attention_bias``). ``fused_qkv``: one
@@ -119,7 +127,7 @@ def periodic(kinds: Sequence[str]) -> tuple[str, str]:
     kinds = "".join(kinds)
     for p in range(1, len(kinds) + 1):
         if all(kinds[i] == kinds[i % p] for i in range(len(kinds))):
-            return kinds[:p], kinds[len(kinds) // p * p:]
+            return kinds[:p], kinds[len(kinds) // p * p :]
     raise CostModelError("layer pattern: expected at least one layer")
 
 
@@ -134,8 +142,9 @@ def _runs(kinds: str) -> list[tuple[str, int]]:
     return out
 
 
-def layer_stacks(pattern: str, tail: str, layers: Mapping[str, tuple[str, Block]],
-                 count: object = L) -> list[tuple[str, object, Block]]:
+def layer_stacks(
+    pattern: str, tail: str, layers: Mapping[str, tuple[str, Block]], count: object = L
+) -> list[tuple[str, object, Block]]:
     """The stacks of :func:`blocks.decoder` for ``count`` layers: ``pattern`` repeated, then ``tail``.
 
     ``layers`` maps each letter to (a name, the layer's builder). One letter repeated
@@ -148,8 +157,10 @@ def layer_stacks(pattern: str, tail: str, layers: Mapping[str, tuple[str, Block]
     for where, kinds in (("pattern", pattern), ("tail", tail)):
         bad = sorted(set(kinds) - set(layers)) if isinstance(kinds, str) else [kinds]
         if bad:
-            raise CostModelError(f"layer {where} {kinds!r}: unknown layer kind {bad[0]!r}; expected "
-                                 "letters among " + ", ".join(f"{c!r} ({n})" for c, (n, _) in layers.items()))
+            raise CostModelError(
+                f"layer {where} {kinds!r}: unknown layer kind {bad[0]!r}; expected "
+                "letters among " + ", ".join(f"{c!r} ({n})" for c, (n, _) in layers.items())
+            )
     if not pattern:
         raise CostModelError("layer pattern: expected at least one letter, received ''")
     runs = _runs(pattern)
@@ -157,6 +168,7 @@ def layer_stacks(pattern: str, tail: str, layers: Mapping[str, tuple[str, Block]
     if len(runs) == 1 and runs[0][1] == 1:
         stacks = [("layers", units, layers[pattern][1])]
     else:
+
         def unit(b: GraphBuilder, x: Tensor) -> Tensor:
             for name, n, layer in _named(runs, layers, ""):
                 with b.repeat(name, n):
@@ -185,10 +197,15 @@ def layer_kinds(cfg: Mapping[str, object], n_layers: int, default: list[str], wh
     if kinds is None:
         kinds = default
     letters = {"sliding_attention": "s", "full_attention": "f"}
-    if not isinstance(kinds, list) or any(not isinstance(k, str) or k not in letters for k in kinds) \
-            or len(kinds) != n_layers:
-        raise CostModelError(f"{where}: field 'layer_types' must list 'sliding_attention' or 'full_attention' for "
-                             f"each of the {n_layers} layers, received {kinds!r}")
+    if (
+        not isinstance(kinds, list)
+        or any(not isinstance(k, str) or k not in letters for k in kinds)
+        or len(kinds) != n_layers
+    ):
+        raise CostModelError(
+            f"{where}: field 'layer_types' must list 'sliding_attention' or 'full_attention' for "
+            f"each of the {n_layers} layers, received {kinds!r}"
+        )
     return "".join(letters[k] for k in kinds)
 
 

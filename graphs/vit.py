@@ -37,16 +37,41 @@ from .encoders import activation, bidirectional_attention, first_token, pooler
 HEADS = ("classifier", "pooler", "none")
 
 
-def vit(*, d_ff: sympy.Expr = d_ff, d_head: sympy.Expr = d / h, qkv_bias: bool = True, head: str = "classifier",
-        d_pool: sympy.Expr | None = None, act: str = "gelu", dtype: str = "bf16") -> nx.DiGraph:
+def vit(
+    *,
+    d_ff: sympy.Expr = d_ff,
+    d_head: sympy.Expr = d / h,
+    qkv_bias: bool = True,
+    head: str = "classifier",
+    d_pool: sympy.Expr | None = None,
+    act: str = "gelu",
+    dtype: str = "bf16",
+) -> nx.DiGraph:
     """ViT as an op graph (see the module notes). ``d_head``: the head dim (``d/h`` unless a config gives
     ``head_dim``); ``qkv_bias``: biases on q, k, v; ``d_pool``: the pooler's width (None: d)."""
     if head not in HEADS:
         raise CostModelError(f"vit: head {head!r} is not one of {', '.join(HEADS)}")
     side = r_img / r_patch  # patches per side
     tokens = side**2 + 1
-    b = GraphBuilder("vit", dtype=dtype, b=B, c=c_in, y=side, x=side, p=r_patch, q=r_patch, n=side**2, t=tokens,
-                     s=tokens, d=d, h=h, k=d_head, f=d_ff, o=n_labels, e=d if d_pool is None else d_pool)
+    b = GraphBuilder(
+        "vit",
+        dtype=dtype,
+        b=B,
+        c=c_in,
+        y=side,
+        x=side,
+        p=r_patch,
+        q=r_patch,
+        n=side**2,
+        t=tokens,
+        s=tokens,
+        d=d,
+        h=h,
+        k=d_head,
+        f=d_ff,
+        o=n_labels,
+        e=d if d_pool is None else d_pool,
+    )
     b.tokens(B * tokens)
     with b.scope("embeddings"):
         pixels = b.input("pixels", "b c (y p) (x q)", dtype=dtype)
@@ -100,14 +125,20 @@ def from_hf(cfg: Mapping[str, object]) -> dict[str, object]:
     archs = field(cfg, "architectures", list, [], where=where)
     heads = {ARCHITECTURES.get(a) for a in archs}
     if None in heads or len(heads) > 1:
-        raise CostModelError(f"{where}: architectures {archs} is not supported; expected one of "
-                             f"{', '.join(ARCHITECTURES)} (absent: the classifier)")
+        raise CostModelError(
+            f"{where}: architectures {archs} is not supported; expected one of "
+            f"{', '.join(ARCHITECTURES)} (absent: the classifier)"
+        )
     out: dict[str, object] = {
-        "L": field(cfg, "num_hidden_layers", where=where), "d": field(cfg, "hidden_size", where=where),
-        "h": field(cfg, "num_attention_heads", where=where), "d_ff": field(cfg, "intermediate_size", where=where),
-        "r_img": _square(cfg, "image_size", where), "r_patch": _square(cfg, "patch_size", where),
+        "L": field(cfg, "num_hidden_layers", where=where),
+        "d": field(cfg, "hidden_size", where=where),
+        "h": field(cfg, "num_attention_heads", where=where),
+        "d_ff": field(cfg, "intermediate_size", where=where),
+        "r_img": _square(cfg, "image_size", where),
+        "r_patch": _square(cfg, "patch_size", where),
         "c_in": field(cfg, "num_channels", int, 3, where=where),
-        "qkv_bias": field(cfg, "qkv_bias", bool, True, where=where), "act": activation(cfg, where),
+        "qkv_bias": field(cfg, "qkv_bias", bool, True, where=where),
+        "act": activation(cfg, where),
         "head": heads.pop() if heads else "classifier",
     }
     head_dim = field(cfg, "head_dim", int, None, where=where)
@@ -130,20 +161,25 @@ _HUGE = {"L": 32, "d": 1280, "h": 16, "d_ff": 5120}
 
 
 def _preset(name: str, size: dict, patch: int, about: str, **more: object) -> Preset:
-    return Preset(name, "vit", {**size, "r_img": 224, "r_patch": patch, "c_in": 3, **more}, _PAPER.format(name),
-                  about)
+    return Preset(name, "vit", {**size, "r_img": 224, "r_patch": patch, "c_in": 3, **more}, _PAPER.format(name), about)
 
 
 PRESETS = (
     _preset("vit-base-patch16-224", _BASE, 16, "ViT-B/16, ImageNet-1k classifier (86M)", n_labels=1000),
     _preset("vit-large-patch16-224", _LARGE, 16, "ViT-L/16, ImageNet-1k classifier (307M)", n_labels=1000),
     _preset("vit-base-patch16-224-in21k", _BASE, 16, "ViT-B/16 backbone with pooler (ImageNet-21k)", head="pooler"),
-    _preset("vit-large-patch16-224-in21k", _LARGE, 16, "ViT-L/16 backbone with pooler (ImageNet-21k)",
-            head="pooler"),
-    _preset("vit-huge-patch14-224-in21k", _HUGE, 14, "ViT-H/14 backbone with pooler (ImageNet-21k, 632M)",
-            head="pooler"),
+    _preset("vit-large-patch16-224-in21k", _LARGE, 16, "ViT-L/16 backbone with pooler (ImageNet-21k)", head="pooler"),
+    _preset(
+        "vit-huge-patch14-224-in21k", _HUGE, 14, "ViT-H/14 backbone with pooler (ImageNet-21k, 632M)", head="pooler"
+    ),
 )
 
-FAMILY = Family("vit", vit, "ViT: patch embedding over image axes, [CLS] token, pre-LN bidirectional encoder",
-                PRESETS, defaults={"r_img": 224, "r_patch": 16, "c_in": 3},
-                hf_model_types=("vit",), from_hf=from_hf)
+FAMILY = Family(
+    "vit",
+    vit,
+    "ViT: patch embedding over image axes, [CLS] token, pre-LN bidirectional encoder",
+    PRESETS,
+    defaults={"r_img": 224, "r_patch": 16, "c_in": 3},
+    hf_model_types=("vit",),
+    from_hf=from_hf,
+)

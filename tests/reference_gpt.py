@@ -36,8 +36,18 @@ class Block(nn.Module):
 
 
 class ReferenceGPT(nn.Module):
-    def __init__(self, *, layers: int, d: int, heads: int, vocab: int, context: int, d_ff: int | None = None,
-                 bias: bool = True, tied: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        layers: int,
+        d: int,
+        heads: int,
+        vocab: int,
+        context: int,
+        d_ff: int | None = None,
+        bias: bool = True,
+        tied: bool = True,
+    ) -> None:
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(context, d)

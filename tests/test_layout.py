@@ -14,13 +14,28 @@ PKG = ROOT / "costmodel"
 
 #: Module prefix → rank; a module imports only modules of its rank or below (docs/design.md, "Layers").
 RANKS = [
-    ("costmodel.errors", 0), ("costmodel.dtypes", 0), ("costmodel.sizes", 0), ("costmodel.symbols", 0),
-    ("costmodel.expr", 0), ("costmodel.files", 0), ("costmodel.memory.policies", 0), ("costmodel.formulas", 0),
-    ("costmodel.version", 0), ("costmodel.units", 0),
-    ("costmodel.options", 1), ("costmodel.conventions", 1),
-    ("costmodel.graph", 2), ("costmodel.memory", 3), ("costmodel.devices", 4), ("costmodel.families", 5),
-    ("costmodel.reports", 6), ("costmodel.trace", 6),
-    ("costmodel.kit", 7), ("costmodel.cli", 8), ("costmodel.__main__", 8), ("costmodel", 8),
+    ("costmodel.errors", 0),
+    ("costmodel.dtypes", 0),
+    ("costmodel.sizes", 0),
+    ("costmodel.symbols", 0),
+    ("costmodel.expr", 0),
+    ("costmodel.files", 0),
+    ("costmodel.memory.policies", 0),
+    ("costmodel.formulas", 0),
+    ("costmodel.version", 0),
+    ("costmodel.units", 0),
+    ("costmodel.options", 1),
+    ("costmodel.conventions", 1),
+    ("costmodel.graph", 2),
+    ("costmodel.memory", 3),
+    ("costmodel.devices", 4),
+    ("costmodel.families", 5),
+    ("costmodel.reports", 6),
+    ("costmodel.trace", 6),
+    ("costmodel.kit", 7),
+    ("costmodel.cli", 8),
+    ("costmodel.__main__", 8),
+    ("costmodel", 8),
 ]
 
 
@@ -46,8 +61,9 @@ def imports(module: str, path: pathlib.Path) -> list[tuple[str, bool, int]]:
     """(imported costmodel module, at module level?, line) for every import of ``path``."""
     tree = ast.parse(path.read_text())
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    top_level = {id(n) for n in tree.body} | {id(n) for stmt in tree.body if isinstance(stmt, (ast.If, ast.Try))
-                                              for n in ast.walk(stmt)}
+    top_level = {id(n) for n in tree.body} | {
+        id(n) for stmt in tree.body if isinstance(stmt, (ast.If, ast.Try)) for n in ast.walk(stmt)
+    }
     found = []
     for node in ast.walk(tree):
         names: list[str] = []
@@ -57,7 +73,7 @@ def imports(module: str, path: pathlib.Path) -> list[tuple[str, bool, int]]:
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
-                parts = parts[:len(parts) - node.level + 1]
+                parts = parts[: len(parts) - node.level + 1]
                 base = ".".join(parts + ([node.module] if node.module else []))
             names = ([base] if node.module else []) + [f"{base}.{a.name}" for a in node.names]
         for name in names:
@@ -115,8 +131,9 @@ def test_the_cli_is_a_client_of_the_public_api():
             if name.startswith("costmodel.cli"):
                 continue
             head = name.split(".")
-            assert name == "costmodel" or (len(head) == 2 and (head[1] in costmodel.__all__ or head[1] == "__version__")), \
-                f"cli/{path.name}:{line} imports {name}; expected only the public API (costmodel.__all__)"
+            assert name == "costmodel" or (
+                len(head) == 2 and (head[1] in costmodel.__all__ or head[1] == "__version__")
+            ), f"cli/{path.name}:{line} imports {name}; expected only the public API (costmodel.__all__)"
 
 
 @pytest.mark.parametrize("forbidden", ["torch", "transformers", "costmodel_graphs", "graphs"])
@@ -126,15 +143,30 @@ def test_the_engine_imports_no_torch_and_no_architectures_at_module_level(forbid
             continue  # the tracer imports torch inside its functions
         tree = ast.parse(path.read_text())
         for node in tree.body:
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             assert not any(n == forbidden or n.startswith(forbidden + ".") for n in names), (module, forbidden)
 
 
 def test_public_surface_leads_with_the_verbs():
     import costmodel
 
-    assert costmodel.__all__[:10] == ["estimate", "derive", "compare", "sweep", "roofline", "fit", "report", "load",
-                                      "hardware", "models"]
+    assert costmodel.__all__[:10] == [
+        "estimate",
+        "derive",
+        "compare",
+        "sweep",
+        "roofline",
+        "fit",
+        "report",
+        "load",
+        "hardware",
+        "models",
+    ]
     for name in costmodel.__all__:
         assert getattr(costmodel, name) is not None

@@ -22,11 +22,17 @@ def gpt_configs(draw):
     heads = draw(st.integers(1, 16))
     seq = draw(st.integers(1, 4095))
     return {
-        "L": draw(st.integers(1, 48)), "h": heads, "d": heads * draw(st.integers(1, 128)),
-        "V": draw(st.integers(2, 60000)), "B": draw(st.integers(1, 64)), "T": seq,
+        "L": draw(st.integers(1, 48)),
+        "h": heads,
+        "d": heads * draw(st.integers(1, 128)),
+        "V": draw(st.integers(2, 60000)),
+        "B": draw(st.integers(1, 64)),
+        "T": seq,
         # learned positions: T ≤ T_max (and T + 1 too, for the monotonicity test)
         "T_max": draw(st.integers(seq + 1, 4096)),
-        "tied": draw(st.booleans()), "bias": draw(st.booleans()), "dropout_p": draw(st.booleans()),
+        "tied": draw(st.booleans()),
+        "bias": draw(st.booleans()),
+        "dropout_p": draw(st.booleans()),
     }
 
 
@@ -90,6 +96,7 @@ def test_training_is_forward_plus_backward_and_params_split(cfg):
 
 # -- architecture invariants: exact symbolic identities (hold for every size at once) --------------
 
+
 def _attention_graph(block, **sizes):
     from costmodel.kit import GraphBuilder
 
@@ -102,10 +109,8 @@ def test_gqa_with_as_many_kv_heads_as_heads_equals_mha():
     from costmodel.symbols import n_kv
     from costmodel_graphs.blocks import causal_self_attention, grouped_query_attention
 
-    gqa = totals(_attention_graph(lambda b, x: grouped_query_attention(b, x, rope=False), g=n_kv, m=h / n_kv,
-                                  k=d / h))
-    mha = totals(_attention_graph(lambda b, x: causal_self_attention(b, x, bias=False, dropout_p=False), h=h,
-                                  k=d / h))
+    gqa = totals(_attention_graph(lambda b, x: grouped_query_attention(b, x, rope=False), g=n_kv, m=h / n_kv, k=d / h))
+    mha = totals(_attention_graph(lambda b, x: causal_self_attention(b, x, bias=False, dropout_p=False), h=h, k=d / h))
     same = lambda e: sympy.expand(e.subs(n_kv, h))  # noqa: E731
     assert gqa.map(same) == mha.map(sympy.expand)
     assert gqa.forward.matmul_flops != mha.forward.matmul_flops  # ...and only then
@@ -131,8 +136,11 @@ def test_moe_with_one_expert_routed_to_equals_the_dense_mlp_plus_its_router():
 GPT3 = load("gpt", {"dropout_p": True}).graph  # the GPT-3 recipe: bf16 activations, dropout on
 
 
-@given(dp=st.integers(1, 512), policy=st.sampled_from(["fp32", "bf16-mixed", "fp8-mixed"]),
-       opt=st.sampled_from(["adamw", "sgd-momentum", "lion", "adafactor"]))
+@given(
+    dp=st.integers(1, 512),
+    policy=st.sampled_from(["fp32", "bf16-mixed", "fp8-mixed"]),
+    opt=st.sampled_from(["adamw", "sgd-momentum", "lion", "adafactor"]),
+)
 def test_zero3_per_device_times_devices_is_unsharded(dp, policy, opt):
     states = training.model_state(GPT3, policy, opt)
     groups = {k: states[k] for k in ("params", "grads", "optimizer")}
@@ -140,11 +148,14 @@ def test_zero3_per_device_times_devices_is_unsharded(dp, policy, opt):
     assert sympy.expand(sum(sharded.values()) * dp - sum(groups.values())) == 0
 
 
-@given(b=st.integers(1, 64), t=st.integers(1, 4096), dm=st.integers(1, 64), heads=st.integers(1, 64),
-       layers=st.integers(1, 96))
+@given(
+    b=st.integers(1, 64),
+    t=st.integers(1, 4096),
+    dm=st.integers(1, 64),
+    heads=st.integers(1, 64),
+    layers=st.integers(1, 96),
+)
 def test_recompute_orders_activation_memory(b, t, dm, heads, layers):
     values = {B: b, T: t, d: dm * heads, h: heads, L: layers, V: 50257, T_max: 4096}
     a = {r: evaluate(memory.activations(GPT3, r).bytes, values) for r in ("none", "selective", "full")}
     assert a["full"] <= a["selective"] <= a["none"]
-
-

@@ -78,6 +78,10 @@ def _main(argv: Sequence[str] | None) -> int:
         print(one_line(f"costmodel: error: cannot write the output: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug in costmodel, not bad input: still one line, and a distinct exit code
-        print(one_line(f"costmodel: internal error: {type(exc).__name__}: {exc} "
-                       "(please report this with the command line)"), file=sys.stderr)
+        print(
+            one_line(
+                f"costmodel: internal error: {type(exc).__name__}: {exc} (please report this with the command line)"
+            ),
+            file=sys.stderr,
+        )
         return 3

@@ -15,13 +15,23 @@ from costmodel import CostModelError, Options
 
 def add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     """MODEL and ``--set``; ``optional``: MODEL may be left out (a command that has another source of one)."""
-    p.add_argument("model", metavar="MODEL", **({"nargs": "?"} if optional else {}),
-                   help="a preset or family name (see 'costmodel models'), a Hugging Face config.json "
-                        "(read as data, no network), or path/to/file.py:builder, a function of yours that "
-                        "returns a GraphBuilder graph (the file is executed as Python: only load files you trust)")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="NAME=VALUE",
-                   help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
-                        "values are numbers or expressions of symbols with + - * / ^ ( )")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        **({"nargs": "?"} if optional else {}),
+        help="a preset or family name (see 'costmodel models'), a Hugging Face config.json "
+        "(read as data, no network), or path/to/file.py:builder, a function of yours that "
+        "returns a GraphBuilder graph (the file is executed as Python: only load files you trust)",
+    )
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
+        "values are numbers or expressions of symbols with + - * / ^ ( )",
+    )
 
 
 def settings(args: argparse.Namespace) -> dict[str, str]:
@@ -38,31 +48,65 @@ def settings(args: argparse.Namespace) -> dict[str, str]:
 
 def typed(name: str, flag: str):
     """An argparse ``type`` reading ``flag``'s text as :meth:`Options.parse` reads option ``name``."""
+
     def convert(text: str) -> object:
         try:
             return Options.parse(name, text, what="value")
         except CostModelError as exc:  # argparse would replace a ValueError's message (it names the flag itself)
             raise argparse.ArgumentTypeError(str(exc).removeprefix("value: ")) from None
+
     convert.__name__ = flag
     return convert
 
 
 #: argparse destination → Options field (a shortcut such as ``tp`` sets a field of the layout).
-FLAGS = {"batch": "batch", "seq": "seq", "tokens": "tokens", "precision": "precision", "optimizer": "optimizer",
-         "causal": "causal", "recompute": "recompute", "flash": "flash", "zero": "zero", "dp": "dp", "tp": "tp",
-         "pp": "pp", "sp": "sp", "ep": "ep", "megatron_sp": "megatron_sp", "micro_batch": "micro_batch",
-         "inference": "inference", "context": "context", "weights_dtype": "weights_dtype", "kv_dtype": "kv_dtype",
-         "hardware": "hardware", "devices": "devices", "mfu": "mfu", "tokens_per_s": "tokens_per_s",
-         "cp": "cp", "vpp": "vpp", "schedule": "schedule", "stage_layers": "stage_layers", "time_model": "time_model",
-         "overlap_comm": "overlap_comm",
-         "attention": "attention", "recompute_fraction": "recompute_fraction", "norm_stats": "norm_stats",
-         "logits": "logits", "mfu_basis": "mfu_basis", "price_per_hour": "price_per_hour"}
+FLAGS = {
+    "batch": "batch",
+    "seq": "seq",
+    "tokens": "tokens",
+    "precision": "precision",
+    "optimizer": "optimizer",
+    "causal": "causal",
+    "recompute": "recompute",
+    "flash": "flash",
+    "zero": "zero",
+    "dp": "dp",
+    "tp": "tp",
+    "pp": "pp",
+    "sp": "sp",
+    "ep": "ep",
+    "megatron_sp": "megatron_sp",
+    "micro_batch": "micro_batch",
+    "inference": "inference",
+    "context": "context",
+    "weights_dtype": "weights_dtype",
+    "kv_dtype": "kv_dtype",
+    "hardware": "hardware",
+    "devices": "devices",
+    "mfu": "mfu",
+    "tokens_per_s": "tokens_per_s",
+    "cp": "cp",
+    "vpp": "vpp",
+    "schedule": "schedule",
+    "stage_layers": "stage_layers",
+    "time_model": "time_model",
+    "overlap_comm": "overlap_comm",
+    "attention": "attention",
+    "recompute_fraction": "recompute_fraction",
+    "norm_stats": "norm_stats",
+    "logits": "logits",
+    "mfu_basis": "mfu_basis",
+    "price_per_hour": "price_per_hour",
+}
 
 
 def options(args: argparse.Namespace, skip: Iterable[str] = ()) -> Options:
     """The :class:`Options` the parsed flags describe (flags a command lacks keep their defaults)."""
-    given = {field: getattr(args, dest) for dest, field in FLAGS.items()
-             if dest not in skip and getattr(args, dest, None) is not None}
+    given = {
+        field: getattr(args, dest)
+        for dest, field in FLAGS.items()
+        if dest not in skip and getattr(args, dest, None) is not None
+    }
     if given.get("overlap_comm") in ("none", ""):
         given["overlap_comm"] = ()
     if getattr(args, "achieved_tflops", None) is not None:
@@ -78,15 +122,20 @@ def output_file(text: str) -> str:
 
 
 def add_step_args(p: argparse.ArgumentParser, *, batch_default: str = "1") -> None:
-    p.add_argument("--batch", type=typed("batch", "--batch"),
-                   help=f"sequences per step, B (default {batch_default}); 1k = 1000")
-    p.add_argument("--seq", type=typed("seq", "--seq"),
-                   help="tokens per sequence, T (default: the model's context); 8k = 8192")
+    p.add_argument(
+        "--batch", type=typed("batch", "--batch"), help=f"sequences per step, B (default {batch_default}); 1k = 1000"
+    )
+    p.add_argument(
+        "--seq", type=typed("seq", "--seq"), help="tokens per sequence, T (default: the model's context); 8k = 8192"
+    )
 
 
 def add_counting_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--causal", choices=Options.choices("causal"),
-                   help="count causal attention over the full T×T square (default) or half of it")
+    p.add_argument(
+        "--causal",
+        choices=Options.choices("causal"),
+        help="count causal attention over the full T×T square (default) or half of it",
+    )
 
 
 def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
@@ -94,45 +143,93 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     if precision:
         add_precision_args(p)
     g = p.add_argument_group("memory and parallel layout (every memory_bytes.* number is per device)")
-    g.add_argument("--recompute", choices=Options.choices("recompute"),
-                   help="activation recompute: none (default), selective (attention core) or full (layer inputs only)")
-    g.add_argument("--recompute-fraction", type=typed("recompute_fraction", "--recompute-fraction"), metavar="F",
-                   help="partial rematerialisation: a share F of each repeated block's layers recomputed whole, the "
-                        "rest as --recompute says (PaLM 540B: --recompute selective --recompute-fraction 0.75)")
-    g.add_argument("--attention", choices=Options.choices("attention"),
-                   help="attention implementation: unfused (default: scores materialised, softmax in the "
-                        "activations' dtype), sdpa or flash (fused: no T×T tensor kept)")
-    g.add_argument("--flash", action=argparse.BooleanOptionalAction, default=None,
-                   help="a synonym of --attention flash: no T×T scores kept")
-    g.add_argument("--norm-stats", action=argparse.BooleanOptionalAction, default=None,
-                   help="count the fp32 statistics norms keep for backward (default); --no-norm-stats leaves them "
-                        "out, as Korthikanti et al. 2022, Table 2 do")
+    g.add_argument(
+        "--recompute",
+        choices=Options.choices("recompute"),
+        help="activation recompute: none (default), selective (attention core) or full (layer inputs only)",
+    )
+    g.add_argument(
+        "--recompute-fraction",
+        type=typed("recompute_fraction", "--recompute-fraction"),
+        metavar="F",
+        help="partial rematerialisation: a share F of each repeated block's layers recomputed whole, the "
+        "rest as --recompute says (PaLM 540B: --recompute selective --recompute-fraction 0.75)",
+    )
+    g.add_argument(
+        "--attention",
+        choices=Options.choices("attention"),
+        help="attention implementation: unfused (default: scores materialised, softmax in the "
+        "activations' dtype), sdpa or flash (fused: no T×T tensor kept)",
+    )
+    g.add_argument(
+        "--flash",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a synonym of --attention flash: no T×T scores kept",
+    )
+    g.add_argument(
+        "--norm-stats",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="count the fp32 statistics norms keep for backward (default); --no-norm-stats leaves them "
+        "out, as Korthikanti et al. 2022, Table 2 do",
+    )
     g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage over dp (3 = FSDP full shard)")
-    for name, what in (("dp", "data"), ("tp", "tensor (Megatron)"), ("pp", "pipeline (1F1B)"),
-                       ("sp", "sequence/context"), ("cp", "context (ring attention; the same as --sp)"),
-                       ("ep", "expert")):
+    for name, what in (
+        ("dp", "data"),
+        ("tp", "tensor (Megatron)"),
+        ("pp", "pipeline (1F1B)"),
+        ("sp", "sequence/context"),
+        ("cp", "context (ring attention; the same as --sp)"),
+        ("ep", "expert"),
+    ):
         g.add_argument(f"--{name}", type=typed(name, f"--{name}"), help=f"{what} parallel degree")
-    g.add_argument("--vpp", type=typed("vpp", "--vpp"),
-                   help="virtual pipeline stages per device (interleaved 1F1B; default 1)")
-    g.add_argument("--schedule", choices=Options.choices("schedule"),
-                   help="pipeline schedule (default 1f1b; interleaved with --vpp > 1)")
-    g.add_argument("--stage-layers", metavar="FIRST,LAST",
-                   help="layers on the first and last pipeline stages when they differ (Llama 3 405B: 7,7)")
-    g.add_argument("--megatron-sp", action="store_true", default=None,
-                   help="Megatron sequence parallelism in the TP group (replicated activations divided by tp)")
-    g.add_argument("--micro-batch", type=typed("micro_batch", "--micro-batch"),
-                   help="sequences per micro-batch on one device (default: batch / dp)")
-    g.add_argument("--inference", action="store_true", default=None,
-                   help="inference memory: weights, KV cache, working set")
-    g.add_argument("--context", type=typed("context", "--context"),
-                   help="KV-cache context in tokens (inference); 128k = 131072")
-    g.add_argument("--weights-dtype", choices=Options.choices("weights_dtype"),
-                   help="inference weight format (int4/int8/fp8 carry their group scales)")
-    g.add_argument("--kv-dtype", choices=Options.choices("kv_dtype"),
-                   help="KV-cache element dtype for inference (default: the graph's activation dtype)")
-    g.add_argument("--logits", choices=Options.choices("logits"),
-                   help="inference prefill: keep the last position's logits (default: a generation) or all of "
-                        "them (scoring a text)")
+    g.add_argument(
+        "--vpp", type=typed("vpp", "--vpp"), help="virtual pipeline stages per device (interleaved 1F1B; default 1)"
+    )
+    g.add_argument(
+        "--schedule",
+        choices=Options.choices("schedule"),
+        help="pipeline schedule (default 1f1b; interleaved with --vpp > 1)",
+    )
+    g.add_argument(
+        "--stage-layers",
+        metavar="FIRST,LAST",
+        help="layers on the first and last pipeline stages when they differ (Llama 3 405B: 7,7)",
+    )
+    g.add_argument(
+        "--megatron-sp",
+        action="store_true",
+        default=None,
+        help="Megatron sequence parallelism in the TP group (replicated activations divided by tp)",
+    )
+    g.add_argument(
+        "--micro-batch",
+        type=typed("micro_batch", "--micro-batch"),
+        help="sequences per micro-batch on one device (default: batch / dp)",
+    )
+    g.add_argument(
+        "--inference", action="store_true", default=None, help="inference memory: weights, KV cache, working set"
+    )
+    g.add_argument(
+        "--context", type=typed("context", "--context"), help="KV-cache context in tokens (inference); 128k = 131072"
+    )
+    g.add_argument(
+        "--weights-dtype",
+        choices=Options.choices("weights_dtype"),
+        help="inference weight format (int4/int8/fp8 carry their group scales)",
+    )
+    g.add_argument(
+        "--kv-dtype",
+        choices=Options.choices("kv_dtype"),
+        help="KV-cache element dtype for inference (default: the graph's activation dtype)",
+    )
+    g.add_argument(
+        "--logits",
+        choices=Options.choices("logits"),
+        help="inference prefill: keep the last position's logits (default: a generation) or all of "
+        "them (scoring a text)",
+    )
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
@@ -146,22 +243,43 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hardware", metavar="NAME", help="a device of 'costmodel hardware', or a .toml/.json file")
     g.add_argument("--devices", type=typed("devices", "--devices"), help="devices N (default 1)")
     rate = g.add_mutually_exclusive_group()
-    rate.add_argument("--achieved-tflops", type=typed("achieved_flops", "--achieved-tflops"), metavar="X",
-                      help="TFLOP/s each device executes (default: the roofline bound)")
+    rate.add_argument(
+        "--achieved-tflops",
+        type=typed("achieved_flops", "--achieved-tflops"),
+        metavar="X",
+        help="TFLOP/s each device executes (default: the roofline bound)",
+    )
     rate.add_argument("--mfu", type=typed("mfu", "--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
-    rate.add_argument("--tokens-per-s", type=typed("tokens_per_s", "--tokens-per-s"), metavar="R",
-                      help="a measured throughput of all devices together: gives the MFU")
-    rate.add_argument("--time-model", choices=Options.choices("time_model"),
-                      help="without a rate: calibrated (default: attained efficiencies, networks, overlap, "
-                           "schedule) or roofline (the bound)")
-    g.add_argument("--overlap-comm", metavar="KINDS",
-                   help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
-                        "(default: dp and sp; see docs/hardware.md)")
-    g.add_argument("--mfu-basis", choices=Options.choices("mfu_basis"),
-                   help="the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied "
-                        "unembedding included) or 6n-attention (PaLM's 6N + 12·L·H·Q·T)")
-    g.add_argument("--price-per-hour", type=typed("price_per_hour", "--price-per-hour"), metavar="USD",
-                   help="US dollars per device-hour: gives time.cost_usd (with --tokens) and the cost of a step")
+    rate.add_argument(
+        "--tokens-per-s",
+        type=typed("tokens_per_s", "--tokens-per-s"),
+        metavar="R",
+        help="a measured throughput of all devices together: gives the MFU",
+    )
+    rate.add_argument(
+        "--time-model",
+        choices=Options.choices("time_model"),
+        help="without a rate: calibrated (default: attained efficiencies, networks, overlap, "
+        "schedule) or roofline (the bound)",
+    )
+    g.add_argument(
+        "--overlap-comm",
+        metavar="KINDS",
+        help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
+        "(default: dp and sp; see docs/hardware.md)",
+    )
+    g.add_argument(
+        "--mfu-basis",
+        choices=Options.choices("mfu_basis"),
+        help="the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied "
+        "unembedding included) or 6n-attention (PaLM's 6N + 12·L·H·Q·T)",
+    )
+    g.add_argument(
+        "--price-per-hour",
+        type=typed("price_per_hour", "--price-per-hour"),
+        metavar="USD",
+        help="US dollars per device-hour: gives time.cost_usd (with --tokens) and the cost of a step",
+    )
 
 
 # -- formatting ----------------------------------------------------------------------------------------

@@ -15,17 +15,26 @@ from ._common import add_counting_args, add_memory_args, add_model_args, options
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("derive", help="symbolic formulas of an architecture",
-                       description="Symbolic formulas (parameters, FLOPs, bytes, memory) of an architecture: every "
-                                   "number 'estimate' gives under the same options, as an expression.")
+    p = sub.add_parser(
+        "derive",
+        help="symbolic formulas of an architecture",
+        description="Symbolic formulas (parameters, FLOPs, bytes, memory) of an architecture: every "
+        "number 'estimate' gives under the same options, as an expression.",
+    )
     add_model_args(p, optional=True)
     p.add_argument("--format", default="text", choices=["text", "latex", "json"])
     g = p.add_argument_group("formulas of a transformers config class (traced; needs costmodel[torch])")
-    g.add_argument("--from-config-class", metavar="CLASS",
-                   help="e.g. transformers:Qwen3Config: trace the class at small configs and recover its formulas "
-                        "exactly in --sizes (no MODEL then)")
-    g.add_argument("--sizes", metavar="FIELDS", help="config fields to keep symbolic, comma-separated "
-                                                     "(hidden_size,num_hidden_layers,...)")
+    g.add_argument(
+        "--from-config-class",
+        metavar="CLASS",
+        help="e.g. transformers:Qwen3Config: trace the class at small configs and recover its formulas "
+        "exactly in --sizes (no MODEL then)",
+    )
+    g.add_argument(
+        "--sizes",
+        metavar="FIELDS",
+        help="config fields to keep symbolic, comma-separated (hidden_size,num_hidden_layers,...)",
+    )
     g.add_argument("--samples", type=int, default=6, help="configs to fit at (default 6; 2 more check the fit)")
     add_counting_args(p)
     add_memory_args(p)
@@ -36,15 +45,18 @@ def run(args: argparse.Namespace) -> int:
     model = args.model
     if args.from_config_class:
         if not args.sizes or args.model is not None:
-            raise costmodel.CostModelError("derive --from-config-class: expected no MODEL, and the config fields "
-                                           "to recover with --sizes hidden_size,num_hidden_layers,...")
+            raise costmodel.CostModelError(
+                "derive --from-config-class: expected no MODEL, and the config fields "
+                "to recover with --sizes hidden_size,num_hidden_layers,..."
+            )
         sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
         model = costmodel.recover(args.from_config_class, sizes, samples=args.samples).model
     elif args.sizes:
         raise costmodel.CostModelError("derive: --sizes goes with --from-config-class")
     elif model is None:
-        raise costmodel.CostModelError("derive: expected MODEL (a preset, a family, a config.json or "
-                                       "file.py:builder), or --from-config-class")
+        raise costmodel.CostModelError(
+            "derive: expected MODEL (a preset, a family, a config.json or file.py:builder), or --from-config-class"
+        )
     r = costmodel.derive(model, settings=settings(args), options=options(args))
     show(r, args.format, f"costmodel derive {args.from_config_class or args.model}")
     return 0

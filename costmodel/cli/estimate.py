@@ -27,12 +27,19 @@ from .hardware import time_text
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("estimate", help="FLOPs, parameters and memory of a model, as exact numbers",
-                       description="FLOPs, parameters and memory of one training step of a model.")
+    p = sub.add_parser(
+        "estimate",
+        help="FLOPs, parameters and memory of a model, as exact numbers",
+        description="FLOPs, parameters and memory of one training step of a model.",
+    )
     add_options(p)
     p.add_argument("--json", action="store_true", help="one JSON object with exact integers")
-    p.add_argument("--plot-memory", metavar="FILE", type=output_file,
-                   help="bar chart of the memory breakdown (.png/.svg; matplotlib)")
+    p.add_argument(
+        "--plot-memory",
+        metavar="FILE",
+        type=output_file,
+        help="bar chart of the memory breakdown (.png/.svg; matplotlib)",
+    )
     p.set_defaults(run=run)
 
 
@@ -84,8 +91,10 @@ def _config_lines(r, defaults: Mapping[str, str | None]) -> list[str]:
     step = [f"{k}={v:,}" + (f" ({defaults[k]})" if defaults.get(k) else "") for k, v in cfg.items() if k in ("B", "T")]
     layout = r.get("memory", {}).get("layout", {})
     if "micro_batch" in layout:
-        step.append(f"micro-batch {layout['micro_batch']:,}"
-                    + (f" x {layout['micro_batches']:,}" if layout.get("micro_batches", 1) > 1 else ""))
+        step.append(
+            f"micro-batch {layout['micro_batch']:,}"
+            + (f" x {layout['micro_batches']:,}" if layout.get("micro_batches", 1) > 1 else "")
+        )
     rest = " ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("B", "T"))
     return wrap(f"{r['model']} ({r['family']})  ", ", ".join(step)) + (wrap("  config: ", rest) if rest else [])
 
@@ -97,18 +106,26 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
     inference = "kv_cache" in r.get("memory_bytes", {})
     lines = [
         *_config_lines(r, defaults or {}),
-        *wrap("  conventions: ", f"{conv['flop']}; causal attention counted {conv['causal']}"
-              + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}")),
+        *wrap(
+            "  conventions: ",
+            f"{conv['flop']}; causal attention counted {conv['causal']}"
+            + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}"),
+        ),
         f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
-        + (f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
-           if p["active"] != p["total"] else ""),
+        + (
+            f"\n  active/token  {p['active']:,}  (non-embedding {p['active_non_embedding']:,})"
+            if p["active"] != p["total"]
+            else ""
+        ),
     ]
     if inference:  # a forward pass over the prompt (prefill); decode costs come with --hardware
         batch = r["config"].get("B", 1)
-        lines.append(f"FLOPs of a prefill of {batch:,} × {r['tokens']['prompt']:,} prompt tokens  "
-                     f"{sci(f['prefill'])}  (matmul only {sci(f['matmul']['prefill'])}; "
-                     f"{'last position' if r['conventions'].get('logits', 'last') == 'last' else 'every position'}"
-                     "'s logits)")
+        lines.append(
+            f"FLOPs of a prefill of {batch:,} × {r['tokens']['prompt']:,} prompt tokens  "
+            f"{sci(f['prefill'])}  (matmul only {sci(f['matmul']['prefill'])}; "
+            f"{'last position' if r['conventions'].get('logits', 'last') == 'last' else 'every position'}"
+            "'s logits)"
+        )
         lines.extend(memory_lines(r))
         if "time" in r:
             lines.extend(time_text(r))
@@ -123,8 +140,11 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
         lines.append(f"training on D = {sci(tokens['total'])} tokens: {sci(f['training_total'])} FLOPs")
     else:
         lines.append(f"one step = {tokens['per_step']:,} tokens (use --tokens D for a whole run)")
-    lines += wrap("  ", f"6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it (the rest: attention "
-                        "scores, the unembedding of tied/embedding weights, element-wise ops)")
+    lines += wrap(
+        "  ",
+        f"6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it (the rest: attention "
+        "scores, the unembedding of tied/embedding weights, element-wise ops)",
+    )
     lines.extend(memory_lines(r))
     if "time" in r:
         lines.extend(time_text(r))
@@ -138,7 +158,7 @@ def fit_width(lines: list[str], width: int = WIDTH) -> list[str]:
         if len(line) <= width:
             out.append(line)
             continue
-        indent = line[:len(line) - len(line.lstrip())]
+        indent = line[: len(line) - len(line.lstrip())]
         first, *rest = textwrap.wrap(line.strip(), width - len(indent) - 2) or [""]
         out += [indent + first, *(indent + "  " + r for r in rest)]
     return out
@@ -150,10 +170,14 @@ def fit_line(r) -> str:
     by = mem["fits_by"]
     need = r["memory_bytes"][by]
     if mem["fits"]:
-        return (f"  fits one {hw}: {by} {need / 1e9:,.2f} GB of {mem['capacity_bytes'] / 1e9:,.2f} GB "
-                f"({need / mem['capacity_bytes']:.0%})")
-    line = (f"  DOES NOT FIT one {hw}: {by} {need / 1e9:,.2f} GB of {mem['capacity_bytes'] / 1e9:,.2f} GB, "
-            f"{mem['shortfall_bytes'] / 1e9:,.2f} GB short")
+        return (
+            f"  fits one {hw}: {by} {need / 1e9:,.2f} GB of {mem['capacity_bytes'] / 1e9:,.2f} GB "
+            f"({need / mem['capacity_bytes']:.0%})"
+        )
+    line = (
+        f"  DOES NOT FIT one {hw}: {by} {need / 1e9:,.2f} GB of {mem['capacity_bytes'] / 1e9:,.2f} GB, "
+        f"{mem['shortfall_bytes'] / 1e9:,.2f} GB short"
+    )
     n = mem.get("zero3_devices_to_fit")
     if n:
         line += f"; ZeRO-3 over {n:,} devices would hold the states beside this micro-batch's activations"
@@ -168,9 +192,11 @@ def memory_lines(r) -> list[str]:
     inference = "kv_cache" in m
     title = "inference memory" if inference else "training memory"
     lines = [f"{title}, per device (decimal GB and binary GiB)"]
-    keys = ("params", "kv_cache", *(("state_cache",) if "state_cache" in m else ()), "activations", "total") \
-        if inference else \
-        ("params", "grads", "optimizer", "activations", "total")
+    keys = (
+        ("params", "kv_cache", *(("state_cache",) if "state_cache" in m else ()), "activations", "total")
+        if inference
+        else ("params", "grads", "optimizer", "activations", "total")
+    )
     for key in keys:
         lines += wrap(f"  {key:<12} {nbytes(m[key]):<26} ", conv.get(key, ""))
     if m.get("peak") is not None:
@@ -180,13 +206,18 @@ def memory_lines(r) -> list[str]:
         lines += wrap_items("  parts: ", [f"{k} {v / 1e9:,.3g} GB" for k, v in parts.items()])
     devices = r.get("time", {}).get("devices", 1)
     if devices > r["memory"].get("layout", {}).get("devices", 1) == 1:
-        lines += wrap("  note: ", f"this is one device holding the whole model; --devices {devices} spreads only "
-                                  "the time. Give --dp/--tp/--pp (and --zero) to shard memory across them")
+        lines += wrap(
+            "  note: ",
+            f"this is one device holding the whole model; --devices {devices} spreads only "
+            "the time. Give --dp/--tp/--pp (and --zero) to shard memory across them",
+        )
     mem = r["memory"]
     if "capacity_bytes" in mem:
         lines.append(fit_line(r))
     comm = r.get("communication_bytes")
     if comm and comm["total"]:
-        lines += wrap_items("communication per step per device (ring collectives): ",
-                            [f"{k} {v / 1e9:,.3g} GB" for k, v in comm.items()])
+        lines += wrap_items(
+            "communication per step per device (ring collectives): ",
+            [f"{k} {v / 1e9:,.3g} GB" for k, v in comm.items()],
+        )
     return lines

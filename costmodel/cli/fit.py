@@ -10,17 +10,28 @@ from ._common import add_memory_args, add_model_args, add_step_args, nbytes, opt
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fit", help="largest batch or context that fits a device's memory",
-                       description="Largest micro-batch per device (or sequence / inference context) that fits a "
-                                   "memory size, or which component overflows.")
+    p = sub.add_parser(
+        "fit",
+        help="largest batch or context that fits a device's memory",
+        description="Largest micro-batch per device (or sequence / inference context) that fits a "
+        "memory size, or which component overflows.",
+    )
     add_model_args(p)
     size = p.add_mutually_exclusive_group(required=True)
     size.add_argument("--memory", metavar="SIZE", help="device memory: 80GB, 80GiB or bytes")
     size.add_argument("--hardware", metavar="NAME", help="a device of the hardware table (its memory size)")
-    p.add_argument("--solve", default="batch", choices=["batch", "seq"],
-                   help="what to maximise: the micro-batch per device, or the sequence (context with --inference)")
-    p.add_argument("--by", default="peak", choices=["peak", "total"],
-                   help="compare the liveness peak (default, where modelled) or the sum of components")
+    p.add_argument(
+        "--solve",
+        default="batch",
+        choices=["batch", "seq"],
+        help="what to maximise: the micro-batch per device, or the sequence (context with --inference)",
+    )
+    p.add_argument(
+        "--by",
+        default="peak",
+        choices=["peak", "total"],
+        help="compare the liveness peak (default, where modelled) or the sum of components",
+    )
     add_step_args(p, batch_default="dp")
     add_memory_args(p)
     p.add_argument("--json", action="store_true")
@@ -28,8 +39,15 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    r = costmodel.fit(args.model, args.memory, hardware=args.hardware, solve=args.solve, by=args.by,
-                      settings=settings(args), options=options(args, skip=("hardware", "micro_batch")))
+    r = costmodel.fit(
+        args.model,
+        args.memory,
+        hardware=args.hardware,
+        solve=args.solve,
+        by=args.by,
+        settings=settings(args),
+        options=options(args, skip=("hardware", "micro_batch")),
+    )
     if args.json:
         print(r.to_json())
         return 0
@@ -42,14 +60,24 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {k:<12} {nbytes(v)}")
         change = r.get("to_fit")
         if change:
-            ways = [f"--recompute {change['recompute']}" if change["recompute"] else None,
-                    f"{change['zero3_devices']:,} devices with --zero 3 (--dp)" if change["zero3_devices"] else None,
-                    f"--tp {change['tp']} --megatron-sp" if change["tp"] else None]
+            ways = [
+                f"--recompute {change['recompute']}" if change["recompute"] else None,
+                f"{change['zero3_devices']:,} devices with --zero 3 (--dp)" if change["zero3_devices"] else None,
+                f"--tp {change['tp']} --megatron-sp" if change["tp"] else None,
+            ]
             ways = [w for w in ways if w]
-            print("smallest change that fits one sequence per device: " + ("; or ".join(ways) if ways else
-                  "none of --recompute, --zero 3 over more devices, --tp up to 8 alone"))
+            print(
+                "smallest change that fits one sequence per device: "
+                + (
+                    "; or ".join(ways)
+                    if ways
+                    else "none of --recompute, --zero 3 over more devices, --tp up to 8 alone"
+                )
+            )
         return 0
-    print(f"largest {what}: {r['largest']:,}" + (f" (global batch {r['global_batch']:,})" if "global_batch" in r else ""))
+    print(
+        f"largest {what}: {r['largest']:,}" + (f" (global batch {r['global_batch']:,})" if "global_batch" in r else "")
+    )
     for k, v in r["at_largest"].items():
         if v is not None:
             print(f"  {k:<12} {nbytes(v)}")

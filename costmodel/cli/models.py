@@ -17,8 +17,11 @@ def add(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     cat = costmodel.models()
     if args.json:
-        print(json.dumps({"families": cat["families"], "presets": cat["presets"], "model_types": cat["model_types"]},
-                         indent=2))
+        print(
+            json.dumps(
+                {"families": cat["families"], "presets": cat["presets"], "model_types": cat["model_types"]}, indent=2
+            )
+        )
         return 0
     print("families: " + ", ".join(f"{name} ({about})" for name, about in cat["families"].items()))
     for r in cat["presets"]:

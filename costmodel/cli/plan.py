@@ -11,15 +11,31 @@ import costmodel
 
 from ._common import add_model_args, duration, nbytes, settings, typed
 
-COLUMNS = ("tp", "pp", "vpp", "dp", "cp", "micro_batch", "micro_batches", "recompute", "zero", "schedule",
-           "step_s", "tokens_per_s", "memory_bytes")
+COLUMNS = (
+    "tp",
+    "pp",
+    "vpp",
+    "dp",
+    "cp",
+    "micro_batch",
+    "micro_batches",
+    "recompute",
+    "zero",
+    "schedule",
+    "step_s",
+    "tokens_per_s",
+    "memory_bytes",
+)
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="rank every valid parallel layout by predicted step time",
-                       description="Enumerate TP x PP x VPP x DP x CP x micro-batch x recompute x ZeRO x schedule, "
-                                   "drop layouts that do not divide or do not fit in memory, rank the rest by the "
-                                   "calibrated step time, and give the Pareto front of time against memory.")
+    p = sub.add_parser(
+        "plan",
+        help="rank every valid parallel layout by predicted step time",
+        description="Enumerate TP x PP x VPP x DP x CP x micro-batch x recompute x ZeRO x schedule, "
+        "drop layouts that do not divide or do not fit in memory, rank the rest by the "
+        "calibrated step time, and give the Pareto front of time against memory.",
+    )
     add_model_args(p)
     p.add_argument("--hardware", required=True, metavar="NAME", help="a device of the table or a hardware file")
     p.add_argument("--devices", required=True, type=typed("devices", "--devices"), help="devices in all")
@@ -29,8 +45,9 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=10, metavar="K", help="layouts to show (default 10)")
     p.add_argument("--precision", default="bf16-mixed", choices=costmodel.Options.choices("precision"))
     p.add_argument("--no-flash", action="store_true", help="attention scores materialised (default: FlashAttention)")
-    p.add_argument("--verify", action="store_true",
-                   help="re-run the full estimate on the shown layouts (exact memory and step)")
+    p.add_argument(
+        "--verify", action="store_true", help="re-run the full estimate on the shown layouts (exact memory and step)"
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
     out.add_argument("--csv", action="store_true", help="the ranked layouts as CSV")
@@ -40,9 +57,19 @@ def add(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise costmodel.CostModelError(f"--top: expected a positive number of layouts, received {args.top}")
-    r = costmodel.plan(args.model, settings=settings(args), hardware=args.hardware, devices=args.devices,
-                       batch=args.batch, seq=args.seq, tokens=args.tokens, top=args.top, verify=args.verify,
-                       flash=not args.no_flash, precision=args.precision)
+    r = costmodel.plan(
+        args.model,
+        settings=settings(args),
+        hardware=args.hardware,
+        devices=args.devices,
+        batch=args.batch,
+        seq=args.seq,
+        tokens=args.tokens,
+        top=args.top,
+        verify=args.verify,
+        flash=not args.no_flash,
+        precision=args.precision,
+    )
     if args.json:
         print(json.dumps(r, indent=2, allow_nan=False))
         return 0
@@ -52,13 +79,19 @@ def run(args: argparse.Namespace) -> int:
         for row in r["layouts"]:
             w.writerow([row[c] for c in COLUMNS])
         return 0
-    print(f"{r['model']} on {r['devices']} x {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens: "
-          f"{r['searched']:,} layouts searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)")
-    print(f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
-          f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory':>10}")
+    print(
+        f"{r['model']} on {r['devices']} x {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens: "
+        f"{r['searched']:,} layouts searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
+    )
+    print(
+        f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
+        f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory':>10}"
+    )
     for i, row in enumerate(r["layouts"], 1):
-        print(f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
-              f"{row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
-              f"{row['schedule']:>11} {duration(row['step_s']):>10} {nbytes(int(row['memory_bytes'])):>10}")
+        print(
+            f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
+            f"{row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
+            f"{row['schedule']:>11} {duration(row['step_s']):>10} {nbytes(int(row['memory_bytes'])):>10}"
+        )
     print(f"Pareto front (time against memory): {len(r['pareto'])} layouts")
     return 0

@@ -12,22 +12,33 @@ from ._common import options, output_file, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="a full report (summary, formulas, memory, time, ops) as LaTeX/Markdown/JSON/HTML",
-                       description="Write the report of one model and config: a standalone LaTeX document "
-                                   "(compiles with pdflatex as is), Markdown with GitHub math, JSON, or an interactive HTML page. "
-                                   "With no output option, Markdown goes to stdout.")
+    p = sub.add_parser(
+        "report",
+        help="a full report (summary, formulas, memory, time, ops) as LaTeX/Markdown/JSON/HTML",
+        description="Write the report of one model and config: a standalone LaTeX document "
+        "(compiles with pdflatex as is), Markdown with GitHub math, JSON, or an interactive HTML page. "
+        "With no output option, Markdown goes to stdout.",
+    )
     estimate.add_options(p)
-    p.add_argument("--latex", metavar="FILE", type=output_file,
-                   help="standalone LaTeX document ('-' for stdout)")
-    p.add_argument("--markdown", metavar="FILE", type=output_file,
-                   help="Markdown with $...$ math ('-' for stdout)")
-    p.add_argument("--json", metavar="FILE", type=output_file,
-                   help="exact numbers and formulas as JSON ('-' for stdout)")
-    p.add_argument("--html", metavar="FILE", type=output_file,
-                   help="one self-contained interactive page: summary, formulas (MathML), charts, and controls "
-                        "that recompute every number ('-' for stdout)")
-    p.add_argument("--control", metavar="SYMBOL", action="append", default=[],
-                   help="a symbol the HTML page lets a reader change besides B, T and the devices (repeatable)")
+    p.add_argument("--latex", metavar="FILE", type=output_file, help="standalone LaTeX document ('-' for stdout)")
+    p.add_argument("--markdown", metavar="FILE", type=output_file, help="Markdown with $...$ math ('-' for stdout)")
+    p.add_argument(
+        "--json", metavar="FILE", type=output_file, help="exact numbers and formulas as JSON ('-' for stdout)"
+    )
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        type=output_file,
+        help="one self-contained interactive page: summary, formulas (MathML), charts, and controls "
+        "that recompute every number ('-' for stdout)",
+    )
+    p.add_argument(
+        "--control",
+        metavar="SYMBOL",
+        action="append",
+        default=[],
+        help="a symbol the HTML page lets a reader change besides B, T and the devices (repeatable)",
+    )
     p.set_defaults(run=run)
 
 

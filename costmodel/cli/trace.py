@@ -16,16 +16,31 @@ from .derive import show
 
 
 def add(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="trace a PyTorch module (torch.export) into a costmodel graph",
-                       description="Export a PyTorch module with symbolic batch and sequence sizes and map its ATen "
-                                   "ops to costmodel ops: formulas in B and T, and with --batch/--seq the numbers. "
-                                   "The file is executed as Python: only trace files you trust.")
-    p.add_argument("factory", metavar="FILE.py:FACTORY",
-                   help="a function returning (module, example_inputs) or (module, example_inputs, dynamic)")
-    p.add_argument("--dynamic", metavar="NAMES",
-                   help="symbols for the leading dimensions of every input, e.g. B,T (default: the factory's)")
-    p.add_argument("--max", dest="maxima", action="append", default=[], metavar="NAME=N",
-                   help="the largest value of a symbol (a position table bounds T): --max T=2048")
+    p = sub.add_parser(
+        "trace",
+        help="trace a PyTorch module (torch.export) into a costmodel graph",
+        description="Export a PyTorch module with symbolic batch and sequence sizes and map its ATen "
+        "ops to costmodel ops: formulas in B and T, and with --batch/--seq the numbers. "
+        "The file is executed as Python: only trace files you trust.",
+    )
+    p.add_argument(
+        "factory",
+        metavar="FILE.py:FACTORY",
+        help="a function returning (module, example_inputs) or (module, example_inputs, dynamic)",
+    )
+    p.add_argument(
+        "--dynamic",
+        metavar="NAMES",
+        help="symbols for the leading dimensions of every input, e.g. B,T (default: the factory's)",
+    )
+    p.add_argument(
+        "--max",
+        dest="maxima",
+        action="append",
+        default=[],
+        metavar="NAME=N",
+        help="the largest value of a symbol (a position table bounds T): --max T=2048",
+    )
     p.add_argument("--no-fold", action="store_true", help="keep every layer (do not fold repeated layers)")
     p.add_argument("--format", default="text", choices=["text", "latex", "json"])
     add_step_args(p)
@@ -45,8 +60,7 @@ def _ranges(maxima: list[str]) -> dict[str, tuple[None, int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    m = costmodel.trace(args.factory, dynamic=args.dynamic, ranges=_ranges(args.maxima) or None,
-                        fold=not args.no_fold)
+    m = costmodel.trace(args.factory, dynamic=args.dynamic, ranges=_ranges(args.maxima) or None, fold=not args.no_fold)
     opts = options(args)
     r = costmodel.derive(m, options=opts)
     info = m.graph.graph["traced"]
@@ -58,13 +72,17 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     folded = ", ".join(f"{b} × {n}" for b, n in info["folded"].items()) or "none"
-    print(f"traced {info['module']}: {info['aten_nodes']} ATen nodes, {sum(1 for _ in m.graph)} graph nodes; "
-          f"folded: {folded}; export {info['export_s']} s")
+    print(
+        f"traced {info['module']}: {info['aten_nodes']} ATen nodes, {sum(1 for _ in m.graph)} graph nodes; "
+        f"folded: {folded}; export {info['export_s']} s"
+    )
     if info["unused_parameters"]:
         print(f"parameters the forward never reads (counted, no FLOPs): {', '.join(info['unused_parameters'])}")
     show(r, args.format, f"costmodel trace {args.factory}")
     if numbers is not None:
         p, f = numbers["params"], numbers["flops"]
-        print(f"\nat {', '.join(f'{k}={v}' for k, v in numbers['config'].items())}: params {p['total']:,}; "
-              f"matmul FLOPs forward {f['matmul']['forward']:,}, training {f['matmul']['training']:,}")
+        print(
+            f"\nat {', '.join(f'{k}={v}' for k, v in numbers['config'].items())}: params {p['total']:,}; "
+            f"matmul FLOPs forward {f['matmul']['forward']:,}, training {f['matmul']['training']:,}"
+        )
     return 0

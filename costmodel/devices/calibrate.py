@@ -38,8 +38,10 @@ def read_rows(path: str) -> list[dict[str, object]]:
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     reader = csv.DictReader(io.StringIO("\n".join(ln.split("#")[0] for ln in lines)))
     if reader.fieldnames is None or "kind" not in reader.fieldnames or "seconds" not in reader.fieldnames:
-        raise CostModelError(f"calibration CSV {path!r}: expected a header with kind and seconds (columns: "
-                             f"{', '.join(COLUMNS)}), received {reader.fieldnames}")
+        raise CostModelError(
+            f"calibration CSV {path!r}: expected a header with kind and seconds (columns: "
+            f"{', '.join(COLUMNS)}), received {reader.fieldnames}"
+        )
     unknown = [c for c in reader.fieldnames if c.strip() not in COLUMNS]
     if unknown:
         raise CostModelError(f"calibration CSV {path!r}: unknown column {unknown[0]!r}; expected {', '.join(COLUMNS)}")
@@ -171,7 +173,8 @@ def calibrate(rows: Sequence[Mapping], dev, *, name: str | None = None, source: 
     entry: dict[str, object] = {
         "about": f"{dev.about}, calibrated" + (f" ({source})" if source else ""),
         "peak_flops": {k: str(v) for k, v in dev.peak_flops.items()},
-        "memory_bytes": str(dev.memory_bytes), "memory_bandwidth": str(dev.memory_bandwidth),
+        "memory_bytes": str(dev.memory_bytes),
+        "memory_bandwidth": str(dev.memory_bandwidth),
         "scale_up_bandwidth": None if dev.scale_up_bandwidth is None else str(dev.scale_up_bandwidth),
         "scale_out_bandwidth": None if dev.scale_out_bandwidth is None else str(dev.scale_out_bandwidth),
         "sources": {**dict(dev.sources), "efficiency": f"costmodel calibrate{': ' + source if source else ''}"},
@@ -181,8 +184,12 @@ def calibrate(rows: Sequence[Mapping], dev, *, name: str | None = None, source: 
     gemm: dict[str, dict[str, str]] = {}
     memory = None
     for dtype in sorted({str(r["dtype"]) for r in rows if r["kind"] == "gemm"}):
-        fit = fit_gemm([r for r in rows if r["kind"] == "gemm" and r["dtype"] == dtype], float(dev.peak(dtype)), bw,
-                       1 if dtype == "fp8" else 2)
+        fit = fit_gemm(
+            [r for r in rows if r["kind"] == "gemm" and r["dtype"] == dtype],
+            float(dev.peak(dtype)),
+            bw,
+            1 if dtype == "fp8" else 2,
+        )
         gemm[dtype] = {k: decimal(fit[k]) for k in ("efficiency", "m0", "n0", "k0", "overhead_s")}
         if memory is None or dtype in ("bf16", "fp16"):
             memory = {"memory": decimal(fit["memory"]), "overhead_s": decimal(fit["overhead_s"])}
@@ -214,8 +221,9 @@ def calibrate(rows: Sequence[Mapping], dev, *, name: str | None = None, source: 
     return {"devices": {name or f"{dev.name}-calibrated": entry}}
 
 
-def calibrate_file(path: str, hardware: str = "h100-sxm", *, name: str | None = None, source: str = "",
-                   output: str | None = None) -> dict[str, object]:
+def calibrate_file(
+    path: str, hardware: str = "h100-sxm", *, name: str | None = None, source: str = "", output: str | None = None
+) -> dict[str, object]:
     """The hardware file (a table with one device) fitted to the measurements of the CSV at ``path``, on top
     of the built-in device ``hardware`` (its peaks and bandwidths); written as JSON to ``output`` when given,
     the file ``--hardware`` takes."""

@@ -97,8 +97,9 @@ def time_graph(G: nx.DiGraph, fuse: bool = False) -> nx.DiGraph:
     return fuse_elementwise(G, training=True) if fuse else G
 
 
-def regions(H: nx.DiGraph, dev: Device, eff: Efficiency, dtype: str, k: Knobs,
-            counting: Counting) -> dict[str, _Region]:
+def regions(
+    H: nx.DiGraph, dev: Device, eff: Efficiency, dtype: str, k: Knobs, counting: Counting
+) -> dict[str, _Region]:
     """Seconds per micro-batch of ``"first"`` (before the layers), ``"block"`` (all layers) and ``"last"``."""
     split = frozenset(split_axes(H))
     seq_tp = 1 + k.megatron_sp * (k.tp - 1)
@@ -129,8 +130,11 @@ def regions(H: nx.DiGraph, dev: Device, eff: Efficiency, dtype: str, k: Knobs,
     for name, data in op_nodes(H):
         op, count, where = data["op"], data["count"], out[stage_of(H, name)]
         if "kv_cache" in data.get("tags", ()):  # ring attention: gather k, v forward; scatter their grads back
-            where.cp += 2 * count * collective_seconds("all_gather", kv_bytes(op, split, k.micro, k.tp), dev, eff,
-                                                       k.cp, st["cp"])
+            where.cp += (
+                2
+                * count
+                * collective_seconds("all_gather", kv_bytes(op, split, k.micro, k.tp), dev, eff, k.cp, st["cp"])
+            )
         route = op.attr("route")
         if op.attr("experts") and route:
             dispatch = str(route) in op.parsed.output
@@ -159,8 +163,16 @@ def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy
     return maximum(0, seconds - behind) if kind in k.overlap else seconds
 
 
-def step(H: nx.DiGraph, dev: Device, dtype: str, k: Knobs, *, dp_bytes: sympy.Expr, optimizer_bytes: sympy.Expr,
-         counting: Counting = Counting()) -> dict[str, sympy.Expr]:
+def step(
+    H: nx.DiGraph,
+    dev: Device,
+    dtype: str,
+    k: Knobs,
+    *,
+    dp_bytes: sympy.Expr,
+    optimizer_bytes: sympy.Expr,
+    counting: Counting = Counting(),
+) -> dict[str, sympy.Expr]:
     """Seconds of one step and its parts (see the module notes), as expressions of the knobs and the graph.
 
     ``dp_bytes``: what one device sends for data parallelism per step (the memory section's
@@ -173,8 +185,11 @@ def step(H: nx.DiGraph, dev: Device, dtype: str, k: Knobs, *, dp_bytes: sympy.Ex
     shares = dict.fromkeys(("first", "middle", "last"), 1 / k.pp)
     if k.stage_layers is not None:  # uneven: the first and last stages' own layers, the middle ones the rest
         n, (first, last) = layers(H), k.stage_layers
-        shares = {"first": first / n, "middle": (n - first - last) / ((k.pp - 2) * n) if k.pp_number != 2 else Zero,
-                  "last": last / n}
+        shares = {
+            "first": first / n,
+            "middle": (n - first - last) / ((k.pp - 2) * n) if k.pp_number != 2 else Zero,
+            "last": last / n,
+        }
     rec_sel, rec_full = k.recompute.get("selective", 0), k.recompute.get("full", 0)
     stages = {}
     for stage, share in shares.items():
@@ -196,10 +211,16 @@ def step(H: nx.DiGraph, dev: Device, dtype: str, k: Knobs, *, dp_bytes: sympy.Ex
     t_max = maximum(*(stages[s]["t"] for s in names))
     c_max = maximum(*(stages[s]["c"] for s in names))
     total = stages["first"]["t"] * k.single + (1 - k.single) * (
-        stages["first"]["t"] + (k.pp - 2) * stages["middle"]["t"] + stages["last"]["t"])
+        stages["first"]["t"] + (k.pp - 2) * stages["middle"]["t"] + stages["last"]["t"]
+    )
     mid = stages["middle"]
-    beta = sympy.Add(*(flag * bubble_share(name, k.pp, k.vpp, mid["f"], mid["b"])
-                       for name, flag in k.schedule.items() if flag != 0 and name in SCHEDULES))
+    beta = sympy.Add(
+        *(
+            flag * bubble_share(name, k.pp, k.vpp, mid["f"], mid["b"])
+            for name, flag in k.schedule.items()
+            if flag != 0 and name in SCHEDULES
+        )
+    )
     m = k.micro_batches
     bubble = (1 - k.single) * beta * (total - t_max)
     st = strides(k.tp, k.cp, k.dp)
@@ -233,18 +254,42 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
     if lay.devices == 1 and devices > 1:  # --devices without a layout: the batch spread evenly, no gradients sent
         micro, dp = micro / devices, devices
     one = sympy.Integer
-    return Knobs(one(lay.tp), one(lay.pp), one(dp), one(lay.sp), one(lay.ep), one(lay.vpp), micro, n_micro,
-                 {r: one(int(options.recompute == r)) for r in ("selective", "full")},
-                 {s: one(int(lay.schedule == s)) for s in SCHEDULES}, one(int(lay.megatron_sp)),
-                 one(int(lay.pp == 1)), one(int(lay.zero == 3)),
-                 frozenset(options.overlap_comm if options.overlap_comm is not None else
-                           DEFAULT_OVERLAP + (("ep",) if lay.schedule == "dualpipe" else ())),
-                 lay.stage_layers, lay.pp)
+    return Knobs(
+        one(lay.tp),
+        one(lay.pp),
+        one(dp),
+        one(lay.sp),
+        one(lay.ep),
+        one(lay.vpp),
+        micro,
+        n_micro,
+        {r: one(int(options.recompute == r)) for r in ("selective", "full")},
+        {s: one(int(lay.schedule == s)) for s in SCHEDULES},
+        one(int(lay.megatron_sp)),
+        one(int(lay.pp == 1)),
+        one(int(lay.zero == 3)),
+        frozenset(
+            options.overlap_comm
+            if options.overlap_comm is not None
+            else DEFAULT_OVERLAP + (("ep",) if lay.schedule == "dualpipe" else ())
+        ),
+        lay.stage_layers,
+        lay.pp,
+    )
 
 
-def calibrated_quantities(G: nx.DiGraph, dev: Device, dtype: str, n: int, options, q: Quantities,
-                          model_flops: sympy.Expr, hardware_flops: sympy.Expr, bound: sympy.Expr,
-                          tokens: sympy.Expr) -> Quantities:
+def calibrated_quantities(
+    G: nx.DiGraph,
+    dev: Device,
+    dtype: str,
+    n: int,
+    options,
+    q: Quantities,
+    model_flops: sympy.Expr,
+    hardware_flops: sympy.Expr,
+    bound: sympy.Expr,
+    tokens: sympy.Expr,
+) -> Quantities:
     """The ``time.*``, ``mfu`` and ``hfu`` keys on the calibrated basis (the module notes): what
     :func:`costmodel.devices.timing.time_quantities` returns when no rate is given. ``options.comm_bytes``
     (extra traffic on named links) is added as exposed communication (hidden with ``options.overlap``)."""
@@ -257,25 +302,38 @@ def calibrated_quantities(G: nx.DiGraph, dev: Device, dtype: str, n: int, option
     opt_bytes = 2 * (get("memory_bytes.params") + get("memory_bytes.optimizer")) + 2 * get("memory_bytes.grads")
     # the kernels' own work: a causal FlashAttention kernel skips the masked half, a materialised one does not
     counting = Counting(causal="half" if options.flash else "full")
-    parts = step(G, dev, dtype, k, dp_bytes=get("communication_bytes.dp"), optimizer_bytes=opt_bytes,
-                 counting=counting)
-    extra = comm_seconds({key: sympy.Integer(v) for key, v in options.comm_bytes}, dev,
-                         dict(options.comm_links) or LINKS)
+    parts = step(G, dev, dtype, k, dp_bytes=get("communication_bytes.dp"), optimizer_bytes=opt_bytes, counting=counting)
+    extra = comm_seconds(
+        {key: sympy.Integer(v) for key, v in options.comm_bytes}, dev, dict(options.comm_links) or LINKS
+    )
     extra_s = sympy.Add(*extra.values())
     exposed_extra = maximum(0, extra_s - parts["compute_s"]) if options.overlap else extra_s
     step_s = parts["step_s"] + exposed_extra
     peak = dev.peak(dtype)
-    out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": "calibrated",
-                     "time.efficiency_source": dev.attained.source, "time.overlap": options.overlap,
-                     "time.overlap_comm": ",".join(sorted(k.overlap)) or "none"})
+    out.info.update(
+        {
+            "time.hardware": dev.name,
+            "time.devices": n,
+            "time.dtype": dtype,
+            "time.basis": "calibrated",
+            "time.efficiency_source": dev.attained.source,
+            "time.overlap": options.overlap,
+            "time.overlap_comm": ",".join(sorted(k.overlap)) or "none",
+        }
+    )
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
     out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")
     out.add("time.roofline_step_s", bound / n, "float")
     out.add("time.compute_s", parts["compute_s"], "float")
     lay = options.layout
-    kinds = {"tp": lay.tp > 1, "pp": lay.pp > 1, "sp": lay.sp > 1, "ep": lay.ep > 1,
-             "dp": get("communication_bytes.dp") != 0}
+    kinds = {
+        "tp": lay.tp > 1,
+        "pp": lay.pp > 1,
+        "sp": lay.sp > 1,
+        "ep": lay.ep > 1,
+        "dp": get("communication_bytes.dp") != 0,
+    }
     comm = {kind: parts[f"comm.{kind}"] for kind, used in kinds.items() if used}
     comm.update(extra)
     out.add("time.comm_s", sympy.Add(*comm.values()), "float")
@@ -285,8 +343,11 @@ def calibrated_quantities(G: nx.DiGraph, dev: Device, dtype: str, n: int, option
     out.add("hfu", hardware_flops / (step_s * n * peak), "float")
     for kind, v in comm.items():
         out.add(f"time.comm_by_kind.{kind}", v, "float")
-    parts = {**parts, "exposed_communication_s": parts["exposed_communication_s"] + exposed_extra,
-             "hidden_communication_s": parts["hidden_communication_s"] + extra_s - exposed_extra}
+    parts = {
+        **parts,
+        "exposed_communication_s": parts["exposed_communication_s"] + exposed_extra,
+        "hidden_communication_s": parts["hidden_communication_s"] + extra_s - exposed_extra,
+    }
     for key in ("compute_s", "exposed_communication_s", "hidden_communication_s", "bubble_s", "optimizer_s"):
         out.add(f"time.breakdown.{key}", parts[key], "float")
     if lay.pp > 1:

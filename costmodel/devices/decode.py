@@ -139,8 +139,14 @@ def _absorb(H: nx.DiGraph, marks: dict[str, set[str]]) -> None:
         d = H.nodes[m]
         M = d["op"]
         consumers = list(H.successors(m))
-        if weight_use(M) != "dense" or M.attr("parts") or not marks[m] or M.attr("tied") or M.attr("bias") \
-                or len(consumers) != 1:
+        if (
+            weight_use(M) != "dense"
+            or M.attr("parts")
+            or not marks[m]
+            or M.attr("tied")
+            or M.attr("bias")
+            or len(consumers) != 1
+        ):
             continue
         s = consumers[0]
         S = H.nodes[s]["op"]
@@ -197,8 +203,13 @@ def _absorb(H: nx.DiGraph, marks: dict[str, set[str]]) -> None:
         attrs = dict(S.attrs)
         if kind_of(S).dedupes_inputs:  # a fused kernel reads a tensor it is given twice (k and v) once
             attrs["repeats"] = tuple(i for i, src in enumerate(ins) if src in ins[:i])
-        H.nodes[s]["op"] = Op(S.kind, new_s, tuple((a, sizes[a]) for a in parse(new_s).axes), S.dtype,
-                              tuple(sorted((k, v) for k, v in attrs.items() if v)))
+        H.nodes[s]["op"] = Op(
+            S.kind,
+            new_s,
+            tuple((a, sizes[a]) for a in parse(new_s).axes),
+            S.dtype,
+            tuple(sorted((k, v) for k, v in attrs.items() if v)),
+        )
         marks[m] = set()  # S keeps its key axes: the latent's positions are the expansion's
 
 
@@ -241,19 +252,24 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
 
     def decoded(op: Op, keys: set[str]) -> Op:
         sizes = tuple((axis, size.subs(T, C if axis in keys else 1)) for axis, size in op.sizes)
-        attrs = tuple((k, tuple(decoded(p, keys) for p in v) if _ops(v) else v)  # fused parts, epilogue steps
-                      for k, v in op.attrs if k != "causal")
+        attrs = tuple(
+            (k, tuple(decoded(p, keys) for p in v) if _ops(v) else v)  # fused parts, epilogue steps
+            for k, v in op.attrs
+            if k != "causal"
+        )
         step = Op(op.kind, op.pattern, sizes, op.dtype, attrs)
         return step.with_attrs(decode=True) if state_bytes(op) != 0 else step  # it reads and writes its state
 
     for name, data in op_nodes(H):
         data["op"] = decoded(data["op"], marks[name])
     if not any(marks.values()) and state_cache(H) == 0:
-        raise CostModelError(f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache and keeps no "
-                             "recurrent state (an encoder with bidirectional attention, BERT's or ViT's, has none: it "
-                             "does not decode token by token); expected tensors tagged 'kv_cache' "
-                             "(GraphBuilder.tag(k, 'kv_cache')) that attention reads over a position axis sized by T "
-                             "(e.g. keys 'b h s k'), or ops that keep a recurrent state (conv, scan)")
+        raise CostModelError(
+            f"decode: graph {G.graph.get('name')!r} has no op reading the KV cache and keeps no "
+            "recurrent state (an encoder with bidirectional attention, BERT's or ViT's, has none: it "
+            "does not decode token by token); expected tensors tagged 'kv_cache' "
+            "(GraphBuilder.tag(k, 'kv_cache')) that attention reads over a position axis sized by T "
+            "(e.g. keys 'b h s k'), or ops that keep a recurrent state (conv, scan)"
+        )
     H.graph["passes"] = (*G.graph.get("passes", ()), "decode")
     return H
 
@@ -310,15 +326,17 @@ def critical_batch(G: nx.DiGraph, ridge: sympy.Expr, counting: Counting = Counti
     return ridge * q0 / (f - ridge * q1)
 
 
-def decode_step(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
-                counting: Counting = Counting()) -> tuple[list[Bound], Bound]:
+def decode_step(
+    G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None, counting: Counting = Counting()
+) -> tuple[list[Bound], Bound]:
     """Per-op roofline and total of one decode step (``values`` gives B and C)."""
     rows = roofline(decode_graph(G), values, dev, dtype=dtype, counting=counting)
     return rows, total(rows)
 
 
-def prefill(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
-            counting: Counting = Counting()) -> tuple[list[Bound], Bound]:
+def prefill(
+    G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None, counting: Counting = Counting()
+) -> tuple[list[Bound], Bound]:
     """Per-op roofline and total of a prefill over B prompts of T tokens: time to first token."""
     rows = roofline(prefill_graph(G), values, dev, dtype=dtype, counting=counting)
     return rows, total(rows)
@@ -339,38 +357,56 @@ def _ratio(expr: sympy.Expr) -> str:
     return f"{num}/({den})"
 
 
-def summary(G: nx.DiGraph, values: Mapping, dev: Device, *, dtype: str | None = None,
-            batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
-            counting: Counting = Counting()) -> dict[str, object]:
+def summary(
+    G: nx.DiGraph,
+    values: Mapping,
+    dev: Device,
+    *,
+    dtype: str | None = None,
+    batches: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+    counting: Counting = Counting(),
+) -> dict[str, object]:
     """Decode numbers at ``values`` (B, C and the model's sizes): step time, tokens/s,
     weights and KV bytes, the critical batch, and throughput versus batch."""
     dtype = dtype or G.graph.get("dtype", "bf16")
     _, step = decode_step(G, values, dev, dtype=dtype, counting=counting)
     b = int(values[B])
     ridge = dev.ridge(dtype)
-    b_star_c = sympy.cancel(critical_batch(G, ridge, counting).subs(
-        {k: v for k, v in values.items() if k not in (B, C)}))  # B*(C)
+    b_star_c = sympy.cancel(
+        critical_batch(G, ridge, counting).subs({k: v for k, v in values.items() if k not in (B, C)})
+    )  # B*(C)
     b_star = evaluate(b_star_c, {C: values[C]}, "critical batch")
     x = sympy.Symbol("x", real=True)  # C is declared an integer; the boundary need not be one
     c_max = _roots(sympy.denom(b_star_c).subs(C, x), x)  # beyond this context B* does not exist
     curve = []
     for n in batches:
         _, s = decode_step(G, {**values, B: n}, dev, dtype=dtype, counting=counting)
-        curve.append({"batch": n, "step_s": float(s.time_s), "tokens_per_s": float(n / s.time_s),
-                      "bound": s.bound})
+        curve.append({"batch": n, "step_s": float(s.time_s), "tokens_per_s": float(n / s.time_s), "bound": s.bound})
     no_b = {k: v for k, v in values.items() if k != B}
     per_step = decode_cost(G, values, counting)
     return {
-        "flops_expr": str(per_step.flops), "bytes_expr": str(per_step.bytes),
-        "step_s": float(step.time_s), "tokens_per_s": float(b / step.time_s),
-        "latency_per_token_s": float(step.time_s), "bound": step.bound,
-        "flops": as_int(step.flops, "decode flops"), "bytes": as_int(step.bytes, "decode bytes"),
+        "flops_expr": str(per_step.flops),
+        "bytes_expr": str(per_step.bytes),
+        "step_s": float(step.time_s),
+        "tokens_per_s": float(b / step.time_s),
+        "latency_per_token_s": float(step.time_s),
+        "bound": step.bound,
+        "flops": as_int(step.flops, "decode flops"),
+        "bytes": as_int(step.bytes, "decode bytes"),
         "weights_bytes": as_int(evaluate(weight_bytes(G, counting), no_b, "weight bytes"), "weight bytes"),
         "kv_cache_bytes": as_int(evaluate(kv_cache_bytes(G), values, "KV cache bytes"), "KV cache bytes"),
-        **({"state_cache_bytes": as_int(evaluate(state_cache_bytes(G), values, "state cache bytes"),
-                                        "state cache bytes")} if state_cache(G) != 0 else {}),
+        **(
+            {
+                "state_cache_bytes": as_int(
+                    evaluate(state_cache_bytes(G), values, "state cache bytes"), "state cache bytes"
+                )
+            }
+            if state_cache(G) != 0
+            else {}
+        ),
         "critical_batch": float(b_star) if b_star > 0 else None,
         "critical_batch_expr": _ratio(b_star_c),
         "max_context_compute_bound": float(c_max[0]) if len(c_max) == 1 and c_max[0] > 0 else None,
-        "ridge": float(ridge), "throughput": curve,
+        "ridge": float(ridge),
+        "throughput": curve,
     }

@@ -79,8 +79,9 @@ class Efficiency:
         raise CostModelError(f"efficiency: no GEMM curve for dtype {dtype!r}; curves: {', '.join(self.gemm)}")
 
 
-def gemm_seconds(flops: sympy.Expr, a: sympy.Expr, b: sympy.Expr, c: sympy.Expr, peak: sympy.Expr,
-                 curve: GemmCurve) -> sympy.Expr:
+def gemm_seconds(
+    flops: sympy.Expr, a: sympy.Expr, b: sympy.Expr, c: sympy.Expr, peak: sympy.Expr, curve: GemmCurve
+) -> sympy.Expr:
     """Compute time of a GEMM (no overhead): (F + 2·(m₀|B| + n₀|A| + k₀|C|)) / (P·η).
 
     >>> from sympy import Rational as R
@@ -92,8 +93,14 @@ def gemm_seconds(flops: sympy.Expr, a: sympy.Expr, b: sympy.Expr, c: sympy.Expr,
     return (flops + 2 * (curve.m0 * b + curve.n0 * a + curve.k0 * c)) / (peak * curve.efficiency)
 
 
-def kernel_seconds(compute_s: sympy.Expr, nbytes: sympy.Expr, bandwidth: sympy.Expr, eff: Efficiency,
-                   overhead_s: sympy.Expr, kernels: sympy.Expr = 1) -> sympy.Expr:
+def kernel_seconds(
+    compute_s: sympy.Expr,
+    nbytes: sympy.Expr,
+    bandwidth: sympy.Expr,
+    eff: Efficiency,
+    overhead_s: sympy.Expr,
+    kernels: sympy.Expr = 1,
+) -> sympy.Expr:
     """``max(compute, bytes/(W·η_w)) / s + kernels·t₀``, with ``s`` the rate a training step sustains."""
     memory_s = nbytes / (bandwidth * eff.memory)
     return maximum(compute_s, memory_s) / eff.sustained + kernels * overhead_s
@@ -104,10 +111,15 @@ def kernel_seconds(compute_s: sympy.Expr, nbytes: sympy.Expr, bandwidth: sympy.E
 _GEMM_KEYS = ("efficiency", "m0", "n0", "k0", "overhead_s")
 
 
-def _num(value: object, where: str, lo: sympy.Rational = sympy.Integer(0), hi: sympy.Rational | None = None,
-         positive: bool = False) -> sympy.Rational:
+def _num(
+    value: object,
+    where: str,
+    lo: sympy.Rational = sympy.Integer(0),
+    hi: sympy.Rational | None = None,
+    positive: bool = False,
+) -> sympy.Rational:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise CostModelError(f"{where}: expected an integer or a decimal string such as \"0.85\", received {value!r}")
+        raise CostModelError(f'{where}: expected an integer or a decimal string such as "0.85", received {value!r}')
     x = sympy.Integer(value) if isinstance(value, int) else parse_number(value, where)
     if x < lo or (positive and x <= 0) or (hi is not None and x > hi):
         bound = f"in ({lo}, {hi}]" if positive and hi is not None else f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
@@ -124,14 +136,14 @@ def _table(value: object, where: str, keys) -> Mapping[str, object]:
     return value
 
 
-def parse_efficiency(entry: Mapping[str, object] | None, network: Mapping[str, object] | None,
-                     where: str) -> Efficiency | None:
+def parse_efficiency(
+    entry: Mapping[str, object] | None, network: Mapping[str, object] | None, where: str
+) -> Efficiency | None:
     """``efficiency`` and ``network`` tables of a device entry (``None`` when it has neither)."""
     if entry is None and network is None:
         return None
     base = GENERIC
-    gemm, memory, overhead, attention, source = dict(base.gemm), base.memory, base.overhead_s, base.attention, \
-        "generic"
+    gemm, memory, overhead, attention, source = dict(base.gemm), base.memory, base.overhead_s, base.attention, "generic"
     sustained = base.sustained
     sources: dict[str, str] = {}
     if entry is not None:
@@ -143,9 +155,11 @@ def parse_efficiency(entry: Mapping[str, object] | None, network: Mapping[str, o
             missing = [k for k in _GEMM_KEYS if k not in c]
             if missing:
                 raise CostModelError(f"{w}: missing {', '.join(missing)}; expected {', '.join(_GEMM_KEYS)}")
-            gemm[dt] = GemmCurve(_num(c["efficiency"], f"{w}.efficiency", hi=sympy.Integer(1), positive=True),
-                                 *(_num(c[k], f"{w}.{k}", hi=sympy.Integer(10**5)) for k in ("m0", "n0", "k0")),
-                                 _num(c["overhead_s"], f"{w}.overhead_s", hi=sympy.Rational(1, 100)))
+            gemm[dt] = GemmCurve(
+                _num(c["efficiency"], f"{w}.efficiency", hi=sympy.Integer(1), positive=True),
+                *(_num(c[k], f"{w}.{k}", hi=sympy.Integer(10**5)) for k in ("m0", "n0", "k0")),
+                _num(c["overhead_s"], f"{w}.overhead_s", hi=sympy.Rational(1, 100)),
+            )
         if "memory" in e:
             memory = _num(e["memory"], f"{where}: efficiency.memory", hi=sympy.Integer(1), positive=True)
         if "overhead_s" in e:
@@ -162,17 +176,21 @@ def parse_efficiency(entry: Mapping[str, object] | None, network: Mapping[str, o
         if "node_size" in n:
             v = n["node_size"]
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096:
-                raise CostModelError(f"{where}: network.node_size must be a whole number of devices in [1, 4096], "
-                                     f"received {v!r}")
+                raise CostModelError(
+                    f"{where}: network.node_size must be a whole number of devices in [1, 4096], received {v!r}"
+                )
             node = v
         tiers = {}
         for scope, default in (("scale_up", up), ("scale_out", out)):
             t = _table(n.get(scope, {}), f"{where}: network.{scope}", ("efficiency", "latency_s"))
             tiers[scope] = Tier(
                 _num(t["efficiency"], f"{where}: network.{scope}.efficiency", hi=sympy.Integer(1), positive=True)
-                if "efficiency" in t else default.efficiency,
+                if "efficiency" in t
+                else default.efficiency,
                 _num(t["latency_s"], f"{where}: network.{scope}.latency_s", hi=sympy.Rational(1, 100))
-                if "latency_s" in t else default.latency_s)
+                if "latency_s" in t
+                else default.latency_s,
+            )
         up, out = tiers["scale_up"], tiers["scale_out"]
         sources["network"] = str(n.get("source", ""))
     return Efficiency(gemm, memory, overhead, attention, node, up, out, source, sources, sustained)
@@ -186,5 +204,11 @@ def _r(text: str) -> sympy.Rational:
 #: a 75% GEMM plateau, 85% of the memory bandwidth, 50% for fused attention, 80% bus bandwidth on both tiers.
 GENERIC = Efficiency(
     gemm={"bf16": GemmCurve(_r("0.75"), _r("18.6"), _r("18.2"), _r("149"), _r("5.7e-6"))},
-    memory=_r("0.85"), overhead_s=_r("5.7e-6"), attention=_r("0.5"), node_size=8,
-    scale_up=Tier(_r("0.8"), _r("25e-6")), scale_out=Tier(_r("0.8"), _r("30e-6")), source="generic")
+    memory=_r("0.85"),
+    overhead_s=_r("5.7e-6"),
+    attention=_r("0.5"),
+    node_size=8,
+    scale_up=Tier(_r("0.8"), _r("25e-6")),
+    scale_out=Tier(_r("0.8"), _r("30e-6")),
+    source="generic",
+)

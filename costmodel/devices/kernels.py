@@ -76,6 +76,7 @@ def divisors(op: Op, s: Split) -> dict[str, sympy.Expr]:
 
 def on_device(op: Op, div: Mapping[str, sympy.Expr], micro: sympy.Expr) -> Op:
     """``op`` with its sizes as one device runs it (parts of a fused op and attention's epilogue too)."""
+
     def size(a: str, v: sympy.Expr) -> sympy.Expr:
         return v.xreplace({B: micro}) / div.get(a, 1)
 
@@ -90,7 +91,7 @@ def on_device(op: Op, div: Mapping[str, sympy.Expr], micro: sympy.Expr) -> Op:
 def _gemm(op: Op, counting: Counting) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
     """Element counts (|A|, |B|, |C|) of the GEMM an op runs: a contraction of two operands (a fused op's
     first such part); ``None`` for anything else (fused attention, convolutions)."""
-    for part in (op.attr("parts") or (op,)):
+    for part in op.attr("parts") or (op,):
         p = part.parsed
         if len(p.inputs) == 2 and op_cost(part, counting).forward.matmul_flops != 0:
             a, b = p.inputs

@@ -68,8 +68,9 @@ def latency(eff: Efficiency, n: object, stride: object) -> sympy.Expr:
     return choose(g, _e(n), eff.scale_up.latency_s, eff.scale_out.latency_s)
 
 
-def collective_seconds(kind: str, nbytes: object, dev: Device, eff: Efficiency, n: object, stride: object,
-                       count: object = 1) -> sympy.Expr:
+def collective_seconds(
+    kind: str, nbytes: object, dev: Device, eff: Efficiency, n: object, stride: object, count: object = 1
+) -> sympy.Expr:
     """Seconds of ``count`` collectives of ``kind`` over ``nbytes`` each (0 for a group of one).
 
     >>> from costmodel.devices.table import device

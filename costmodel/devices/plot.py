@@ -32,8 +32,10 @@ def _pyplot():
 def _check_path(path: str | Path) -> Path:
     p = Path(path)
     if p.suffix.lower() not in FORMATS:
-        raise CostModelError(f"plot file {str(path)!r}: expected a name ending in {', '.join(FORMATS)}, "
-                             f"received {p.suffix or 'no suffix'!r}")
+        raise CostModelError(
+            f"plot file {str(path)!r}: expected a name ending in {', '.join(FORMATS)}, "
+            f"received {p.suffix or 'no suffix'!r}"
+        )
     return p
 
 
@@ -42,13 +44,19 @@ LABELLED = 8
 #: Up to this many ops, every op is labelled (ops at one spot share a stacked label).
 ALL_LABELLED = 16
 #: Where a label may go around its point (points), tried in order; a label that fits nowhere is left out.
-OFFSETS = ((6, -6, "left", "top"), (-6, 6, "right", "bottom"), (6, 6, "left", "bottom"), (-6, -6, "right", "top"),
-           (10, -20, "left", "top"), (-10, 20, "right", "bottom"), (10, 20, "left", "bottom"),
-           (-10, -20, "right", "top"))
+OFFSETS = (
+    (6, -6, "left", "top"),
+    (-6, 6, "right", "bottom"),
+    (6, 6, "left", "bottom"),
+    (-6, -6, "right", "top"),
+    (10, -20, "left", "top"),
+    (-10, 20, "right", "bottom"),
+    (10, 20, "left", "bottom"),
+    (-10, -20, "right", "top"),
+)
 
 
-def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, title: str = "",
-                   dtype: str | None = None):
+def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, title: str = "", dtype: str | None = None):
     """Log-log roofline of ``rows`` on ``dev``: ops grouped by kind (a colour each, in the legend); returns the
     Figure.
 
@@ -83,8 +91,14 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
         by_kind.setdefault(r.kind, []).append((x, min(peak, x * bw)))
     colours = plt.get_cmap("tab10")
     for i, (kind, mine) in enumerate(by_kind.items()):
-        ax.scatter([x for x, _ in mine], [y for _, y in mine], color=colours(i % 10), s=30, zorder=3,
-                   label=kind.replace("_", " "))
+        ax.scatter(
+            [x for x, _ in mine],
+            [y for _, y in mine],
+            color=colours(i % 10),
+            s=30,
+            zorder=3,
+            label=kind.replace("_", " "),
+        )
     ax.set_xlim(lo, hi)
     ax.set_ylim(lo * bw / 2, peak * 4)
     ax.set_xlabel("arithmetic intensity (FLOPs per byte)")
@@ -160,8 +174,9 @@ def _log_helps(values: Sequence[float], span: float = 100) -> bool:
     return len(pos) == len([v for v in values if v is not None]) and len(pos) > 1 and max(pos) / min(pos) > span
 
 
-def sweep_chart(columns: Mapping[str, Sequence], grid: Sequence[str], metric: str, path: str | Path, *,
-                title: str = ""):
+def sweep_chart(
+    columns: Mapping[str, Sequence], grid: Sequence[str], metric: str, path: str | Path, *, title: str = ""
+):
     """``metric`` against the first grid axis, one line per value of the second (at most two axes; points a
     config makes invalid are left out); log scales where they help (x spanning more than a decade, y more
     than two). Returns the Figure."""
@@ -185,8 +200,13 @@ def sweep_chart(columns: Mapping[str, Sequence], grid: Sequence[str], metric: st
     fig, ax = plt.subplots(figsize=(8, 5))
     for key, pts in series.items():
         pts.sort()
-        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", ms=4,
-                label=None if key is None else f"{grid[1]} = {key:,}" if isinstance(key, int) else f"{grid[1]} = {key}")
+        ax.plot(
+            [x for x, _ in pts],
+            [y for _, y in pts],
+            marker="o",
+            ms=4,
+            label=None if key is None else f"{grid[1]} = {key:,}" if isinstance(key, int) else f"{grid[1]} = {key}",
+        )
     xs = [x for pts in series.values() for x, _ in pts]
     ys = [y for pts in series.values() for _, y in pts]
     if _log_helps(xs, 10):  # a grid of powers of two reads best on a base-2 axis
@@ -225,7 +245,7 @@ def texts_overlap(fig) -> list[tuple[str, str]]:
         box = t.get_window_extent(renderer)
         if box.width and box.x1 > whole.x0 and box.x0 < whole.x1 and box.y1 > whole.y0 and box.y0 < whole.y1:
             boxes.append((t.get_text(), box))
-    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1 :] if ba.overlaps(bb)]
 
 
 def _save(fig, path) -> None:

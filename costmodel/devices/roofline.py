@@ -83,13 +83,23 @@ class Bound:
         return sympy.Min(self.peak, self.intensity * self.bandwidth)
 
     def __add__(self, other: Bound) -> Bound:
-        return Bound("total", "", 1, self.flops + other.flops, self.bytes + other.bytes,
-                     self.compute_s + other.compute_s, self.memory_s + other.memory_s,
-                     self.time_s + other.time_s, self.peak, self.bandwidth)
+        return Bound(
+            "total",
+            "",
+            1,
+            self.flops + other.flops,
+            self.bytes + other.bytes,
+            self.compute_s + other.compute_s,
+            self.memory_s + other.memory_s,
+            self.time_s + other.time_s,
+            self.peak,
+            self.bandwidth,
+        )
 
 
-def bound(cost: Cost, peak: sympy.Rational, bandwidth: sympy.Rational, name: str = "", kind: str = "",
-          count: int = 1) -> Bound:
+def bound(
+    cost: Cost, peak: sympy.Rational, bandwidth: sympy.Rational, name: str = "", kind: str = "", count: int = 1
+) -> Bound:
     """Roofline of one kernel with exact ``cost`` (recompute FLOPs are hardware work: counted)."""
     flops = sympy.Rational(cost.flops + cost.recompute_flops)
     moved = sympy.Rational(cost.bytes)
@@ -112,8 +122,9 @@ class OpBound:
     peak: sympy.Rational
 
 
-def op_bounds(G: nx.DiGraph, dev: Device, *, phase: str = "forward", dtype: str | None = None,
-              counting: Counting = Counting()) -> list[OpBound]:
+def op_bounds(
+    G: nx.DiGraph, dev: Device, *, phase: str = "forward", dtype: str | None = None, counting: Counting = Counting()
+) -> list[OpBound]:
     """Per-op roofline of one step of ``G``, symbolic: the one derivation behind :func:`roofline` and the
     time of an estimate. ``phase``: ``"forward"``, ``"backward"`` or ``"training"`` (forward and backward
     run as separate kernels: their bounds add). ``dtype``: whose peak to use (default: each op's dtype).
@@ -128,8 +139,9 @@ def op_bounds(G: nx.DiGraph, dev: Device, *, phase: str = "forward", dtype: str 
         peak = dev.peak(dtype or op.dtype)  # an error names the dtypes the device has
         count = data["count"]
         cost = op_cost(op, counting)
-        passes = {"forward": [cost.forward], "backward": [cost.backward],
-                  "training": [cost.forward, cost.backward]}[phase]
+        passes = {"forward": [cost.forward], "backward": [cost.backward], "training": [cost.forward, cost.backward]}[
+            phase
+        ]
         flops = [sympy.expand((c.flops + c.recompute_flops) * count) for c in passes]
         moved = [sympy.expand(c.bytes * count) for c in passes]
         if all(f == 0 for f in flops) and all(m == 0 for m in moved):
@@ -137,23 +149,54 @@ def op_bounds(G: nx.DiGraph, dev: Device, *, phase: str = "forward", dtype: str 
         compute = [f / peak for f in flops]
         memory = [m / bw for m in moved]
         label = _fused_label(op.attr("names")) if op.attr("names") else name
-        rows.append(OpBound(label, op.kind, count, sympy.Add(*flops), sympy.Add(*moved), sympy.Add(*compute),
-                            sympy.Add(*memory), sympy.Add(*(maximum(c, m) for c, m in zip(compute, memory))),
-                            peak))
+        rows.append(
+            OpBound(
+                label,
+                op.kind,
+                count,
+                sympy.Add(*flops),
+                sympy.Add(*moved),
+                sympy.Add(*compute),
+                sympy.Add(*memory),
+                sympy.Add(*(maximum(c, m) for c, m in zip(compute, memory))),
+                peak,
+            )
+        )
     return rows
 
 
-def roofline(G: nx.DiGraph, values: Mapping, dev: Device, *, phase: str = "forward", dtype: str | None = None,
-             counting: Counting = Counting()) -> list[Bound]:
+def roofline(
+    G: nx.DiGraph,
+    values: Mapping,
+    dev: Device,
+    *,
+    phase: str = "forward",
+    dtype: str | None = None,
+    counting: Counting = Counting(),
+) -> list[Bound]:
     """Per-op roofline of one step of ``G`` with ``values`` for its symbols (:func:`op_bounds`, evaluated)."""
     rows = []
     for b in op_bounds(G, dev, phase=phase, dtype=dtype, counting=counting):
-        num = {f: evaluate(getattr(b, f), values, f"{f} of {b.name}")
-               for f in ("count", "flops", "bytes", "compute_s", "memory_s", "time_s")}
+        num = {
+            f: evaluate(getattr(b, f), values, f"{f} of {b.name}")
+            for f in ("count", "flops", "bytes", "compute_s", "memory_s", "time_s")
+        }
         if num["flops"] == 0 and num["bytes"] == 0:
             continue
-        rows.append(Bound(b.name, b.kind, int(num["count"]), num["flops"], num["bytes"], num["compute_s"],
-                          num["memory_s"], num["time_s"], b.peak, dev.memory_bandwidth))
+        rows.append(
+            Bound(
+                b.name,
+                b.kind,
+                int(num["count"]),
+                num["flops"],
+                num["bytes"],
+                num["compute_s"],
+                num["memory_s"],
+                num["time_s"],
+                b.peak,
+                dev.memory_bandwidth,
+            )
+        )
     return rows
 
 
@@ -175,12 +218,18 @@ def total(rows: Iterable[Bound]) -> Bound:
     out = rows[0]
     for r in rows[1:]:
         out = out + r
-    return Bound("total", "", 1, out.flops, out.bytes, out.compute_s, out.memory_s, out.time_s, out.peak,
-                 out.bandwidth)
+    return Bound("total", "", 1, out.flops, out.bytes, out.compute_s, out.memory_s, out.time_s, out.peak, out.bandwidth)
 
 
-def variants(G: nx.DiGraph, values: Mapping, dev: Device, *, phase: str = "forward", dtype: str | None = None,
-             counting: Counting = Counting()) -> dict[str, Bound]:
+def variants(
+    G: nx.DiGraph,
+    values: Mapping,
+    dev: Device,
+    *,
+    phase: str = "forward",
+    dtype: str | None = None,
+    counting: Counting = Counting(),
+) -> dict[str, Bound]:
     """The step bound as built, with element-wise ops fused, with FlashAttention, and with both.
 
     Keys ``"unfused"``, ``"fused"``, ``"flash"``, ``"flash+fused"``. The byte
@@ -189,7 +238,10 @@ def variants(G: nx.DiGraph, values: Mapping, dev: Device, *, phase: str = "forwa
     """
     training = phase != "forward"
     flash = flash_attention(G)
-    graphs = {"unfused": G, "fused": fuse_elementwise(G, training=training), "flash": flash,
-              "flash+fused": fuse_elementwise(flash, training=training)}
-    return {k: total(roofline(H, values, dev, phase=phase, dtype=dtype, counting=counting))
-            for k, H in graphs.items()}
+    graphs = {
+        "unfused": G,
+        "fused": fuse_elementwise(G, training=training),
+        "flash": flash,
+        "flash+fused": fuse_elementwise(flash, training=training),
+    }
+    return {k: total(roofline(H, values, dev, phase=phase, dtype=dtype, counting=counting)) for k, H in graphs.items()}

@@ -69,8 +69,10 @@ class Device:
     def peak(self, dtype: str = "bf16") -> sympy.Rational:
         """Dense peak FLOP/s for ``dtype`` (``"bf16"``...); an error names the dtypes it has."""
         if dtype not in self.peak_flops:
-            raise CostModelError(f"device {self.name!r} lists no {dtype} peak; it has "
-                                 f"{', '.join(self.peak_flops)} (choose another dtype or device)")
+            raise CostModelError(
+                f"device {self.name!r} lists no {dtype} peak; it has "
+                f"{', '.join(self.peak_flops)} (choose another dtype or device)"
+            )
         return self.peak_flops[dtype]
 
     def default_dtype(self) -> str:
@@ -90,20 +92,26 @@ class Device:
             raise CostModelError(f"link scope must be 'scale_up' or 'scale_out', received {scope!r}")
         bw = getattr(self, f"{scope}_bandwidth")
         if bw is None:
-            raise CostModelError(f"device {self.name!r} has no {scope} bandwidth in its table entry; "
-                                 f"expected a number under {scope}_bandwidth (add one with a hardware file)")
+            raise CostModelError(
+                f"device {self.name!r} has no {scope} bandwidth in its table entry; "
+                f"expected a number under {scope}_bandwidth (add one with a hardware file)"
+            )
         return bw
 
 
 def _number(value: object, where: str, key: str) -> sympy.Rational:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise CostModelError(f"{where}: {key} must be an integer or a decimal string such as \"989.4e12\", "
-                             f"received {value!r} (a Python float is not exact)")
+        raise CostModelError(
+            f'{where}: {key} must be an integer or a decimal string such as "989.4e12", '
+            f"received {value!r} (a Python float is not exact)"
+        )
     number = sympy.Integer(value) if isinstance(value, int) else parse_number(value, f"{where}: {key}")
     lo, hi = _RANGES[key.split(".")[0]]
     if not lo <= number <= hi:
-        raise CostModelError(f"{where}: {key} = {value} is outside [{float(lo):.0e}, {float(hi):.0e}]; "
-                             f"expected FLOP/s, bytes or bytes/s in decimal units (1 TB/s = 1e12)")
+        raise CostModelError(
+            f"{where}: {key} = {value} is outside [{float(lo):.0e}, {float(hi):.0e}]; "
+            f"expected FLOP/s, bytes or bytes/s in decimal units (1 TB/s = 1e12)"
+        )
     return number
 
 
@@ -112,35 +120,56 @@ def parse_device(name: str, entry: Mapping[str, object], where: str) -> Device:
     where = f"{where}: device {name!r}"
     if not isinstance(entry, Mapping):
         raise CostModelError(f"{where}: expected a table of fields, received {type(entry).__name__}")
-    known = {"name", "about", "peak_flops", "memory_bytes", "memory_bandwidth", "scale_up_bandwidth",
-             "scale_out_bandwidth", "sources", "efficiency", "network"}
+    known = {
+        "name",
+        "about",
+        "peak_flops",
+        "memory_bytes",
+        "memory_bandwidth",
+        "scale_up_bandwidth",
+        "scale_out_bandwidth",
+        "sources",
+        "efficiency",
+        "network",
+    }
     for key in entry:
         if key not in known:
             raise CostModelError(f"{where}: unknown field {key!r}{closest(key, known)}; expected {sorted(known)}")
     for key in ("peak_flops", "memory_bytes", "memory_bandwidth"):
         if entry.get(key) is None:
-            raise CostModelError(f"{where}: missing {key}; expected peak_flops (dtype -> FLOP/s), "
-                                 f"memory_bytes and memory_bandwidth (bytes/s)")
+            raise CostModelError(
+                f"{where}: missing {key}; expected peak_flops (dtype -> FLOP/s), "
+                f"memory_bytes and memory_bandwidth (bytes/s)"
+            )
     peaks = entry["peak_flops"]
     if not isinstance(peaks, Mapping) or not peaks:
-        raise CostModelError(f"{where}: peak_flops must map dtypes ({', '.join(PEAK_DTYPES)}) to FLOP/s, "
-                             f"received {peaks!r}")
+        raise CostModelError(
+            f"{where}: peak_flops must map dtypes ({', '.join(PEAK_DTYPES)}) to FLOP/s, received {peaks!r}"
+        )
     for dt in peaks:
         if dt not in PEAK_DTYPES:
-            raise CostModelError(f"{where}: peak_flops has unknown dtype {dt!r}{closest(dt, PEAK_DTYPES)}; "
-                                 f"expected some of {', '.join(PEAK_DTYPES)}")
-    optional = {k: None if entry.get(k) is None else _number(entry[k], where, k)
-                for k in ("scale_up_bandwidth", "scale_out_bandwidth")}
+            raise CostModelError(
+                f"{where}: peak_flops has unknown dtype {dt!r}{closest(dt, PEAK_DTYPES)}; "
+                f"expected some of {', '.join(PEAK_DTYPES)}"
+            )
+    optional = {
+        k: None if entry.get(k) is None else _number(entry[k], where, k)
+        for k in ("scale_up_bandwidth", "scale_out_bandwidth")
+    }
     sources = entry.get("sources", {})
     if not isinstance(sources, Mapping):
         raise CostModelError(f"{where}: sources must be a table of strings, received {sources!r}")
-    return Device(name, str(entry.get("about", name)),
-                  {dt: _number(v, where, f"peak_flops.{dt}") for dt, v in peaks.items()},
-                  _number(entry["memory_bytes"], where, "memory_bytes"),
-                  _number(entry["memory_bandwidth"], where, "memory_bandwidth"),
-                  optional["scale_up_bandwidth"], optional["scale_out_bandwidth"],
-                  {str(k): str(v) for k, v in sources.items()},
-                  parse_efficiency(entry.get("efficiency"), entry.get("network"), where))
+    return Device(
+        name,
+        str(entry.get("about", name)),
+        {dt: _number(v, where, f"peak_flops.{dt}") for dt, v in peaks.items()},
+        _number(entry["memory_bytes"], where, "memory_bytes"),
+        _number(entry["memory_bandwidth"], where, "memory_bandwidth"),
+        optional["scale_up_bandwidth"],
+        optional["scale_out_bandwidth"],
+        {str(k): str(v) for k, v in sources.items()},
+        parse_efficiency(entry.get("efficiency"), entry.get("network"), where),
+    )
 
 
 def parse_table(data: object, where: str) -> dict[str, Device]:
@@ -154,8 +183,9 @@ def parse_table(data: object, where: str) -> dict[str, Device]:
     elif "name" in data:
         entries = {str(data["name"]): data}
     else:
-        raise CostModelError(f"{where}: expected a 'devices' table or a device with a 'name', "
-                             f"received keys {sorted(data)}")
+        raise CostModelError(
+            f"{where}: expected a 'devices' table or a device with a 'name', received keys {sorted(data)}"
+        )
     return {str(name): parse_device(str(name), entry, where) for name, entry in entries.items()}
 
 

@@ -44,8 +44,13 @@ YEAR = sympy.Rational(36525, 100) * DAY
 
 def _positive(x: object, what: str) -> sympy.Rational:
     try:
-        v = sympy.Rational(x.numerator, x.denominator) if isinstance(x, Fraction) else \
-            sympy.Rational(x) if not isinstance(x, float) else None
+        v = (
+            sympy.Rational(x.numerator, x.denominator)
+            if isinstance(x, Fraction)
+            else sympy.Rational(x)
+            if not isinstance(x, float)
+            else None
+        )
     except (TypeError, ValueError):
         v = None
     if v is None or not v > 0:
@@ -61,14 +66,16 @@ def training_time(flops: object, devices: int, achieved: object) -> sympy.Ration
 def utilization(flops: object, seconds: object, devices: int, peak: object) -> sympy.Rational:
     """FLOPs done in ``seconds`` on ``devices`` as a share of their peak (MFU with model
     FLOPs, HFU with hardware FLOPs)."""
-    return _positive(flops, "FLOPs") / (_positive(seconds, "seconds") * _positive(devices, "devices")
-                                        * _positive(peak, "peak FLOP/s"))
+    return _positive(flops, "FLOPs") / (
+        _positive(seconds, "seconds") * _positive(devices, "devices") * _positive(peak, "peak FLOP/s")
+    )
 
 
 def mfu_from_throughput(tokens_per_s: object, flops_per_token: object, devices: int, peak: object) -> sympy.Rational:
     """MFU from a measured throughput: tokens/s × model FLOPs per token ÷ (devices × peak)."""
-    return utilization(_positive(tokens_per_s, "tokens/s") * _positive(flops_per_token, "FLOPs per token"), 1,
-                       devices, peak)
+    return utilization(
+        _positive(tokens_per_s, "tokens/s") * _positive(flops_per_token, "FLOPs per token"), 1, devices, peak
+    )
 
 
 def gpu_hours(seconds: object, devices: int) -> sympy.Rational:
@@ -95,8 +102,11 @@ def pipeline_bubble(stages: int, microbatches: int) -> sympy.Rational:
     3/11
     """
     p = int(_positive(stages, "pipeline stages"))
-    m = microbatches if isinstance(microbatches, sympy.Expr) and not microbatches.is_number \
+    m = (
+        microbatches
+        if isinstance(microbatches, sympy.Expr) and not microbatches.is_number
         else int(_positive(microbatches, "microbatches"))
+    )
     return sympy.Integer(p - 1) / (m + p - 1)
 
 
@@ -112,8 +122,10 @@ def achieved_flops(dev: Device, dtype: str, *, achieved: object = None, mfu: obj
     if achieved is not None:
         rate = _positive(achieved, "achieved FLOP/s")
         if rate > dev.peak(dtype):
-            raise CostModelError(f"achieved FLOP/s {float(rate):.4g} is above {dev.name}'s {dtype} dense peak "
-                                 f"{float(dev.peak(dtype)):.4g}; expected at most the peak")
+            raise CostModelError(
+                f"achieved FLOP/s {float(rate):.4g} is above {dev.name}'s {dtype} dense peak "
+                f"{float(dev.peak(dtype)):.4g}; expected at most the peak"
+            )
         return rate
     if mfu is not None:
         u = _positive(mfu, "MFU")
@@ -130,12 +142,20 @@ def _out(x: sympy.Rational) -> int | float:
 
 #: Which link carries each kind of traffic: tensor and sequence parallel groups inside a node (NVLink, ICI),
 #: data and pipeline parallel groups across nodes (the network). Override with the ``comm_links`` option.
-LINKS = {"tp": "scale_up", "sp": "scale_up", "ep": "scale_up", "dp": "scale_out", "pp": "scale_out",
-         "scale_up": "scale_up", "scale_out": "scale_out"}
+LINKS = {
+    "tp": "scale_up",
+    "sp": "scale_up",
+    "ep": "scale_up",
+    "dp": "scale_out",
+    "pp": "scale_out",
+    "scale_up": "scale_up",
+    "scale_out": "scale_out",
+}
 
 
-def comm_seconds(volumes: Mapping[str, object], dev: Device,
-                 links: Mapping[str, str] = LINKS) -> dict[str, sympy.Rational]:
+def comm_seconds(
+    volumes: Mapping[str, object], dev: Device, links: Mapping[str, str] = LINKS
+) -> dict[str, sympy.Rational]:
     """Seconds each kind of traffic takes on its link (bytes per device per step → s).
 
     A device without a network bandwidth in its table (TPU v4) sends everything
@@ -181,8 +201,9 @@ def _inference_times(G: nx.DiGraph, dev: Device, dtype: str, n: int, options: Op
     context = sympy.Integer(options.context) if options.context else T
     first, _, _ = _sum_time(prefill(prefill_graph(G), options), dev, "forward", dtype, options)
     first = first.xreplace({T: prompt(options)})  # the prefill of the prompt, min(T, C)
-    one, compute, memory = (e.xreplace({C: context}) for e in _sum_time(decode_graph(G), dev, "forward", dtype,
-                                                                        options))
+    one, compute, memory = (
+        e.xreplace({C: context}) for e in _sum_time(decode_graph(G), dev, "forward", dtype, options)
+    )
     out = Quantities()
     out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": "roofline"})
     _fits(q, out)
@@ -194,8 +215,11 @@ def _inference_times(G: nx.DiGraph, dev: Device, dtype: str, n: int, options: Op
     q.add("time.decode_tokens_per_s", n * B / one, "float")
     q.add("time.context", context)
     if options.price_per_hour is not None:  # serving: the price of a million generated tokens
-        q.add("time.cost_per_million_tokens_usd",
-              _positive(options.price_per_hour, "price per hour") * n / 3600 / (n * B / one) * 10**6, "float")
+        q.add(
+            "time.cost_per_million_tokens_usd",
+            _positive(options.price_per_hour, "price per hour") * n / 3600 / (n * B / one) * 10**6,
+            "float",
+        )
     return q
 
 
@@ -241,10 +265,17 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         basis, compute_s = "measured", tokens / _positive(options.tokens_per_s, "tokens/s")
         rate = model_flops / (compute_s * n)
         each = hardware_flops / (compute_s * n)
-        out.checks.append((sympy.Le(each, peak), Text(
-            f"a measured {float(options.tokens_per_s):g} tokens/s on {n} device(s) means " + "{each:.3g}"
-            + f" FLOP/s each, above the {dtype} peak {float(peak):.3g}; expected a throughput the devices can reach",
-            {"each": each})))
+        out.checks.append(
+            (
+                sympy.Le(each, peak),
+                Text(
+                    f"a measured {float(options.tokens_per_s):g} tokens/s on {n} device(s) means "
+                    + "{each:.3g}"
+                    + f" FLOP/s each, above the {dtype} peak {float(peak):.3g}; expected a throughput the devices can reach",
+                    {"each": each},
+                ),
+            )
+        )
     elif rate is not None:
         # an achieved FLOP/s is what the device executes (recompute included, as Megatron-LM's X);
         # an MFU is a share of peak spent on model FLOPs
@@ -258,8 +289,11 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         return out
     else:
         basis, compute_s = "roofline", (bound + extra / peak) / n
-    volumes = {k.removeprefix("communication_bytes."): v for k, v in q.exprs.items()
-               if k.startswith("communication_bytes.") and k != "communication_bytes.total" and v != 0}
+    volumes = {
+        k.removeprefix("communication_bytes."): v
+        for k, v in q.exprs.items()
+        if k.startswith("communication_bytes.") and k != "communication_bytes.total" and v != 0
+    }
     volumes.update({k: sympy.Integer(v) for k, v in options.comm_bytes})
     comm = comm_seconds(volumes, dev, dict(options.comm_links) or LINKS)
     comm_s = sympy.Add(*comm.values())
@@ -269,8 +303,15 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         # a measured throughput, an achieved FLOP/s (Megatron-LM's X) and an MFU (PaLM) are end-to-end rates:
         # communication and pipeline bubbles are already in them. Only the roofline basis adds them.
         step_s = compute_s
-    out.info.update({"time.hardware": dev.name, "time.devices": n, "time.dtype": dtype, "time.basis": basis,
-                     "time.mfu_basis": options.mfu_basis})
+    out.info.update(
+        {
+            "time.hardware": dev.name,
+            "time.devices": n,
+            "time.dtype": dtype,
+            "time.basis": basis,
+            "time.mfu_basis": options.mfu_basis,
+        }
+    )
     _fits(q, out)
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")

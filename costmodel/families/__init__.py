@@ -60,8 +60,11 @@ class Family:
     @property
     def options(self) -> dict[str, object]:
         """The builder's keyword options and their defaults."""
-        return {n: p.default for n, p in inspect.signature(self.build).parameters.items()
-                if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        return {
+            n: p.default
+            for n, p in inspect.signature(self.build).parameters.items()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY
+        }
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,9 +79,14 @@ def families() -> dict[str, Family]:
     _BROKEN.clear()
     # the same distribution seen twice (an editable install plus a venv, say) is one source
     unique = {(ep.name, ep.value): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    sources = [(f"entry point {ep.name} ({ep.value})", ep.load) for ep in unique.values()
-               if not ep.value.startswith("costmodel_graphs")]
-    bundled = [f"entry point {ep.name} ({ep.value})" for ep in unique.values() if ep.value.startswith("costmodel_graphs")]
+    sources = [
+        (f"entry point {ep.name} ({ep.value})", ep.load)
+        for ep in unique.values()
+        if not ep.value.startswith("costmodel_graphs")
+    ]
+    bundled = [
+        f"entry point {ep.name} ({ep.value})" for ep in unique.values() if ep.value.startswith("costmodel_graphs")
+    ]
     # costmodel's own architectures: through their entry point when installed, else from a checkout's graphs/
     sources.insert(0, (bundled[0] if bundled else "the bundled graphs/ folder", _bundled))
     for where, load_plugin in sources:
@@ -114,8 +122,10 @@ def _bundled():
     folder = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "graphs")
     init = os.path.join(folder, "__init__.py")
     if not os.path.isfile(init):
-        raise CostModelError("no architectures installed: expected the costmodel_graphs package (pip install "
-                             "costmodel) or a checkout with its graphs/ folder")
+        raise CostModelError(
+            "no architectures installed: expected the costmodel_graphs package (pip install "
+            "costmodel) or a checkout with its graphs/ folder"
+        )
     spec = importlib.util.spec_from_file_location("costmodel_graphs", init, submodule_search_locations=[folder])
     module = importlib.util.module_from_spec(spec)
     sys.modules["costmodel_graphs"] = module
@@ -177,8 +187,9 @@ def _option(name: str, value: object, default: object, where: str) -> object:
             kind = "true or false" if isinstance(default, bool) else "a name"
             raise CostModelError(f"{where}: option {name!r} must be {kind} (default {default!r}), received {value!r}")
     elif isinstance(value, (bool, str)):
-        raise CostModelError(f"{where}: option {name!r} must be a size (a number or an expression of symbols), "
-                             f"received {value!r}")
+        raise CostModelError(
+            f"{where}: option {name!r} must be a size (a number or an expression of symbols), received {value!r}"
+        )
     return value
 
 
@@ -192,8 +203,10 @@ def _bounded(config: Mapping[str, object], opts: Mapping[str, object], where: st
     for k, v in config.items():
         if k not in opts or not isinstance(opts[k], (bool, str)):  # a symbol, or a size option (d_ff)
             if isinstance(v, (bool, str)) and k not in opts:
-                raise CostModelError(f"{where}: {k}: expected a positive whole number or an expression of "
-                                     f"symbols (a size), received {v!r}")
+                raise CostModelError(
+                    f"{where}: {k}: expected a positive whole number or an expression of "
+                    f"symbols (a size), received {v!r}"
+                )
             if isinstance(v, sympy.Expr) and not v.is_Number:
                 try:
                     check_budget(v, f"setting {k}")
@@ -207,14 +220,17 @@ def _bounded(config: Mapping[str, object], opts: Mapping[str, object], where: st
                     v = int(v)
             number = v if isinstance(v, (int, Fraction)) else v if isinstance(v, sympy.Rational) else None
             if number is not None and not isinstance(number, bool) and abs(number) > 10**sizes.MAX_DIGITS:
-                raise CostModelError(f"{where}: setting {k!r} = about 10^{len(str(abs(int(number)))) - 1} is out "
-                                     f"of range; expected a size of at most 10^{sizes.MAX_DIGITS}")
+                raise CostModelError(
+                    f"{where}: setting {k!r} = about 10^{len(str(abs(int(number)))) - 1} is out "
+                    f"of range; expected a size of at most 10^{sizes.MAX_DIGITS}"
+                )
         out[k] = v
     return out
 
 
-def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = True
-           ) -> tuple[nx.DiGraph, dict, tuple | None]:
+def _build(
+    fam: Family, config: Mapping[str, object], where: str, cache: bool = True
+) -> tuple[nx.DiGraph, dict, tuple | None]:
     """Build with the config's builder options; the rest must be symbols the graph uses.
 
     Returns the graph, the values of its symbols and the graph's identity (the family and its builder
@@ -240,8 +256,10 @@ def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = 
     else:
         graph = fam.build(**options)
         if not isinstance(graph, nx.DiGraph):
-            raise CostModelError(f"{where}: the builder returned {type(graph).__name__}; expected the "
-                                 "networkx.DiGraph of a GraphBuilder (return b.graph)")
+            raise CostModelError(
+                f"{where}: the builder returned {type(graph).__name__}; expected the "
+                "networkx.DiGraph of a GraphBuilder (return b.graph)"
+            )
         if key is not None:
             if len(_GRAPHS) >= 64:
                 _GRAPHS.pop(next(iter(_GRAPHS)))
@@ -253,8 +271,10 @@ def _build(fam: Family, config: Mapping[str, object], where: str, cache: bool = 
             continue
         if name not in used:
             known = sorted(set(opts) | set(used))
-            raise CostModelError(f"{where}: unknown setting {name!r}{closest(name, known)}; expected a symbol "
-                                 f"of the graph or an option of family {fam.name!r}: {', '.join(known)}")
+            raise CostModelError(
+                f"{where}: unknown setting {name!r}{closest(name, known)}; expected a symbol "
+                f"of the graph or an option of family {fam.name!r}: {', '.join(known)}"
+            )
         values[used[name]] = value
     values.update({sym: v for sym, v in sized.items() if sym in used.values()})
     return graph, values, key
@@ -279,8 +299,9 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
     ``dtype``: the activations' dtype when the family has a ``dtype`` option the settings leave alone.
     """
     if not isinstance(spec, str):
-        raise CostModelError(f"model: expected a preset, family, config.json or file.py:builder name, "
-                             f"received {spec!r}")
+        raise CostModelError(
+            f"model: expected a preset, family, config.json or file.py:builder name, received {spec!r}"
+        )
     settings = parse_settings(settings)
     fams, pres = families(), presets()
     if spec not in pres and spec not in fams and spec in aliases():
@@ -305,8 +326,10 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         config = settings
     else:
         broken = "".join(f"; {where} failed to load ({why})" for where, why in _BROKEN.items())
-        raise CostModelError(f"unknown model {spec!r}{closest(spec, [*pres, *fams, *aliases()])}; "
-                             f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families{broken}")
+        raise CostModelError(
+            f"unknown model {spec!r}{closest(spec, [*pres, *fams, *aliases()])}; "
+            f"see 'costmodel models' for the {len(pres)} presets and {len(fams)} families{broken}"
+        )
     if dtype is not None and "dtype" in fam.options and "dtype" not in settings:
         config["dtype"] = dtype
     graph, values, key = _build(fam, config, f"model {spec!r}", cache=not is_builder_spec(spec))
@@ -362,8 +385,10 @@ def load_builder(spec: str) -> Family:
     fn = getattr(module, name, None)
     if not callable(fn):
         found = sorted(n for n, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module_name)
-        raise CostModelError(f"model {spec!r}: {path!r} has no function {name!r}{closest(name, found)}; "
-                             f"functions defined there: {', '.join(found) or 'none'}")
+        raise CostModelError(
+            f"model {spec!r}: {path!r} has no function {name!r}{closest(name, found)}; "
+            f"functions defined there: {', '.join(found) or 'none'}"
+        )
 
     @functools.wraps(fn)
     def build(**options: object) -> object:
@@ -387,7 +412,18 @@ def catalogue() -> dict[str, object]:
             t = totals(m.graph)
             n = as_int(evaluate(t.params, m.values), "params")
             active = n if t.params_active is None else as_int(evaluate(t.params_active, m.values), "active params")
-            rows.append({"name": preset.name, "family": fam.name, "params": n, "active_params": active,
-                         "about": preset.about, "source": preset.source})
-    return {"families": {f.name: f.about for f in families().values()},
-            "model_types": {f.name: list(f.hf_model_types) for f in families().values()}, "presets": rows}
+            rows.append(
+                {
+                    "name": preset.name,
+                    "family": fam.name,
+                    "params": n,
+                    "active_params": active,
+                    "about": preset.about,
+                    "source": preset.source,
+                }
+            )
+    return {
+        "families": {f.name: f.about for f in families().values()},
+        "model_types": {f.name: list(f.hf_model_types) for f in families().values()},
+        "presets": rows,
+    }

@@ -25,8 +25,10 @@ def _reject_constant(name: str) -> object:
 def _digits_capped(text: str) -> int:
     """A JSON integer, refused past :data:`MAX_DIGITS` digits (Python would refuse 4,300 with a ValueError)."""
     if len(text.lstrip("-")) > MAX_DIGITS:
-        raise CostModelError(f"config.json: an integer of {len(text.lstrip('-')):,} digits is out of range; "
-                             f"expected at most {MAX_DIGITS} digits (no real size is near 10^{MAX_DIGITS})")
+        raise CostModelError(
+            f"config.json: an integer of {len(text.lstrip('-')):,} digits is out of range; "
+            f"expected at most {MAX_DIGITS} digits (no real size is near 10^{MAX_DIGITS})"
+        )
     return int(text)
 
 
@@ -51,12 +53,19 @@ def read_json(path: str) -> dict:
     no integer of more than :data:`MAX_DIGITS` digits, no repeated key."""
     raw = read_capped(path, MAX_CONFIG_BYTES, "config.json")
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant, parse_int=_digits_capped,
-                          parse_float=_float_capped, object_pairs_hook=_unique_keys)
+        data = json.loads(
+            raw.decode("utf-8"),
+            parse_constant=_reject_constant,
+            parse_int=_digits_capped,
+            parse_float=_float_capped,
+            object_pairs_hook=_unique_keys,
+        )
     except UnicodeDecodeError as exc:
         raise CostModelError(f"config {path!r} is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
-        raise CostModelError(f"config {path!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise CostModelError(
+            f"config {path!r} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
     except RecursionError:
         raise CostModelError(f"config {path!r} is nested too deeply") from None
     if not isinstance(data, dict):
@@ -64,8 +73,14 @@ def read_json(path: str) -> dict:
     return data
 
 
-def field(cfg: Mapping[str, object], name: str, kind: type = int, default: object = ..., where: str = "config.json",
-          minimum: int = 1):
+def field(
+    cfg: Mapping[str, object],
+    name: str,
+    kind: type = int,
+    default: object = ...,
+    where: str = "config.json",
+    minimum: int = 1,
+):
     """A typed field of a config; an int ≥ ``minimum`` (1) unless ``kind`` says otherwise.
 
     ``default=...`` means required. ``None`` in the file counts as absent.
@@ -109,10 +124,14 @@ def read_config(path: str, families: Mapping[str, object]) -> tuple[object, dict
         raise CostModelError(f"config {path!r}: missing 'model_type'; supported: {', '.join(sorted(supported))}")
     if model_type not in supported:
         same = SAME_STRUCTURE.get(model_type)
-        hint = (f"; it has the structure of {same[0]!r} ({same[1]}): a copy of the config with "
-                f"\"model_type\": \"{same[0]}\" counts it exactly" if same and same[0] in supported
-                else closest(model_type, supported))
-        raise CostModelError(f"config {path!r}: unsupported model_type {model_type!r}{hint}; "
-                             f"supported: {', '.join(sorted(supported))}")
+        hint = (
+            f"; it has the structure of {same[0]!r} ({same[1]}): a copy of the config with "
+            f'"model_type": "{same[0]}" counts it exactly'
+            if same and same[0] in supported
+            else closest(model_type, supported)
+        )
+        raise CostModelError(
+            f"config {path!r}: unsupported model_type {model_type!r}{hint}; supported: {', '.join(sorted(supported))}"
+        )
     fam = supported[model_type]
     return fam, fam.from_hf(data)

@@ -61,12 +61,23 @@ class Totals:
         return self.forward + self.backward
 
     def _repr_latex_(self) -> str:  # Jupyter
-        return cost_latex({"params": self.params, "params (embedding)": self.params_embedding,
-                           "flops (forward)": self.forward.flops, "flops (backward)": self.backward.flops})
+        return cost_latex(
+            {
+                "params": self.params,
+                "params (embedding)": self.params_embedding,
+                "flops (forward)": self.forward.flops,
+                "flops (backward)": self.backward.flops,
+            }
+        )
 
     def map(self, fn) -> Totals:
-        return Totals(fn(self.params), fn(self.params_embedding), self.forward.map(fn), self.backward.map(fn),
-                      None if self.params_active is None else fn(self.params_active))
+        return Totals(
+            fn(self.params),
+            fn(self.params_embedding),
+            self.forward.map(fn),
+            self.backward.map(fn),
+            None if self.params_active is None else fn(self.params_active),
+        )
 
 
 def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
@@ -91,8 +102,9 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
         active.append(cost.active_params * count)
         if data.get("embedding"):
             emb.append(cost.params * count)
-    return Totals(sympy.Add(*params), sympy.Add(*emb), add_costs(fwd), add_costs(bwd),
-                  sympy.Add(*active)).map(sympy.expand)
+    return Totals(sympy.Add(*params), sympy.Add(*emb), add_costs(fwd), add_costs(bwd), sympy.Add(*active)).map(
+        sympy.expand
+    )
 
 
 def tokens_per_step(G: nx.DiGraph) -> sympy.Expr:
@@ -134,8 +146,12 @@ def breakdown(G: nx.DiGraph, counting: Counting = Counting(), by: str = "op") ->
         scaled = Row(c.forward * n, c.backward * n, c.params * n, c.active_params * n)
         if key in rows:
             prev = rows[key]
-            scaled = Row(prev.forward + scaled.forward, prev.backward + scaled.backward,
-                         prev.params + scaled.params, prev.active_params + scaled.active_params)
+            scaled = Row(
+                prev.forward + scaled.forward,
+                prev.backward + scaled.backward,
+                prev.params + scaled.params,
+                prev.active_params + scaled.active_params,
+            )
         rows[key] = scaled
     return rows
 
@@ -199,8 +215,10 @@ def evaluate(expr: sympy.Expr, values: Mapping[object, object], what: str = "exp
         raise CostModelError(f"cannot evaluate {what}: a value is a float; expected exact integers or rationals")
     free = sorted(map(str, result.free_symbols))
     if free:
-        raise CostModelError(f"cannot evaluate {what}: no value for {', '.join(free)}; "
-                             f"expected values for every symbol, received {sorted(map(str, subs))}")
+        raise CostModelError(
+            f"cannot evaluate {what}: no value for {', '.join(free)}; "
+            f"expected values for every symbol, received {sorted(map(str, subs))}"
+        )
     return sympy.Rational(result)
 
 
@@ -210,7 +228,6 @@ def as_int(value: sympy.Expr, what: str) -> int:
     if v.q != 1:
         raise CostModelError(f"{what} is not a whole number: {v}")
     return int(v.p)
-
 
 
 def _whole_and_positive(size: sympy.Expr) -> sympy.Basic:
@@ -243,26 +260,51 @@ def value_checks(G: nx.DiGraph) -> list[tuple[sympy.Basic, Text]]:
 
     for block, count in G.graph.get("blocks", {}).items():
         count = sympy.sympify(count)
-        need(_whole_and_positive(count),
-             Text(_escape(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; check the "
-                  "settings it is made of", {"value": count}))
+        need(
+            _whole_and_positive(count),
+            Text(
+                _escape(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; check the "
+                "settings it is made of",
+                {"value": count},
+            ),
+        )
     for name, data in op_nodes(G):
         op = data["op"]
         for axis, size in op.sizes:
-            need(_whole_and_positive(size),
-                 Text(_escape(f"op {name!r}: axis {axis!r} = {size} = ") + "{value}" + _escape(
-                      f" is not a positive whole number (pattern {op.pattern!r}); check that the sizes divide evenly"),
-                      {"value": size}))
+            need(
+                _whole_and_positive(size),
+                Text(
+                    _escape(f"op {name!r}: axis {axis!r} = {size} = ")
+                    + "{value}"
+                    + _escape(
+                        f" is not a positive whole number (pattern {op.pattern!r}); check that the sizes divide evenly"
+                    ),
+                    {"value": size},
+                ),
+            )
         experts, route = op.attr("experts"), op.attr("route")
         if experts and route:  # a token cannot be routed to more experts than there are
             k, e = (op.size[str(a)] for a in (route, experts))
-            need(sympy.Le(k, e), Text(_escape(f"op {name!r}: routes each token to {route!r} = ") + "{k}"
-                                      + _escape(f" experts of {experts!r} = ") + "{e}; expected at most as many as "
-                                      "there are", {"k": k, "e": e}))
+            need(
+                sympy.Le(k, e),
+                Text(
+                    _escape(f"op {name!r}: routes each token to {route!r} = ")
+                    + "{k}"
+                    + _escape(f" experts of {experts!r} = ")
+                    + "{e}; expected at most as many as "
+                    "there are",
+                    {"k": k, "e": e},
+                ),
+            )
     for condition, why in G.graph.get("constraints", ()):
         names = sorted(condition.free_symbols, key=str)
-        need(condition, Text(_escape(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ")
-                             + ", ".join(f"{s} = {{{s}}}" for s in names)))
+        need(
+            condition,
+            Text(
+                _escape(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ")
+                + ", ".join(f"{s} = {{{s}}}" for s in names)
+            ),
+        )
     return out
 
 

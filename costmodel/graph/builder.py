@@ -130,9 +130,19 @@ class GraphBuilder:
 
     # -- ops (thin entry points over one engine) ----------------------------------------------
 
-    def matmul(self, name: str, x: Tensor, pattern: str, *, bias: str | None = None,
-               tied: str | None = None, trainable: bool = True, embedding: bool = False,
-               input_grad: bool = True, **sizes: object) -> Tensor:
+    def matmul(
+        self,
+        name: str,
+        x: Tensor,
+        pattern: str,
+        *,
+        bias: str | None = None,
+        tied: str | None = None,
+        trainable: bool = True,
+        embedding: bool = False,
+        input_grad: bool = True,
+        **sizes: object,
+    ) -> Tensor:
         """Input × weight: ``"b t d, d f -> b t f"``; the second operand is the weight.
 
         ``bias="f"`` adds a bias over those axes; ``tied="wte"`` reuses the weight of
@@ -141,17 +151,21 @@ class GraphBuilder:
         """
         if tied is not None:
             tied = self._tied(tied, pattern)
-        attrs = {"bias": bias, "tied": tied, "trainable": None if trainable else False,
-                 "input_grad": None if input_grad else False}
+        attrs = {
+            "bias": bias,
+            "tied": tied,
+            "trainable": None if trainable else False,
+            "input_grad": None if input_grad else False,
+        }
         return self._add(name, "matmul", pattern, [x], attrs, sizes, embedding=embedding)
 
-    def contract(self, name: str, a: Tensor, b: Tensor, pattern: str, *, causal: bool = False,
-                 **sizes: object) -> Tensor:
+    def contract(
+        self, name: str, a: Tensor, b: Tensor, pattern: str, *, causal: bool = False, **sizes: object
+    ) -> Tensor:
         """Activation × activation: ``"b h t k, b h s k -> b h t s"``."""
         return self._add(name, "contraction", pattern, [a, b], {"causal": causal or None}, sizes)
 
-    def elementwise(self, name: str, fn: str, inputs: Tensor | list[Tensor], pattern: str,
-                    **sizes: object) -> Tensor:
+    def elementwise(self, name: str, fn: str, inputs: Tensor | list[Tensor], pattern: str, **sizes: object) -> Tensor:
         """An element-wise function (``"add"``, ``"gelu"``, ``"dropout"``...)."""
         inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         return self._add(name, "elementwise", pattern, inputs, {"fn": fn}, sizes)
@@ -159,13 +173,23 @@ class GraphBuilder:
     def softmax(self, name: str, x: Tensor, pattern: str, *, axis: str | None = None, **sizes: object) -> Tensor:
         return self._add(name, "softmax", pattern, [x], {"axis": axis}, sizes)
 
-    def norm(self, name: str, x: Tensor, pattern: str, *, axis: str | None = None, rms: bool = False,
-             bias: bool | None = None, **sizes: object) -> Tensor:
+    def norm(
+        self,
+        name: str,
+        x: Tensor,
+        pattern: str,
+        *,
+        axis: str | None = None,
+        rms: bool = False,
+        bias: bool | None = None,
+        **sizes: object,
+    ) -> Tensor:
         """LayerNorm (default) or RMSNorm (``rms=True``) over ``axis`` (default: the last)."""
         return self._add(name, "norm", pattern, [x], {"axis": axis, "rms": rms or None, "bias": bias}, sizes)
 
-    def gather(self, name: str, ids: Tensor, pattern: str, *, tied: str | None = None,
-               embedding: bool = True, **sizes: object) -> Tensor:
+    def gather(
+        self, name: str, ids: Tensor, pattern: str, *, tied: str | None = None, embedding: bool = True, **sizes: object
+    ) -> Tensor:
         """Embedding lookup ``"b t, v d -> b t d"``: the second operand is the table."""
         if tied is not None:
             tied = self._tied(tied, pattern)
@@ -179,8 +203,17 @@ class GraphBuilder:
         """A rearrange (``"b t (h k) -> b h t k"``): a view unless ``copy=True``."""
         return self._add(name, "reshape", pattern, [x], {"copy": copy or None}, sizes)
 
-    def op(self, name: str, kind: str, inputs: list[Tensor], pattern: str, *, dtype: str | None = None,
-           attrs: Mapping[str, object] | None = None, **sizes: object) -> Tensor:
+    def op(
+        self,
+        name: str,
+        kind: str,
+        inputs: list[Tensor],
+        pattern: str,
+        *,
+        dtype: str | None = None,
+        attrs: Mapping[str, object] | None = None,
+        **sizes: object,
+    ) -> Tensor:
         """Any registered op kind, for rules added outside the core."""
         return self._add(name, kind, pattern, inputs, dict(attrs or {}), sizes, dtype=dtype)
 
@@ -200,8 +233,18 @@ class GraphBuilder:
             raise CostModelError(f"tied weight: no op named {owner!r} to share a weight with (pattern {pattern!r})")
         return owner
 
-    def _add(self, name: str, kind: str, pattern: str, inputs: list[Tensor], attrs: Mapping[str, object],
-             sizes: Mapping[str, object], *, embedding: bool = False, dtype: str | None = None) -> Tensor:
+    def _add(
+        self,
+        name: str,
+        kind: str,
+        pattern: str,
+        inputs: list[Tensor],
+        attrs: Mapping[str, object],
+        sizes: Mapping[str, object],
+        *,
+        embedding: bool = False,
+        dtype: str | None = None,
+    ) -> Tensor:
         full = self._name(name)
         where = f"op {full!r}"
         p = parse(pattern)
@@ -212,7 +255,8 @@ class GraphBuilder:
         if len(p.inputs) != len(inputs) + (w_index is not None) or (w_index is not None and w_index >= len(p.inputs)):
             raise CostModelError(
                 f"{where}: pattern {pattern!r} has {len(p.inputs)} input operand(s), "
-                f"expected {len(inputs)} tensor(s){' and a weight' if w_index is not None else ''}")
+                f"expected {len(inputs)} tensor(s){' and a weight' if w_index is not None else ''}"
+            )
         known = dict(self.sizes)
         for t in inputs:  # an input tensor's own axis sizes are known too
             for a, s in t.sizes:
@@ -226,7 +270,8 @@ class GraphBuilder:
                 raise CostModelError(
                     f"{where}: input {i} from {t.node!r} is sized inconsistently: pattern operand "
                     f"{' '.join(data[i])!r} has {n} elements, expected {t.elements} "
-                    f"(axes {' '.join(t.axes)!r})")
+                    f"(axes {' '.join(t.axes)!r})"
+                )
         dtype = dtype or self.dtype
         try:
             check_dtype(dtype)
@@ -240,8 +285,9 @@ class GraphBuilder:
         except CostModelError as exc:
             raise CostModelError(f"{where}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:  # a rule met an attribute it cannot read
-            raise CostModelError(f"{where}: invalid attributes {dict(op.attrs)} for a {kind!r} op "
-                                 f"(pattern {pattern!r}): {exc!r}") from None
+            raise CostModelError(
+                f"{where}: invalid attributes {dict(op.attrs)} for a {kind!r} op (pattern {pattern!r}): {exc!r}"
+            ) from None
         if op.attr("tied"):
             owner = self.graph.nodes[op.attr("tied")]["op"]
             if weight_operand(owner) is None or w_index is None:
@@ -250,8 +296,14 @@ class GraphBuilder:
             own_w = elements(p.inputs[w_index], resolved)
             if sympy.expand(owner_w - own_w) != 0:
                 raise CostModelError(f"{where}: tied weight has {own_w} elements, {op.attr('tied')!r} has {owner_w}")
-        self.graph.add_node(full, op=op, count=self._count, block=".".join(self._prefix),
-                            inputs=tuple(t.node for t in inputs), embedding=embedding)
+        self.graph.add_node(
+            full,
+            op=op,
+            count=self._count,
+            block=".".join(self._prefix),
+            inputs=tuple(t.node for t in inputs),
+            embedding=embedding,
+        )
         for t in inputs:
             self.graph.add_edge(t.node, full, tensor=t)
         return Tensor(full, p.output, tuple((a, resolved[a]) for a in p.output), kind_of(op).output_dtype(op))

@@ -88,7 +88,11 @@ class _Printer(PythonCodePrinter):
     def _print_Piecewise(self, e):
         out = "None"
         for value, cond in reversed(e.args):
-            out = self._print(value) if cond is sympy.true else f"_where({self._print(cond)}, {self._print(value)}, {out})"
+            out = (
+                self._print(value)
+                if cond is sympy.true
+                else f"_where({self._print(cond)}, {self._print(value)}, {out})"
+            )
         return out
 
     def _print_Relational(self, e):
@@ -120,8 +124,7 @@ def source(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: 
     printer = _Printer({"fully_qualified_modules": False})
     replacements, reduced = sympy.cse(list(exprs), symbols=sympy.numbered_symbols("_x"), optimizations=None)
     args = ", ".join(_name(s) for s in symbols)
-    lines = [f"def {name}(h{', ' if args else ''}{args}):",
-             "    _F, _div, _max, _min, _ceil, _floor, _where, _and = h"]
+    lines = [f"def {name}(h{', ' if args else ''}{args}):", "    _F, _div, _max, _min, _ceil, _floor, _where, _and = h"]
     for sym, expr in replacements:
         lines.append(f"    {_name(sym)} = {printer.doprint(expr)}")
     lines.append("    return [" + ", ".join(printer.doprint(e) for e in reduced) + "]")

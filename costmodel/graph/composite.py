@@ -45,8 +45,10 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     n_bias = int(op.attr("biases", 0))
     n_qkv = len(p.inputs) - n_bias
     if n_qkv < 3 or n_qkv % 2 == 0:
-        raise CostModelError(f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> "
-                             f"out'), then {n_bias} bias operand(s)")
+        raise CostModelError(
+            f"attention pattern {p.text!r}: expected 'q, k, v -> out' (or 'q1, k1, q2, k2, v -> "
+            f"out'), then {n_bias} bias operand(s)"
+        )
     *qk_operands, v = p.inputs[:n_qkv]
     pairs = list(zip(qk_operands[::2], qk_operands[1::2]))
     q = pairs[0][0]
@@ -62,8 +64,10 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     n_scores = elements_of(op, scores)
     steps = op.attr("epilogue", ())
     if not all(isinstance(part, Op) for part in steps):
-        raise CostModelError(f"attention pattern {p.text!r}: attribute epilogue must be the element-wise ops "
-                             f"between the scores and the context (Op records), received {steps!r}")
+        raise CostModelError(
+            f"attention pattern {p.text!r}: attribute epilogue must be the element-wise ops "
+            f"between the scores and the context (Op records), received {steps!r}"
+        )
     epilogue = [op_cost(part, counting) for part in steps]
     epilogue_fwd = sum((c.forward.flops for c in epilogue), Zero)
     epilogue_bwd = sum((c.backward.flops for c in epilogue), Zero)
@@ -77,16 +81,29 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     # a sink adds one column to each row of the softmax (not to the epilogue, which sees only the scores)
     sink_fwd, sink_bwd = (counting.softmax_flops[0] * rows, counting.softmax_flops[1] * rows) if sinks else (0, 0)
     sink_read = sum((w.elements for w in weights), Zero) * size
-    forward = Cost(flops=qk.flops + pv.flops + softmax_fwd + epilogue_fwd + sink_fwd,
-                   matmul_flops=qk.flops + pv.flops,
-                   bytes_read=io_read + sink_read, bytes_written=elements_of(op, out) * size + rows * 4)
+    forward = Cost(
+        flops=qk.flops + pv.flops + softmax_fwd + epilogue_fwd + sink_fwd,
+        matmul_flops=qk.flops + pv.flops,
+        bytes_read=io_read + sink_read,
+        bytes_written=elements_of(op, out) * size + rows * 4,
+    )
     grads = 2 * (qk.flops + pv.flops)  # dq, dk from the scores; dv, dscores from the context
-    backward = Cost(flops=grads + softmax_bwd + epilogue_bwd + sink_bwd, matmul_flops=grads,
-                    bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
-                    bytes_written=io_read, recompute_flops=qk.flops + softmax_fwd + epilogue_fwd + sink_fwd)
+    backward = Cost(
+        flops=grads + softmax_bwd + epilogue_bwd + sink_bwd,
+        matmul_flops=grads,
+        bytes_read=io_read + 2 * elements_of(op, out) * size + rows * 4,
+        bytes_written=io_read,
+        recompute_flops=qk.flops + softmax_fwd + epilogue_fwd + sink_fwd,
+    )
     names = [n for i in range(len(pairs)) for n in (f"q{i}", f"k{i}")] + ["v"] + [f"bias{i}" for i in range(n_bias)]
-    saved = (*(Saved(name, f"input{i}", elements_of(op, axes), op.dtype) for i, (name, axes) in enumerate(zip(names, p.inputs))),
-             Saved("out", "output", elements_of(op, out), op.dtype), Saved("lse", "own", rows, "fp32", role="stats"))
+    saved = (
+        *(
+            Saved(name, f"input{i}", elements_of(op, axes), op.dtype)
+            for i, (name, axes) in enumerate(zip(names, p.inputs))
+        ),
+        Saved("out", "output", elements_of(op, out), op.dtype),
+        Saved("lse", "own", rows, "fp32", role="stats"),
+    )
     return OpCost(forward, backward, weights, saved)
 
 
@@ -120,8 +137,10 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     if e not in w or e in x or e in y:
         raise CostModelError(f"routed_matmul pattern {p.text!r}: experts={e!r} must be an axis of the weight only")
     if not r or r in w or (r in x) == (r in y):
-        raise CostModelError(f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
-                             "the input and the output (not of the weight)")
+        raise CostModelError(
+            f"routed_matmul pattern {p.text!r}: route={r!r} must be an axis of exactly one of "
+            "the input and the output (not of the weight)"
+        )
     stray = [a for a in y if a not in x and a not in w and a != r]
     if stray:
         raise CostModelError(f"routed_matmul pattern {p.text!r}: output axes {stray} appear in no input")
@@ -137,8 +156,10 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     if op.attr("bias"):
         b_axes = parse(str(op.attr("bias"))).output
         if e not in b_axes or any(a != e and a not in y for a in b_axes):
-            raise CostModelError(f"routed_matmul pattern {p.text!r}: bias {op.attr('bias')!r} must have the experts "
-                                 f"axis {e!r} and output axes only (e.g. '{e} {y[-1]}')")
+            raise CostModelError(
+                f"routed_matmul pattern {p.text!r}: bias {op.attr('bias')!r} must have the experts "
+                f"axis {e!r} and output axes only (e.g. '{e} {y[-1]}')"
+            )
         routed_out = elements_of(op, tuple(dict.fromkeys((*y, r))))  # one add per routed copy, before the r-sum
         bias = Param("bias", tuple((a, op.size[a]) for a in b_axes), stack=op.size[e])
         size = dtype_bytes(op.dtype)
@@ -179,10 +200,13 @@ def _fused(op: Op, counting: Counting) -> OpCost:
     parts, chains, names = op.attr("parts"), op.attr("chain"), op.attr("names")
     costs = [op_cost(p, counting) for p in parts]
     n_first = len(data_operands(parts[0]))  # later parts' other operands follow the first part's graph tensors
-    fwd = Cost(flops=sum((c.forward.flops for c in costs), Zero),
-               matmul_flops=sum((c.forward.matmul_flops for c in costs), Zero),
-               bytes_read=costs[0].forward.bytes_read, bytes_written=costs[-1].forward.bytes_written,
-               recompute_flops=sum((c.forward.recompute_flops for c in costs), Zero))
+    fwd = Cost(
+        flops=sum((c.forward.flops for c in costs), Zero),
+        matmul_flops=sum((c.forward.matmul_flops for c in costs), Zero),
+        bytes_read=costs[0].forward.bytes_read,
+        bytes_written=costs[-1].forward.bytes_written,
+        recompute_flops=sum((c.forward.recompute_flops for c in costs), Zero),
+    )
     saved: dict[str, Saved] = {}
     extra_index = n_first
     for j, (part, cost) in enumerate(zip(parts, costs)):

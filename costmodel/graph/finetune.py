@@ -29,11 +29,18 @@ def _holds_weights(op: Op) -> bool:
 
 def _matching(G: nx.DiGraph, patterns: Iterable[str], what: str, keep: Callable[[Op], bool]) -> list[str]:
     patterns = list(patterns)
-    found = [n for n, d in G.nodes(data=True) if "op" in d and keep(d["op"])
-             and any(fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(n, "*." + p) for p in patterns)]
+    found = [
+        n
+        for n, d in G.nodes(data=True)
+        if "op" in d
+        and keep(d["op"])
+        and any(fnmatch.fnmatchcase(n, p) or fnmatch.fnmatchcase(n, "*." + p) for p in patterns)
+    ]
     if not found:
-        raise CostModelError(f"no {what} op matches {patterns} in graph {G.graph.get('name')!r}; "
-                             f"expected node names such as 'layers.attn.q' or patterns such as '*.q'")
+        raise CostModelError(
+            f"no {what} op matches {patterns} in graph {G.graph.get('name')!r}; "
+            f"expected node names such as 'layers.attn.q' or patterns such as '*.q'"
+        )
     return found
 
 
@@ -81,8 +88,13 @@ def lora(G: nx.DiGraph, targets: Iterable[str], rank: object, *, freeze_rest: bo
         specs = [
             ("lora_a", "matmul", f"{' '.join(x)}, {' '.join(in_axes)} r -> {' '.join(mid)}", (name + "@in",), ()),
             ("lora_b", "matmul", f"{' '.join(mid)}, r {' '.join(out_axes)} -> {' '.join(y)}", (name + ".lora_a",), ()),
-            ("lora_add", "elementwise", f"{' '.join(y)}, {' '.join(y)} -> {' '.join(y)}",
-             (name, name + ".lora_b"), (("fn", "add"),)),
+            (
+                "lora_add",
+                "elementwise",
+                f"{' '.join(y)}, {' '.join(y)} -> {' '.join(y)}",
+                (name, name + ".lora_b"),
+                (("fn", "add"),),
+            ),
         ]
         consumers = list(H.successors(name))
         for suffix, kind, pattern, inputs, attrs in specs:

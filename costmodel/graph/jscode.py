@@ -104,8 +104,11 @@ class _Printer(JavascriptCodePrinter):
     def _print_Piecewise(self, e):
         out = "null"
         for value, cond in reversed(e.args):
-            out = self._print(value) if cond is sympy.true else \
-                f"R.where({self._print(cond)}, {self._print(value)}, {out})"
+            out = (
+                self._print(value)
+                if cond is sympy.true
+                else f"R.where({self._print(cond)}, {self._print(value)}, {out})"
+            )
         return out
 
     def _print_Relational(self, e):

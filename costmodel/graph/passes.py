@@ -29,8 +29,12 @@ def copy_for(G: nx.DiGraph, name: str, rewritten: tuple[str, ...] = ()) -> nx.Di
     """A copy of ``G`` for pass ``name``: ``graph["passes"]`` lists the passes applied, in order, and
     ``graph["rewritten"][name]`` the nodes the pass rewrote (filled in by the pass)."""
     H = G.copy()
-    H.graph = {**G.graph, "blocks": dict(G.graph.get("blocks", {})), "passes": (*G.graph.get("passes", ()), name),
-               "rewritten": {**G.graph.get("rewritten", {}), name: rewritten}}
+    H.graph = {
+        **G.graph,
+        "blocks": dict(G.graph.get("blocks", {})),
+        "passes": (*G.graph.get("passes", ()), name),
+        "rewritten": {**G.graph.get("rewritten", {}), name: rewritten},
+    }
     return H
 
 
@@ -155,9 +159,14 @@ def unfused_attention(G: nx.DiGraph) -> list[tuple[str, str]]:
         elif late:
             why = f"{late[0]!r} reads the scores as its input {late[1]}, expected as its first"
         else:
-            why = next((f"{n!r} has {len(G.nodes[n]['inputs'])} inputs" for n in path
-                        if len(G.nodes[n]["inputs"]) > 1 and _score_parts(G, n) is None and not _score_bias(G, n)),
-                       "the probabilities do not reach a contraction through element-wise ops")
+            why = next(
+                (
+                    f"{n!r} has {len(G.nodes[n]['inputs'])} inputs"
+                    for n in path
+                    if len(G.nodes[n]["inputs"]) > 1 and _score_parts(G, n) is None and not _score_bias(G, n)
+                ),
+                "the probabilities do not reach a contraction through element-wise ops",
+            )
         out.append((softmax, why))
     return out
 
@@ -182,14 +191,26 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
         pattern = ", ".join(" ".join(a) for a in operands) + " -> " + " ".join(c_op.parsed.output)
         sizes = {k: v for s_op in s_ops for k, v in s_op.size.items()} | c_op.size
         steps = tuple(G.nodes[n]["op"] for n in [*epilogue, *dropouts])  # their FLOPs are their own rules'
-        attrs = {"scores": " ".join(s_ops[0].parsed.output), "epilogue": steps, "causal": s_ops[0].attr("causal"),
-                 "biases": len(biases)}
+        attrs = {
+            "scores": " ".join(s_ops[0].parsed.output),
+            "epilogue": steps,
+            "causal": s_ops[0].attr("causal"),
+            "biases": len(biases),
+        }
         norm_op = G.nodes[softmax]["op"]  # what the normalizer's kind says the fused op keeps (a sink)
         attrs.update({a: norm_op.attr(a) for a in kind_of(norm_op).attention_attrs})
-        op = Op("attention", pattern, tuple((a, sizes[a]) for a in parse(pattern).axes), c_op.dtype,
-                tuple(sorted((k, v) for k, v in attrs.items() if v)))
-        sources = (tuple(src for n in scores for src in G.nodes[n]["inputs"]) + (G.nodes[context]["inputs"][1],)
-                   + tuple(biases))
+        op = Op(
+            "attention",
+            pattern,
+            tuple((a, sizes[a]) for a in parse(pattern).axes),
+            c_op.dtype,
+            tuple(sorted((k, v) for k, v in attrs.items() if v)),
+        )
+        sources = (
+            tuple(src for n in scores for src in G.nodes[n]["inputs"])
+            + (G.nodes[context]["inputs"][1],)
+            + tuple(biases)
+        )
         H.remove_nodes_from([*scores, *epilogue, softmax, *dropouts])
         H.remove_edges_from(list(H.in_edges(context)))
         H.nodes[context].update(op=op, inputs=sources)
@@ -198,10 +219,12 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
     left = unfused_attention(H)
     if left:
         node, why = left[0]
-        raise CostModelError(f"flash_attention: graph {G.graph.get('name')!r}: the attention at {node!r} cannot be "
-                             f"fused ({why}), so its T×T scores would stay; expected scores → element-wise ops "
-                             "(the scores their first input, any other an additive bias) → softmax → element-wise "
-                             "ops → context (see docs/tutorial.md)")
+        raise CostModelError(
+            f"flash_attention: graph {G.graph.get('name')!r}: the attention at {node!r} cannot be "
+            f"fused ({why}), so its T×T scores would stay; expected scores → element-wise ops "
+            "(the scores their first input, any other an additive bias) → softmax → element-wise "
+            "ops → context (see docs/tutorial.md)"
+        )
     return H
 
 
@@ -217,7 +240,7 @@ def head(G: nx.DiGraph) -> list[str]:
     last = max((i for i, n in enumerate(ops) if any(in_block(n, b) for b in blocks)), default=None)
     if last is None:
         return []
-    first = next((n for n in ops[last + 1:] if weight_use(G.nodes[n]["op"]) == "dense"), None)
+    first = next((n for n in ops[last + 1 :] if weight_use(G.nodes[n]["op"]) == "dense"), None)
     if first is None:
         return []
     return [first, *(n for n in ops if n in nx.descendants(G, first))]

@@ -64,9 +64,7 @@ def _operand(text: str, pattern: str) -> Axes:
     except EinopsError as exc:
         raise CostModelError(f"malformed einops pattern {pattern!r}: {exc}") from None
     if parsed.has_ellipsis:
-        raise CostModelError(
-            f"pattern {pattern!r}: an ellipsis '...' has no size to count; name every axis"
-        )
+        raise CostModelError(f"pattern {pattern!r}: an ellipsis '...' has no size to count; name every axis")
     axes: list[str] = []
     seen: dict[str, int] = {}
     for group in parsed.composition:
@@ -139,8 +137,9 @@ def check_size(value: object, where: str) -> sympy.Expr:
         if not (expr.is_integer and expr.is_positive):
             raise CostModelError(f"{where}: expected a positive integer size, received {expr}")
         if expr.is_Integer and expr > 10**MAX_DIGITS:  # bounded before any product of sizes is formed
-            raise CostModelError(f"{where}: a size of about 10^{len(str(expr)) - 1} is out of range; expected at "
-                                 f"most 10^{MAX_DIGITS}")
+            raise CostModelError(
+                f"{where}: a size of about 10^{len(str(expr)) - 1} is out of range; expected at most 10^{MAX_DIGITS}"
+            )
     elif expr.is_positive is False:
         raise CostModelError(f"{where}: expected a positive size, received {expr}")
     else:

@@ -24,11 +24,30 @@ def latex(expr: sympy.Expr) -> str:
     return _PRINTER.doprint(expr)
 
 
-_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-            # text of reports: the few signs beyond ASCII they use, in math (pdflatex's fonts lack them)
-            "×": r"$\times$", "·": r"$\cdot$", "µ": r"$\mu$", "≤": r"$\leq$", "≥": r"$\geq$", "→": r"$\to$",
-            "≈": r"$\approx$", "∞": r"$\infty$", "’": "'", "–": "--", "—": "---"}
+_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    # text of reports: the few signs beyond ASCII they use, in math (pdflatex's fonts lack them)
+    "×": r"$\times$",
+    "·": r"$\cdot$",
+    "µ": r"$\mu$",
+    "≤": r"$\leq$",
+    "≥": r"$\geq$",
+    "→": r"$\to$",
+    "≈": r"$\approx$",
+    "∞": r"$\infty$",
+    "’": "'",
+    "–": "--",
+    "—": "---",
+}
 
 
 def escape(text: str) -> str:

@@ -134,8 +134,10 @@ class Quantities:
         ``estimate`` evaluates, what the disk cache keeps."""
         if "_formulas" in self.__dict__:
             return self.__dict__["_formulas"]
-        checks = [(r, m if isinstance(m, Text) else Text(str(m).replace("{", "{{").replace("}", "}}")))
-                  for r, m in self.checks]
+        checks = [
+            (r, m if isinstance(m, Text) else Text(str(m).replace("{", "{{").replace("}", "}}")))
+            for r, m in self.checks
+        ]
         texts = {k: v for k, v in self.info.items() if isinstance(v, Text)}
         exprs: list[sympy.Basic] = list(self.exprs.values())
         choices = []
@@ -149,11 +151,18 @@ class Quantities:
             exprs += list(t.fields.values())
         symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs if hasattr(e, "free_symbols"))), key=str))
         order = [*self.exprs, *self.choices, *self.info]
-        f = Formulas(source(exprs, symbols), [str(s) for s in symbols], list(self.exprs),
-                     sorted(self.floats), sorted(self.numbers), choices,
-                     [(m.template, list(m.fields)) for _, m in checks],
-                     {k: (t.template, list(t.fields)) for k, t in texts.items()},
-                     {k: v for k, v in self.info.items() if not isinstance(v, Text)}, order)
+        f = Formulas(
+            source(exprs, symbols),
+            [str(s) for s in symbols],
+            list(self.exprs),
+            sorted(self.floats),
+            sorted(self.numbers),
+            choices,
+            [(m.template, list(m.fields)) for _, m in checks],
+            {k: (t.template, list(t.fields)) for k, t in texts.items()},
+            {k: v for k, v in self.info.items() if not isinstance(v, Text)},
+            order,
+        )
         self.__dict__["_formulas"] = f
         return f
 

@@ -56,8 +56,13 @@ class Op:
     def with_attrs(self, **attrs: object) -> Op:
         """The same op with attributes changed (``None`` removes one)."""
         merged = {**dict(self.attrs), **attrs}
-        return Op(self.kind, self.pattern, self.sizes, self.dtype,
-                  tuple(sorted((k, v) for k, v in merged.items() if v is not None)))
+        return Op(
+            self.kind,
+            self.pattern,
+            self.sizes,
+            self.dtype,
+            tuple(sorted((k, v) for k, v in merged.items() if v is not None)),
+        )
 
     def subs(self, values: Mapping) -> Op:
         """The same op with numbers (or other expressions) substituted into its sizes."""
@@ -145,12 +150,15 @@ def rule(kind: str, **facts: object) -> Callable[[Rule], Rule]:
     """
     unknown = [k for k in facts if k not in Kind.__dataclass_fields__ or k in ("name", "cost")]
     if unknown:
-        raise CostModelError(f"rule {kind!r}: unknown fact {unknown[0]!r}"
-                             f"{closest(unknown[0], Kind.__dataclass_fields__)}; facts: "
-                             + ", ".join(k for k in Kind.__dataclass_fields__ if k not in ("name", "cost")))
+        raise CostModelError(
+            f"rule {kind!r}: unknown fact {unknown[0]!r}"
+            f"{closest(unknown[0], Kind.__dataclass_fields__)}; facts: "
+            + ", ".join(k for k in Kind.__dataclass_fields__ if k not in ("name", "cost"))
+        )
     if facts.get("weight_use") not in (None, *WEIGHT_USES):
-        raise CostModelError(f"rule {kind!r}: weight_use must be one of {WEIGHT_USES} or None, "
-                             f"received {facts['weight_use']!r}")
+        raise CostModelError(
+            f"rule {kind!r}: weight_use must be one of {WEIGHT_USES} or None, received {facts['weight_use']!r}"
+        )
 
     def register(fn: Rule) -> Rule:
         if kind in KINDS:
@@ -227,6 +235,18 @@ def op_cost(op: Op, counting: Counting = Counting()) -> OpCost:
     if keep:
         return cost
     # drop non-matmul FLOPs (attention keeps its softmax FLOPs: its rule counts no epilogue then)
-    return OpCost(*(Cost(flops=c.matmul_flops, matmul_flops=c.matmul_flops, bytes_read=c.bytes_read,
-                         bytes_written=c.bytes_written, recompute_flops=c.recompute_flops)
-                    for c in (cost.forward, cost.backward)), cost.weights, cost.saved, cost.active)
+    return OpCost(
+        *(
+            Cost(
+                flops=c.matmul_flops,
+                matmul_flops=c.matmul_flops,
+                bytes_read=c.bytes_read,
+                bytes_written=c.bytes_written,
+                recompute_flops=c.recompute_flops,
+            )
+            for c in (cost.forward, cost.backward)
+        ),
+        cost.weights,
+        cost.saved,
+        cost.active,
+    )

@@ -24,8 +24,13 @@ def elements_of(op: Op, axes: Axes) -> sympy.Expr:
     return elements(axes, op.size)
 
 
-def contraction(op: Op, inputs: tuple[Axes, ...], output: Axes, dtypes: tuple[str, ...] | None = None,
-                scale: sympy.Expr = sympy.Integer(1)) -> Cost:
+def contraction(
+    op: Op,
+    inputs: tuple[Axes, ...],
+    output: Axes,
+    dtypes: tuple[str, ...] | None = None,
+    scale: sympy.Expr = sympy.Integer(1),
+) -> Cost:
     """Cost of one contraction ``inputs -> output``: 2 × the product of its distinct axes."""
     distinct = dict.fromkeys(a for operand in (*inputs, output) for a in operand)
     flops = 2 * elements_of(op, tuple(distinct)) * scale
@@ -60,8 +65,14 @@ def matrix(op: Op, w: Axes, out: Axes, *, stacked: Axes = (), quantized: bool = 
     """A weight matrix: rows are its axes on the output side, columns the rest, ``stacked`` the selected axes."""
     rows = tuple(a for a in w if a in out and a not in stacked)
     cols = tuple(a for a in w if a not in rows and a not in stacked)
-    return Param(name, tuple((a, op.size[a]) for a in w), elements_of(op, rows), elements_of(op, cols),
-                 elements_of(op, stacked), quantized)
+    return Param(
+        name,
+        tuple((a, op.size[a]) for a in w),
+        elements_of(op, rows),
+        elements_of(op, cols),
+        elements_of(op, stacked),
+        quantized,
+    )
 
 
 def vector(op: Op, axes: Axes, name: str) -> Param:
@@ -133,8 +144,10 @@ def _contraction(op: Op, counting: Counting) -> OpCost:
     scale = causal_scale(op, counting)
     forward = contraction(op, (a, b), p.output, scale=scale)
     backward = contraction(op, (p.output, b), a, scale=scale) + contraction(op, (a, p.output), b, scale=scale)
-    saved = (Saved("a", "input0", elements_of(op, a), op.dtype, serves=(1,)),
-             Saved("b", "input1", elements_of(op, b), op.dtype, serves=(0,)))
+    saved = (
+        Saved("a", "input0", elements_of(op, a), op.dtype, serves=(1,)),
+        Saved("b", "input1", elements_of(op, b), op.dtype, serves=(0,)),
+    )
     return OpCost(forward, backward, (), saved)
 
 
@@ -180,8 +193,9 @@ def register_elementwise(fn: str, spec: Elementwise) -> None:
 
 def elementwise_spec(fn: object) -> Elementwise:
     if fn not in ELEMENTWISE:
-        raise CostModelError(f"elementwise op: unknown fn {fn!r}{closest(str(fn), ELEMENTWISE)}; "
-                             f"known: {sorted(ELEMENTWISE)}")
+        raise CostModelError(
+            f"elementwise op: unknown fn {fn!r}{closest(str(fn), ELEMENTWISE)}; known: {sorted(ELEMENTWISE)}"
+        )
     return ELEMENTWISE[str(fn)]
 
 
@@ -228,8 +242,10 @@ def sink_axes(op: Op) -> Axes:
     axes = parse(str(sink)).output
     stray = [a for a in axes if a not in op.size]
     if stray:
-        raise CostModelError(f"{op.kind} pattern {op.pattern!r}: sink axes {stray} are not axes of the op; "
-                             "expected some of its non-reduced axes (the heads, e.g. sink='g m')")
+        raise CostModelError(
+            f"{op.kind} pattern {op.pattern!r}: sink axes {stray} are not axes of the op; "
+            "expected some of its non-reduced axes (the heads, e.g. sink='g m')"
+        )
     return axes
 
 
@@ -281,8 +297,10 @@ def _norm(op: Op, counting: Counting) -> OpCost:
     backward = Cost(flops=2 * per * n, bytes_read=2 * n * size, bytes_written=n * size)
     parts = ("gain", "bias") if op.attr("bias", not rms) else ("gain",)
     weights = tuple(vector(op, (axis,), part) for part in parts) if affine else ()
-    saved = (Saved("input", "input0", n, op.dtype),
-             Saved("stats", "own", rows * (1 if rms else 2), "fp32", role="stats"))
+    saved = (
+        Saved("input", "input0", n, op.dtype),
+        Saved("stats", "own", rows * (1 if rms else 2), "fp32", role="stats"),
+    )
     return OpCost(forward, backward, weights, saved)
 
 
@@ -306,8 +324,12 @@ def _gather(op: Op, counting: Counting) -> OpCost:
         rows = tuple(a for a in table if a not in p.output)
         one_hot = contraction(op, (ids + rows, table), p.output)
         forward += Cost(flops=one_hot.flops, matmul_flops=one_hot.flops)
-        backward = Cost(flops=2 * one_hot.flops, matmul_flops=2 * one_hot.flops,  # as any matmul: 2 × forward
-                        bytes_read=backward.bytes_read, bytes_written=backward.bytes_written)
+        backward = Cost(
+            flops=2 * one_hot.flops,
+            matmul_flops=2 * one_hot.flops,  # as any matmul: 2 × forward
+            bytes_read=backward.bytes_read,
+            bytes_written=backward.bytes_written,
+        )
     weights = () if op.attr("tied") else (matrix(op, table, p.output, quantized=False),)
     return OpCost(forward, backward, weights, (Saved("ids", "input0", n_ids, "int64", role="indices"),))
 
@@ -321,8 +343,9 @@ def _log_probs_gradient(op: Op) -> sympy.Expr:
     return elements_of(op, op.parsed.inputs[0]) * dtype_bytes(_probs_dtype(op))
 
 
-@rule("loss", output_dtype=_probs_dtype, fusion_barrier=True, training_only=True,
-      backward_workspace=_log_probs_gradient)
+@rule(
+    "loss", output_dtype=_probs_dtype, fusion_barrier=True, training_only=True, backward_workspace=_log_probs_gradient
+)
 def _loss(op: Op, counting: Counting) -> OpCost:
     """Cross-entropy over ``axis`` (``"b t v -> b t"``): log-softmax (5 FLOPs per
     logit) then picking the target; backward is softmax minus one-hot (2 per logit).
@@ -336,8 +359,11 @@ def _loss(op: Op, counting: Counting) -> OpCost:
     probs = _probs_dtype(op)
     forward = Cost(flops=5 * n, bytes_read=n * size + rows * 8, bytes_written=rows * dtype_bytes(probs))
     backward = Cost(flops=2 * n, bytes_read=n * dtype_bytes(probs), bytes_written=n * size)
-    saved = (Saved("log_probs", "own", n, probs), Saved("targets", "own", rows, "int64", role="indices"),
-             Saved("total_weight", "own", sympy.Integer(1), "fp32", role="stats"))
+    saved = (
+        Saved("log_probs", "own", n, probs),
+        Saved("targets", "own", rows, "int64", role="indices"),
+        Saved("total_weight", "own", sympy.Integer(1), "fp32", role="stats"),
+    )
     return OpCost(forward, backward, (), saved)
 
 
@@ -355,13 +381,17 @@ def _concat(op: Op, counting: Counting) -> OpCost:
         raise CostModelError(f"concat pattern {p.text!r}: expected two or more operands with the output's rank")
     where = {i for axes in p.inputs for i, (a, o) in enumerate(zip(axes, out)) if a != o}
     if len(where) != 1:
-        raise CostModelError(f"concat pattern {p.text!r}: expected the operands to differ from the output in "
-                             f"exactly one axis (the joined one), found {len(where)}")
+        raise CostModelError(
+            f"concat pattern {p.text!r}: expected the operands to differ from the output in "
+            f"exactly one axis (the joined one), found {len(where)}"
+        )
     i = where.pop()
     joined = sum((op.size[axes[i]] for axes in p.inputs), Zero)
     if sympy.expand(joined - op.size[out[i]]) != 0:
-        raise CostModelError(f"concat pattern {p.text!r}: the joined axis {out[i]!r} is sized {op.size[out[i]]}, "
-                             f"expected the sum of the operands' {joined}")
+        raise CostModelError(
+            f"concat pattern {p.text!r}: the joined axis {out[i]!r} is sized {op.size[out[i]]}, "
+            f"expected the sum of the operands' {joined}"
+        )
     return OpCost(elementwise_cost(op, Zero), Cost())
 
 

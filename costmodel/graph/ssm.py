@@ -47,14 +47,18 @@ def _decode_io(op: Op, state: sympy.Expr) -> Cost:
 def _conv_axes(op: Op) -> tuple[Axes, Axes, Axes, str, str]:
     p = op.parsed
     if len(p.inputs) != 2:
-        raise CostModelError(f"conv pattern {p.text!r}: expected 'input, filter -> output' (e.g. 'b t u, w u -> b t u')")
+        raise CostModelError(
+            f"conv pattern {p.text!r}: expected 'input, filter -> output' (e.g. 'b t u, w u -> b t u')"
+        )
     (x, w), y = p.inputs, p.output
     window, along = str(op.attr("window", "")), str(op.attr("along", ""))
     if window not in w or window in x or window in y:
         raise CostModelError(f"conv pattern {p.text!r}: window={window!r} must be an axis of the filter only")
     if along not in x or along not in y or along in w:
-        raise CostModelError(f"conv pattern {p.text!r}: along={along!r} must be an axis of the input and the "
-                             "output (the sequence the filter slides along), not of the filter")
+        raise CostModelError(
+            f"conv pattern {p.text!r}: along={along!r} must be an axis of the input and the "
+            "output (the sequence the filter slides along), not of the filter"
+        )
     stray = [a for a in y if a not in x and a not in w]
     if stray:
         raise CostModelError(f"conv pattern {p.text!r}: output axes {stray} appear in no input")
@@ -152,26 +156,31 @@ SCAN_PARTS = (
 def _scan_axes(op: Op) -> tuple[tuple[Axes, ...], Axes, str, str, Axes]:
     p = op.parsed
     if len(p.inputs) != 5:
-        raise CostModelError(f"scan pattern {p.text!r}: expected 'x, Δ, B, C, A -> y' "
-                             "(e.g. 'b t u, b t u, b t n, b t n, u n -> b t u')")
+        raise CostModelError(
+            f"scan pattern {p.text!r}: expected 'x, Δ, B, C, A -> y' (e.g. 'b t u, b t u, b t n, b t n, u n -> b t u')"
+        )
     (x, dt, bm, cm, a), y = p.inputs, p.output
     state, along = str(op.attr("state", "")), str(op.attr("along", ""))
     if x != y or dt != y:
         raise CostModelError(f"scan pattern {p.text!r}: x and Δ must have the output's axes {' '.join(y)!r}")
     if bm != cm or state not in bm or state not in a or state in y:
-        raise CostModelError(f"scan pattern {p.text!r}: state={state!r} must be an axis of B, C and A (B and C "
-                             "alike), not of the output")
+        raise CostModelError(
+            f"scan pattern {p.text!r}: state={state!r} must be an axis of B, C and A (B and C alike), not of the output"
+        )
     if along not in y or along in a:
-        raise CostModelError(f"scan pattern {p.text!r}: along={along!r} must be an axis of the output (the "
-                             "sequence scanned), not of A")
+        raise CostModelError(
+            f"scan pattern {p.text!r}: along={along!r} must be an axis of the output (the sequence scanned), not of A"
+        )
     stray = [ax for ax in (*bm, *a) if ax not in y and ax != state]
     if stray:
-        raise CostModelError(f"scan pattern {p.text!r}: axes {stray} of B, C or A are neither output axes nor "
-                             f"the state axis {state!r}")
+        raise CostModelError(
+            f"scan pattern {p.text!r}: axes {stray} of B, C or A are neither output axes nor the state axis {state!r}"
+        )
     skip = tuple(str(op.attr("skip", "")).split())
     if any(ax not in y or ax == along for ax in skip):
-        raise CostModelError(f"scan pattern {p.text!r}: skip={' '.join(skip)!r} (the axes of D) must be output "
-                             f"axes other than {along!r}")
+        raise CostModelError(
+            f"scan pattern {p.text!r}: skip={' '.join(skip)!r} (the axes of D) must be output axes other than {along!r}"
+        )
     return (x, dt, bm, cm, a), y, state, along, skip
 
 
@@ -217,13 +226,21 @@ def _scan(op: Op, counting: Counting) -> OpCost:
     size = dtype_bytes(op.dtype)
     acts = sum((elements_of(op, axes) for axes in (x, dt, bm, cm)), Zero) * size
     params = (elements_of(op, a) + (elements_of(op, skip) if skip else Zero)) * size
-    forward = Cost(flops=fwd_flops, matmul_flops=fwd_matmul, bytes_read=acts + params,
-                   bytes_written=n_chan * size) + _decode_io(op, _scan_state(op))
-    backward = Cost(flops=bwd_flops, matmul_flops=bwd_matmul, bytes_read=acts + params + n_chan * size,
-                    bytes_written=acts + (params if grads else Zero), recompute_flops=again)
+    forward = Cost(
+        flops=fwd_flops, matmul_flops=fwd_matmul, bytes_read=acts + params, bytes_written=n_chan * size
+    ) + _decode_io(op, _scan_state(op))
+    backward = Cost(
+        flops=bwd_flops,
+        matmul_flops=bwd_matmul,
+        bytes_read=acts + params + n_chan * size,
+        bytes_written=acts + (params if grads else Zero),
+        recompute_flops=again,
+    )
     weights = [Param("A_log", tuple((ax, op.size[ax]) for ax in a))]
     if skip:
         weights.append(vector(op, skip, "D"))
-    saved = tuple(Saved(name, f"input{i}", elements_of(op, axes), op.dtype)
-                  for i, (name, axes) in enumerate(zip(("x", "dt", "B", "C"), (x, dt, bm, cm))))
+    saved = tuple(
+        Saved(name, f"input{i}", elements_of(op, axes), op.dtype)
+        for i, (name, axes) in enumerate(zip(("x", "dt", "B", "C"), (x, dt, bm, cm)))
+    )
     return OpCost(forward, backward, tuple(weights), saved)

@@ -72,8 +72,7 @@ def _axes_of(op, s: Saved) -> Axes:
     return p.output
 
 
-def requires_grad(G: nx.DiGraph, counting: Counting = Counting(),
-                  carried: frozenset[str] = frozenset()) -> set[str]:
+def requires_grad(G: nx.DiGraph, counting: Counting = Counting(), carried: frozenset[str] = frozenset()) -> set[str]:
     """Op nodes whose output needs a gradient: they hold a trainable weight or read such an output.
 
     An op outside this set builds no backward node and saves nothing (PyTorch's
@@ -152,8 +151,9 @@ def kept_tensors(G: nx.DiGraph, counting: Counting = Counting()) -> dict[tuple, 
             copies = count * share
             if key in out:
                 old = out[key]
-                out[key] = Kept(old.node, old.saved, old.axes, copies if share == 1 else old.copies,
-                                (*old.savers, name))
+                out[key] = Kept(
+                    old.node, old.saved, old.axes, copies if share == 1 else old.copies, (*old.savers, name)
+                )
             elif base != node:  # a view (a sliding window's unfold): the kept tensor is its input's storage
                 owner = G.nodes[base]["op"]
                 axes = owner.parsed.output
@@ -219,8 +219,9 @@ def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
             n = elements(axes, op.size)
             dtype = "int64" if "op" not in G.nodes[src] else op.dtype
             copies = G.nodes[src]["count"] if G.nodes[src].get("shared") else count  # shared: one tensor
-            out[src] = Kept(src, Saved("block_input", f"input{i}", n, dtype), tuple((a, op.size[a]) for a in axes),
-                            copies, (name,))
+            out[src] = Kept(
+                src, Saved("block_input", f"input{i}", n, dtype), tuple((a, op.size[a]) for a in axes), copies, (name,)
+            )
     return out
 
 
@@ -230,8 +231,10 @@ def attention_cores(G: nx.DiGraph) -> list[tuple[list[str], str]]:
     The chains :func:`costmodel.passes.flash_attention` fuses (split MLA scores too),
     found by the same walk: selective recompute drops exactly what FlashAttention fuses.
     """
-    return [([*scores, *epilogue, softmax, *dropouts], context)
-            for scores, epilogue, softmax, dropouts, context in attention_chains(G)]
+    return [
+        ([*scores, *epilogue, softmax, *dropouts], context)
+        for scores, epilogue, softmax, dropouts, context in attention_chains(G)
+    ]
 
 
 @dataclass(frozen=True)
@@ -253,8 +256,14 @@ class Activations:
         return out
 
 
-def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Counting(), *,
-                fraction: object = None, norm_stats: bool = True) -> Activations:
+def activations(
+    G: nx.DiGraph,
+    recompute: str = "none",
+    counting: Counting = Counting(),
+    *,
+    fraction: object = None,
+    norm_stats: bool = True,
+) -> Activations:
     """The tensors kept for backward under ``recompute`` and the forward FLOPs done again.
 
     ``fraction``: the share of each repeated block's iterations recomputed whole (the rest follow
@@ -277,26 +286,35 @@ def activations(G: nx.DiGraph, recompute: str = "none", counting: Counting = Cou
     if recompute == "selective":
         for core, context in attention_cores(G):
             tensors = {k: v for k, v in tensors.items() if v.node not in core}
-            flops += sum((op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"]
-                          for n in (*core, context)), Zero)
+            flops += sum(
+                (op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in (*core, context)),
+                Zero,
+            )
     elif recompute == "full":
         st = structure(G)
         # a tensor every saver of which sits in one repeated block is recomputed in the backward of that block
-        tensors = {k: v for k, v in tensors.items()
-                   if not (st.block_of.get(v.savers[0]) is not None
-                           and all(st.block_of.get(s) == st.block_of[v.savers[0]] for s in v.savers))}
+        tensors = {
+            k: v
+            for k, v in tensors.items()
+            if not (
+                st.block_of.get(v.savers[0]) is not None
+                and all(st.block_of.get(s) == st.block_of[v.savers[0]] for s in v.savers)
+            )
+        }
         terms = []
         for block, count in st.blocks.items():
             for src, kept in block_inputs(G, block).items():
                 tensors[(src, "block_input", count)] = kept
-            terms += [op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"]
-                      for n in st.members[block]]
+            terms += [
+                op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in st.members[block]
+            ]
         flops = sympy.Add(*terms)
     return Activations(tensors, recompute, sympy.expand(flops))
 
 
-def _partial(G: nx.DiGraph, recompute: str, counting: Counting, fraction: sympy.Rational,
-             norm_stats: bool) -> Activations:
+def _partial(
+    G: nx.DiGraph, recompute: str, counting: Counting, fraction: sympy.Rational, norm_stats: bool
+) -> Activations:
     """A share ``fraction`` of each repeated block's iterations keeps only its input (and runs its forward
     again); the other iterations keep what ``recompute`` keeps."""
     rest = activations(G, recompute, counting, norm_stats=norm_stats)
@@ -306,8 +324,10 @@ def _partial(G: nx.DiGraph, recompute: str, counting: Counting, fraction: sympy.
     def inside(k: Kept) -> bool:
         return any(all(in_block(s, b) for s in k.savers) for b in blocks)
 
-    tensors = {key: Kept(k.node, k.saved, k.axes, k.copies * (1 - fraction), k.savers) if inside(k) else k
-               for key, k in rest.tensors.items()}
+    tensors = {
+        key: Kept(k.node, k.saved, k.axes, k.copies * (1 - fraction), k.savers) if inside(k) else k
+        for key, k in rest.tensors.items()
+    }
     for key, k in whole.tensors.items():
         if key[1] == "block_input":
             tensors[key] = Kept(k.node, k.saved, k.axes, k.copies * fraction, k.savers)
@@ -315,15 +335,18 @@ def _partial(G: nx.DiGraph, recompute: str, counting: Counting, fraction: sympy.
     return Activations(tensors, f"{recompute} + {fraction} full", flops)
 
 
-def per_iteration(G: nx.DiGraph, block: str = "layers", recompute: str = "none",
-                  counting: Counting = Counting()) -> dict[str, sympy.Expr]:
+def per_iteration(
+    G: nx.DiGraph, block: str = "layers", recompute: str = "none", counting: Counting = Counting()
+) -> dict[str, sympy.Expr]:
     """Bytes one iteration of ``block`` keeps (one transformer layer), by role.
 
     With the GPT-3 recipe (bf16, dropout on) this is Korthikanti et al.'s
     ``s·b·h·(34 + 5·a·s/h)`` plus the LayerNorm statistics (``role="stats"``).
     """
     if block not in G.graph.get("blocks", {}):
-        raise CostModelError(f"no block {block!r} in graph {G.graph.get('name')!r}; blocks: {sorted(G.graph['blocks'])}")
+        raise CostModelError(
+            f"no block {block!r} in graph {G.graph.get('name')!r}; blocks: {sorted(G.graph['blocks'])}"
+        )
     count = G.graph["blocks"][block]
     out: dict[str, sympy.Expr] = {}
     for k in activations(G, recompute, counting).tensors.values():

@@ -64,10 +64,14 @@ def micro_batches(options: Options) -> tuple[sympy.Expr, sympy.Expr, list]:
     checks = []
     if options.micro_batch or dp > 1:
         m = options.micro_batch or 1
-        checks.append((sympy.Eq(sympy.Mod(B, dp * m), 0),
-                       f"--batch is the global batch (sequences per step over dp = {dp} replicas); expected a "
-                       f"multiple of dp × micro-batch = {dp * m}, e.g. --batch {dp * m} for {m} sequence(s) "
-                       "per device"))
+        checks.append(
+            (
+                sympy.Eq(sympy.Mod(B, dp * m), 0),
+                f"--batch is the global batch (sequences per step over dp = {dp} replicas); expected a "
+                f"multiple of dp × micro-batch = {dp * m}, e.g. --batch {dp * m} for {m} sequence(s) "
+                "per device",
+            )
+        )
     return micro, B / (micro * dp), checks
 
 
@@ -107,8 +111,9 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     def put(expr: sympy.Expr) -> sympy.Expr:
         return whole(sympy.sympify(expr).xreplace(final))
 
-    acts = activations(H, options.recompute, counting, fraction=options.recompute_fraction,
-                       norm_stats=options.norm_stats)
+    acts = activations(
+        H, options.recompute, counting, fraction=options.recompute_fraction, norm_stats=options.norm_stats
+    )
     names = stages(layout.pp)
     per_stage = {}
     for stage in names:
@@ -143,9 +148,15 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
         ratio = sharded[g] / states[g] if states[g] != 0 else 1  # ZeRO's share of this part's group
         q.add(f"memory_bytes.parts.{key}", put((v * ratio).xreplace(on_device)))
     for role in per_stage["first"][3]:  # per device: the fullest stage's, each role rounded up to whole bytes
-        q.add(f"memory_bytes.activations_by_role.{role}",
-              put(whole(fullest(totals, [per_stage[s][3].get(role, Zero).xreplace(on_device) for s in names]),
-                        force=layout.pp > 1)))  # a stage's share of the layers (interleaved: 1/(pp·vpp)) may be fractional
+        q.add(
+            f"memory_bytes.activations_by_role.{role}",
+            put(
+                whole(
+                    fullest(totals, [per_stage[s][3].get(role, Zero).xreplace(on_device) for s in names]),
+                    force=layout.pp > 1,
+                )
+            ),
+        )  # a stage's share of the layers (interleaved: 1/(pp·vpp)) may be fractional
     per_layer = _per_layer(H, acts, layout)
     if per_layer is not None:
         q.add("memory_bytes.activations_per_layer", put(per_layer.xreplace(on_device)))
@@ -162,9 +173,11 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
         q.label_ties.add("memory.peak_at")
     else:
         q.info["memory_bytes.peak"] = None
-        q.info["memory.peak_at"] = ("not modelled with a recompute fraction (see memory_bytes.total)"
-                                    if options.recompute_fraction else
-                                    "not modelled under tp/pp/sp > 1 (see memory_bytes.total)")
+        q.info["memory.peak_at"] = (
+            "not modelled with a recompute fraction (see memory_bytes.total)"
+            if options.recompute_fraction
+            else "not modelled under tp/pp/sp > 1 (see memory_bytes.total)"
+        )
     q.add("flops.recompute", acts.recompute_flops)
     comm = communication(H, layout, states["grads"], states["params"], m)
     for k, v in comm.items():
@@ -182,25 +195,30 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     p = precision(options.precision)
     z = layout.zero
 
-    per = (f"per device ({layout.devices} devices: dp {layout.dp}, tp {layout.tp}, pp {layout.pp}, "
-           f"sp {layout.sp}, ep {layout.ep}; ZeRO-{z}" + ("; pipeline {memory__layout__stage} stage" if layout.pp > 1
-                                                         else "") + ")")
+    per = (
+        f"per device ({layout.devices} devices: dp {layout.dp}, tp {layout.tp}, pp {layout.pp}, "
+        f"sp {layout.sp}, ep {layout.ep}; ZeRO-{z}"
+        + ("; pipeline {memory__layout__stage} stage" if layout.pp > 1 else "")
+        + ")"
+    )
     return {
-        "memory.conventions.params": Text(_escape(f"{p.weights} weights" + (f" + a cached {p.compute_copy} copy"
-                                                                            if p.compute_copy else "") + "; ")
-                                          + per + _escape(f"; sharded over dp by ZeRO-{z}" if z >= 3 else "")),
+        "memory.conventions.params": Text(
+            _escape(f"{p.weights} weights" + (f" + a cached {p.compute_copy} copy" if p.compute_copy else "") + "; ")
+            + per
+            + _escape(f"; sharded over dp by ZeRO-{z}" if z >= 3 else "")
+        ),
         "memory.conventions.grads": f"{p.grads} gradients of trainable weights (frozen: none)"
-                                    + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),
+        + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),
         "memory.conventions.optimizer": f"{options.optimizer} states in {p.states}"
-                                        + (f" + {p.master} master weights" if p.master else "")
-                                        + " (torch's 4-byte step counters per tensor not counted)"
-                                        + (f"; sharded over dp by ZeRO-{z}" if z >= 1 else ""),
+        + (f" + {p.master} master weights" if p.master else "")
+        + " (torch's 4-byte step counters per tensor not counted)"
+        + (f"; sharded over dp by ZeRO-{z}" if z >= 1 else ""),
         "memory.conventions.activations": f"saved for backward in {p.activations} (dtypes per op), recompute "
-                                          f"{options.recompute}, attention {attention}; micro-batch on one device"
-                                          + ("; 1F1B in flight" if layout.pp > 1 else ""),
+        f"{options.recompute}, attention {attention}; micro-batch on one device"
+        + ("; 1F1B in flight" if layout.pp > 1 else ""),
         "memory.conventions.total": "params + grads + optimizer + activations (a sum, not a peak)",
         "memory.conventions.peak": "states + live activations by liveness in graph order (kept tensors, recomputed "
-                                   "tensors, the running op's transients; no allocator overhead)",
+        "tensors, the running op's transients; no allocator overhead)",
     }
 
 

@@ -36,11 +36,13 @@ def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None, s
             part = 1 if share is None else share(name)
             total += n * data["count"] * dtype_bytes(dtype or op.dtype) * part
     if total == 0 and state_cache(G) == 0:
-        raise CostModelError(f"graph {G.graph.get('name')!r} has no KV cache (no tensor tagged 'kv_cache') and keeps "
-                             "no recurrent state: an encoder with bidirectional attention (BERT, ViT) reads its whole "
-                             "input at once and does not decode token by token, so an inference estimate (KV cache, "
-                             "decode) does not apply; a decoder tags its k and v projections (or a latent) with "
-                             "GraphBuilder.tag(t, 'kv_cache'), a state-space model's ops keep a state (conv, scan)")
+        raise CostModelError(
+            f"graph {G.graph.get('name')!r} has no KV cache (no tensor tagged 'kv_cache') and keeps "
+            "no recurrent state: an encoder with bidirectional attention (BERT, ViT) reads its whole "
+            "input at once and does not decode token by token, so an inference estimate (KV cache, "
+            "decode) does not apply; a decoder tags its k and v projections (or a latent) with "
+            "GraphBuilder.tag(t, 'kv_cache'), a state-space model's ops keep a state (conv, scan)"
+        )
     return sympy.expand(total)
 
 
@@ -70,8 +72,12 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str,
             scales += groups * w.count * f.scale_bytes * part
         else:
             other += w.elements * w.count * dtype_bytes(op.dtype) * part
-    return {"matmul_weights": quantised, "scales": scales, "other": other,
-            "total": sympy.expand(quantised + scales + other)}
+    return {
+        "matmul_weights": quantised,
+        "scales": scales,
+        "other": other,
+        "total": sympy.expand(quantised + scales + other),
+    }
 
 
 def working_set(G: nx.DiGraph, share=None, where=None) -> tuple[tuple[sympy.Expr, ...], tuple[str, ...]]:
@@ -95,8 +101,11 @@ def working_set(G: nx.DiGraph, share=None, where=None) -> tuple[tuple[sympy.Expr
                 held[base] = storage_bytes(G, src) * (1 if share is None else share(G.nodes[base]["op"].parsed.output))
             else:
                 held[base] = elements(axes, op.size) * size * (1 if share is None else share(axes))
-        out = Zero if is_view(G, name) else elements(op.parsed.output, op.size) * size * \
-            (1 if share is None else share(op.parsed.output))
+        out = (
+            Zero
+            if is_view(G, name)
+            else elements(op.parsed.output, op.size) * size * (1 if share is None else share(op.parsed.output))
+        )
         cands.append(sympy.expand(sympy.Add(*held.values()) + out))  # no weights
         labels.append(name)
     return tuple(cands), tuple(labels)

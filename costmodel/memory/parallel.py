@@ -98,9 +98,12 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
     checks: list[tuple[sympy.Basic, object]] = []
 
     def need(size: sympy.Expr, degree: int, what: str, where: str) -> None:
-        message = Text(_escape(f"layout: {what} = ") + "{size}" + _escape(f" of {where} does not divide into "
-                                                                          f"{degree}; expected a degree that divides "
-                                                                          "it evenly"), {"size": size})
+        message = Text(
+            _escape(f"layout: {what} = ")
+            + "{size}"
+            + _escape(f" of {where} does not divide into {degree}; expected a degree that divides it evenly"),
+            {"size": size},
+        )
         checks.append((sympy.Eq(sympy.Mod(size, degree), 0), message))
 
     split, blocks = split_axes(G), repeated_blocks(G)
@@ -111,24 +114,38 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
         if layout.tp > 1 and _dense_weight(op) is not None and stage_of(G, name) == "block":
             axes = [a for a in _dense_weight(op) if a in split]  # e.g. GQA's g m k: divide the product,
             if axes:  # not each axis (m = h/n_kv may be 1 while g·m·k splits evenly)
-                need(elements(tuple(axes), op.size), layout.tp, f"--tp {layout.tp}: split axes {' '.join(axes)!r}",
-                     f"op {name!r}")
+                need(
+                    elements(tuple(axes), op.size),
+                    layout.tp,
+                    f"--tp {layout.tp}: split axes {' '.join(axes)!r}",
+                    f"op {name!r}",
+                )
         experts = op.attr("experts")
         if layout.ep > 1 and experts:
             need(op.size[str(experts)], layout.ep, f"--ep {layout.ep}: experts axis {experts!r}", f"op {name!r}")
     if layout.pp > 1 and layout.stage_layers is None:
         for block, count in blocks.items():
-            need(count, layout.pp * layout.vpp, f"--pp {layout.pp}" + (f" × --vpp {layout.vpp}" if layout.vpp > 1 else "")
-                 + ": layers", f"block {block!r}")
+            need(
+                count,
+                layout.pp * layout.vpp,
+                f"--pp {layout.pp}" + (f" × --vpp {layout.vpp}" if layout.vpp > 1 else "") + ": layers",
+                f"block {block!r}",
+            )
     elif layout.pp > 1:  # uneven stages: the middle stages split what the first and last leave
         first, last = layout.stage_layers
         for block, count in blocks.items():
             rest = count - first - last
-            checks.append((sympy.Ge(rest, layout.pp - 2), f"layout: --stage-layers {first},{last} leaves fewer "
-                           f"layers than the {layout.pp - 2} middle stage(s) of block {block!r}"))
+            checks.append(
+                (
+                    sympy.Ge(rest, layout.pp - 2),
+                    f"layout: --stage-layers {first},{last} leaves fewer "
+                    f"layers than the {layout.pp - 2} middle stage(s) of block {block!r}",
+                )
+            )
             if layout.pp > 2:
-                need(rest, layout.pp - 2, f"--stage-layers {first},{last}: the middle stages' layers",
-                     f"block {block!r}")
+                need(
+                    rest, layout.pp - 2, f"--stage-layers {first},{last}: the middle stages' layers", f"block {block!r}"
+                )
     if layout.sp > 1:
         need(T, layout.sp, f"--sp {layout.sp}: sequence length", "the input")
     return checks
@@ -169,7 +186,7 @@ def stage_layers(layers: int, pp: int) -> tuple[int, ...]:
     c = -(-layers // pp)
     out = [c] * pp
     ends = [k // 2 if k % 2 == 0 else pp - 1 - k // 2 for k in range(pp)]  # 0, pp − 1, 1, pp − 2, ...
-    for i in ends[:pp * c - layers]:
+    for i in ends[: pp * c - layers]:
         out[i] -= 1
     return tuple(out)
 
@@ -224,8 +241,11 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
             part /= layout.ep
         where = stage_of(G, w.node)
         if where == "block":
-            part *= (_block_share(G, w.node, layout.pp, stage) if stage == "middle"
-                     else block_share(layout, stage, _count_of(G, w.node)))
+            part *= (
+                _block_share(G, w.node, layout.pp, stage)
+                if stage == "middle"
+                else block_share(layout, stage, _count_of(G, w.node))
+            )
         elif layout.pp > 1 and where != stage:
             part = Zero
         return part
@@ -293,8 +313,9 @@ def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_f
     if where == "block":
         if stage == "middle":
             return part * in_flight * _block_share(G, kept.savers[0], layout.pp, stage)
-        return part * in_flight * block_share(layout, stage, _count_of(G, kept.savers[0])) \
-            / weight_copies(layout.schedule)
+        return (
+            part * in_flight * block_share(layout, stage, _count_of(G, kept.savers[0])) / weight_copies(layout.schedule)
+        )
     if layout.pp > 1 and where != stage:
         return Zero
     return part * (in_flight if where == "first" else 1)
@@ -323,8 +344,9 @@ def _ring(n: int) -> sympy.Rational:
     return sympy.Rational(2 * (n - 1), n)
 
 
-def communication(G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: sympy.Expr,
-                  micro_batches: sympy.Expr) -> dict[str, sympy.Expr]:
+def communication(
+    G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: sympy.Expr, micro_batches: sympy.Expr
+) -> dict[str, sympy.Expr]:
     """Bytes one device sends per step, by kind of parallelism (ring collectives).
 
     ``grads``/``params``: the device's gradient and parameter bytes before ZeRO

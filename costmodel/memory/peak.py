@@ -77,8 +77,9 @@ def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]
     return segs
 
 
-def _ledger(tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr],
-            block_of: Mapping[str, str]) -> dict[str, sympy.Expr]:
+def _ledger(
+    tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr], block_of: Mapping[str, str]
+) -> dict[str, sympy.Expr]:
     """Per first saver: bytes it allocates/frees per iteration of its block (rounded up to whole bytes)."""
     at: dict[str, list[sympy.Expr]] = {}
     for k in tensors.values():
@@ -121,8 +122,13 @@ def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr
     return sympy.expand(sympy.Add(*fwd)), sympy.expand(sympy.Add(*grads) + kind.backward_workspace(op))
 
 
-def peak(G: nx.DiGraph, recompute: str = "none", states: sympy.Expr = Zero,
-         counting: Counting = Counting(), norm_stats: bool = True) -> Peak:
+def peak(
+    G: nx.DiGraph,
+    recompute: str = "none",
+    states: sympy.Expr = Zero,
+    counting: Counting = Counting(),
+    norm_stats: bool = True,
+) -> Peak:
     """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`."""
     ops = order(G)
     segs = _segments(G, ops)

@@ -18,15 +18,18 @@ def check_schedule(schedule: str, pp: int, vpp: int) -> None:
     if schedule not in SCHEDULES:
         raise CostModelError(f"schedule: expected one of {', '.join(SCHEDULES)}, received {schedule!r}")
     if vpp > 1 and schedule != "interleaved":
-        raise CostModelError(f"--vpp {vpp} is the interleaved schedule's chunks per device; received --schedule "
-                             f"{schedule} (use --schedule interleaved, or leave it out)")
+        raise CostModelError(
+            f"--vpp {vpp} is the interleaved schedule's chunks per device; received --schedule "
+            f"{schedule} (use --schedule interleaved, or leave it out)"
+        )
     if schedule == "interleaved" and vpp < 2:
         raise CostModelError("the interleaved schedule needs --vpp 2 or more virtual stages per device")
     if schedule != "1f1b" and pp == 1:
         raise CostModelError(f"--schedule {schedule} is a pipeline schedule; expected --pp > 1, received --pp 1")
     if schedule == "dualpipe" and pp % 2:
-        raise CostModelError(f"DualPipe runs two pipelines in opposite directions: expected an even --pp, "
-                             f"received {pp}")
+        raise CostModelError(
+            f"DualPipe runs two pipelines in opposite directions: expected an even --pp, received {pp}"
+        )
 
 
 #: Activation recompute choices (see :mod:`costmodel.memory.activations`).
@@ -65,23 +68,62 @@ class Precision:
     compute_copy: str | None = None  # a low-precision weight copy kept for compute (fp8)
 
 
-PRECISIONS: dict[str, Precision] = {p.name: p for p in (
-    Precision("fp32", "fp32", "fp32", None, "fp32", "fp32", "everything in fp32"),
-    Precision("bf16-mixed", "bf16", "bf16", "fp32", "fp32", "bf16",
-              "bf16 weights and grads, fp32 master weights and moments (default)"),
-    Precision("bf16-mixed-fp32-grads", "bf16", "fp32", "fp32", "fp32", "bf16",
-              "as bf16-mixed, gradients accumulated in fp32"),
-    Precision("bf16-pure", "bf16", "bf16", None, "fp32", "bf16",
-              "bf16 weights and grads, no master copy, fp32 moments"),
-    Precision("fp16-mixed", "fp16", "fp16", "fp32", "fp32", "fp16",
-              "fp16 weights and grads (with loss scaling), fp32 master weights and moments"),
-    Precision("fp8-mixed", "bf16", "bf16", "fp32", "fp32", "bf16",
-              "fp8 matmuls (Transformer Engine): bf16 weights + a cached fp8 copy, bf16 grads, fp32 master "
-              "and moments", compute_copy="fp8"),
-    Precision("fp8-bf16-states", "bf16", "fp32", "fp32", "bf16", "bf16",
-              "fp8 matmuls, fp32 grads and master, bf16 moments (DeepSeek-V3 report, sec. 3.3)",
-              compute_copy="fp8"),
-)}
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("fp32", "fp32", "fp32", None, "fp32", "fp32", "everything in fp32"),
+        Precision(
+            "bf16-mixed",
+            "bf16",
+            "bf16",
+            "fp32",
+            "fp32",
+            "bf16",
+            "bf16 weights and grads, fp32 master weights and moments (default)",
+        ),
+        Precision(
+            "bf16-mixed-fp32-grads",
+            "bf16",
+            "fp32",
+            "fp32",
+            "fp32",
+            "bf16",
+            "as bf16-mixed, gradients accumulated in fp32",
+        ),
+        Precision(
+            "bf16-pure", "bf16", "bf16", None, "fp32", "bf16", "bf16 weights and grads, no master copy, fp32 moments"
+        ),
+        Precision(
+            "fp16-mixed",
+            "fp16",
+            "fp16",
+            "fp32",
+            "fp32",
+            "fp16",
+            "fp16 weights and grads (with loss scaling), fp32 master weights and moments",
+        ),
+        Precision(
+            "fp8-mixed",
+            "bf16",
+            "bf16",
+            "fp32",
+            "fp32",
+            "bf16",
+            "fp8 matmuls (Transformer Engine): bf16 weights + a cached fp8 copy, bf16 grads, fp32 master and moments",
+            compute_copy="fp8",
+        ),
+        Precision(
+            "fp8-bf16-states",
+            "bf16",
+            "fp32",
+            "fp32",
+            "bf16",
+            "bf16",
+            "fp8 matmuls, fp32 grads and master, bf16 moments (DeepSeek-V3 report, sec. 3.3)",
+            compute_copy="fp8",
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -104,25 +146,40 @@ class Optimizer:
     block: int = 2048
 
 
-OPTIMIZERS: dict[str, Optimizer] = {o.name: o for o in (
-    Optimizer("sgd", (), "plain SGD: no state"),
-    Optimizer("sgd-momentum", ("momentum",), "SGD with a momentum buffer"),
-    Optimizer("adam", ("m", "v"), "Adam: first and second moments", scalars=("step",)),
-    Optimizer("adamw", ("m", "v"), "AdamW: first and second moments (decoupled weight decay)", scalars=("step",)),
-    Optimizer("adam-amsgrad", ("m", "v", "v_max"), "Adam with amsgrad: also the running max of v",
-              scalars=("step",)),
-    Optimizer("adamw-amsgrad", ("m", "v", "v_max"), "AdamW with amsgrad", scalars=("step",)),
-    Optimizer("adafactor", (), "Adafactor (torch.optim.Adafactor, no first moment): factored second moment",
-              factored=("v",), scalars=("step",)),
-    Optimizer("adam-8bit", (), "8-bit Adam (bitsandbytes, block-wise): int8 m and v + fp32 absmax per 2048",
-              quantized=("m", "v")),
-    Optimizer("lion", ("m",), "Lion: one momentum buffer"),
-)}
+OPTIMIZERS: dict[str, Optimizer] = {
+    o.name: o
+    for o in (
+        Optimizer("sgd", (), "plain SGD: no state"),
+        Optimizer("sgd-momentum", ("momentum",), "SGD with a momentum buffer"),
+        Optimizer("adam", ("m", "v"), "Adam: first and second moments", scalars=("step",)),
+        Optimizer("adamw", ("m", "v"), "AdamW: first and second moments (decoupled weight decay)", scalars=("step",)),
+        Optimizer(
+            "adam-amsgrad", ("m", "v", "v_max"), "Adam with amsgrad: also the running max of v", scalars=("step",)
+        ),
+        Optimizer("adamw-amsgrad", ("m", "v", "v_max"), "AdamW with amsgrad", scalars=("step",)),
+        Optimizer(
+            "adafactor",
+            (),
+            "Adafactor (torch.optim.Adafactor, no first moment): factored second moment",
+            factored=("v",),
+            scalars=("step",),
+        ),
+        Optimizer(
+            "adam-8bit",
+            (),
+            "8-bit Adam (bitsandbytes, block-wise): int8 m and v + fp32 absmax per 2048",
+            quantized=("m", "v"),
+        ),
+        Optimizer("lion", ("m",), "Lion: one momentum buffer"),
+    )
+}
 
 
 def precision(name: str) -> Precision:
     if name not in PRECISIONS:
-        raise CostModelError(f"unknown precision policy {name!r}{closest(name, PRECISIONS)}; known: {sorted(PRECISIONS)}")
+        raise CostModelError(
+            f"unknown precision policy {name!r}{closest(name, PRECISIONS)}; known: {sorted(PRECISIONS)}"
+        )
     return PRECISIONS[name]
 
 
@@ -130,7 +187,6 @@ def optimizer(name: str) -> Optimizer:
     if name not in OPTIMIZERS:
         raise CostModelError(f"unknown optimizer {name!r}{closest(name, OPTIMIZERS)}; known: {sorted(OPTIMIZERS)}")
     return OPTIMIZERS[name]
-
 
 
 @dataclass(frozen=True)
@@ -144,17 +200,22 @@ class WeightFormat:
     about: str
 
 
-WEIGHT_FORMATS: dict[str, WeightFormat] = {f.name: f for f in (
-    WeightFormat("fp32", 32, None, 0, "fp32, no scales"),
-    WeightFormat("bf16", 16, None, 0, "bf16, no scales"),
-    WeightFormat("fp16", 16, None, 0, "fp16, no scales"),
-    WeightFormat("fp8", 8, 128, 4, "fp8 e4m3 with one fp32 scale per 128 input elements"),
-    WeightFormat("int8", 8, None, 2, "int8 with one fp16 scale per output channel (LLM.int8-style)"),
-    WeightFormat("int4", 4, 128, 4, "int4 with an fp16 scale and fp16 zero point per 128 (GPTQ/AWQ)"),
-)}
+WEIGHT_FORMATS: dict[str, WeightFormat] = {
+    f.name: f
+    for f in (
+        WeightFormat("fp32", 32, None, 0, "fp32, no scales"),
+        WeightFormat("bf16", 16, None, 0, "bf16, no scales"),
+        WeightFormat("fp16", 16, None, 0, "fp16, no scales"),
+        WeightFormat("fp8", 8, 128, 4, "fp8 e4m3 with one fp32 scale per 128 input elements"),
+        WeightFormat("int8", 8, None, 2, "int8 with one fp16 scale per output channel (LLM.int8-style)"),
+        WeightFormat("int4", 4, 128, 4, "int4 with an fp16 scale and fp16 zero point per 128 (GPTQ/AWQ)"),
+    )
+}
 
 
 def weight_format(name: str) -> WeightFormat:
     if name not in WEIGHT_FORMATS:
-        raise CostModelError(f"unknown weights dtype {name!r}{closest(name, WEIGHT_FORMATS)}; expected one of {sorted(WEIGHT_FORMATS)}")
+        raise CostModelError(
+            f"unknown weights dtype {name!r}{closest(name, WEIGHT_FORMATS)}; expected one of {sorted(WEIGHT_FORMATS)}"
+        )
     return WEIGHT_FORMATS[name]

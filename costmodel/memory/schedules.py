@@ -95,15 +95,19 @@ def stage_layers(layers: int, stages: int, first: int | None = None, last: int |
         return (layers,)
     if first is None and last is None:
         if layers % stages:
-            raise CostModelError(f"stage layers: {layers} layers do not split evenly over {stages} stages; give the "
-                                 "first and last stages' layers (--stage-layers FIRST,LAST)")
+            raise CostModelError(
+                f"stage layers: {layers} layers do not split evenly over {stages} stages; give the "
+                "first and last stages' layers (--stage-layers FIRST,LAST)"
+            )
         return (layers // stages,) * stages
     f = first if first is not None else last
     lst = last if last is not None else first
     rest, middle = layers - f - lst, stages - 2
     if f < 1 or lst < 1 or rest < 0 or (middle == 0 and rest) or (middle and rest % middle):
-        raise CostModelError(f"stage layers: {layers} layers over {stages} stages with {f} on the first and {lst} on "
-                             f"the last leave {rest} for {middle} middle stage(s); expected a whole number each")
+        raise CostModelError(
+            f"stage layers: {layers} layers over {stages} stages with {f} on the first and {lst} on "
+            f"the last leave {rest} for {middle} middle stage(s); expected a whole number each"
+        )
     return (f, *((rest // middle,) * middle if middle else ()), lst)
 
 
@@ -118,5 +122,13 @@ def stage_shares(layers: object, stages: int, first: int | None, last: int | Non
     return {k: sympy.Rational(c, total) for k, c in (("first", counts[0]), ("middle", mid), ("last", counts[-1]))}
 
 
-__all__ = ["SCHEDULES", "block_share", "bubble_share", "check_schedule", "in_flight", "stage_layers", "stage_shares",
-           "weight_copies"]
+__all__ = [
+    "SCHEDULES",
+    "block_share",
+    "bubble_share",
+    "check_schedule",
+    "in_flight",
+    "stage_layers",
+    "stage_shares",
+    "weight_copies",
+]

@@ -69,13 +69,16 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
 
         def runs(node: str, stage: str = stage) -> bool:
             return not kind_of(P.nodes[node]["op"]).training_only and (
-                layout.pp == 1 or stage_of(P, node) in ("block", stage))
+                layout.pp == 1 or stage_of(P, node) in ("block", stage)
+            )
 
         work, labels = working_set(P, share_axes, runs)
-        nums = {"params": whole((w["total"] / tp).xreplace(at)),
-                "scales": whole((w["scales"] / tp).xreplace(at)),
-                "kv_cache": whole((kv_cache(H, C, options.kv_dtype, on) / tp).xreplace(at)),
-                "activations": maximum(*(c.xreplace(at) for c in work))}
+        nums = {
+            "params": whole((w["total"] / tp).xreplace(at)),
+            "scales": whole((w["scales"] / tp).xreplace(at)),
+            "kv_cache": whole((kv_cache(H, C, options.kv_dtype, on) / tp).xreplace(at)),
+            "activations": maximum(*(c.xreplace(at) for c in work)),
+        }
         per_stage[stage] = (nums, work, labels)
     state = state_cache(H)  # a state-space model's cache: its size does not grow with the context
     states = whole((state / tp / layout.pp).xreplace(at))
@@ -101,30 +104,53 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
 def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, object]:
     """The convention texts of an inference estimate, as templates (filled at each point's numbers)."""
     fmt = weight_format(options.weights_dtype)
-    stage_text = ("; pipeline {memory__layout__stage} stage of pp = " + str(layout.pp) + _escape(
-        " (its share of the repeated layers, plus the embeddings on the first stage, the final norm and head on "
-        "the last)") if layout.pp > 1 else "")
-    logits = ("the last position's logits (a generation)" if options.logits == "last"
-              else "every position's logits (scoring)")
+    stage_text = (
+        "; pipeline {memory__layout__stage} stage of pp = "
+        + str(layout.pp)
+        + _escape(
+            " (its share of the repeated layers, plus the embeddings on the first stage, the final norm and head on "
+            "the last)"
+        )
+        if layout.pp > 1
+        else ""
+    )
+    logits = (
+        "the last position's logits (a generation)" if options.logits == "last" else "every position's logits (scoring)"
+    )
     out: dict[str, object] = {
-        "memory.conventions.params": Text(_escape(f"inference weights: matmuls in {fmt.about}, tables and norms in "
-                                                  f"the graph dtype; divided by tp = {layout.tp}") + stage_text),
+        "memory.conventions.params": Text(
+            _escape(
+                f"inference weights: matmuls in {fmt.about}, tables and norms in "
+                f"the graph dtype; divided by tp = {layout.tp}"
+            )
+            + stage_text
+        ),
         "memory.conventions.kv_cache": Text(
-            "every tensor tagged kv_cache for " + (str(options.context) if options.context else "{T}")
-            + _escape(f" tokens × batch (a sliding window keeps its last W − 1), in "
-                      f"{options.kv_dtype or 'the op dtype'}; divided by tp, a pipeline stage's share of the layers")),
+            "every tensor tagged kv_cache for "
+            + (str(options.context) if options.context else "{T}")
+            + _escape(
+                f" tokens × batch (a sliding window keeps its last W − 1), in "
+                f"{options.kv_dtype or 'the op dtype'}; divided by tp, a pipeline stage's share of the layers"
+            )
+        ),
         "memory.conventions.activations": Text(
-            _escape("forward working set of a prefill of the prompt (min(T, C) = ") + "{prompt:,}"
-            + _escape(f" tokens), keeping {logits}: the largest op's inputs + output (a view, such as a sliding "
-                      "window's unfolded keys, is its storage); split by tp where an axis is split"),
-            {"prompt": prompt(options)}),
+            _escape("forward working set of a prefill of the prompt (min(T, C) = ")
+            + "{prompt:,}"
+            + _escape(
+                f" tokens), keeping {logits}: the largest op's inputs + output (a view, such as a sliding "
+                "window's unfolded keys, is its storage); split by tp where an axis is split"
+            ),
+            {"prompt": prompt(options)},
+        ),
         "memory.conventions.total": "params + kv_cache + activations" + (" + state_cache" if state else ""),
     }
     if state:
-        out["memory.conventions.state_cache"] = ("the recurrent state of every op that keeps one (a causal "
-                                                 "convolution's last inputs in the op dtype, a selective scan's "
-                                                 "state in fp32) × batch, whatever the context; divided by tp "
-                                                 "and pp")
+        out["memory.conventions.state_cache"] = (
+            "the recurrent state of every op that keeps one (a causal "
+            "convolution's last inputs in the op dtype, a selective scan's "
+            "state in fp32) × batch, whatever the context; divided by tp "
+            "and pp"
+        )
     return out
 
 

@@ -64,8 +64,9 @@ def _split(parts: dict[str, sympy.Expr]) -> dict[str, sympy.Expr]:
     return {
         "params": parts["weights"] + parts.get("compute_copy", 0),
         "grads": parts["grads"],
-        "optimizer": sum((v for k, v in parts.items() if k not in ("weights", "compute_copy", "grads")),
-                         sympy.Integer(0)),
+        "optimizer": sum(
+            (v for k, v in parts.items() if k not in ("weights", "compute_copy", "grads")), sympy.Integer(0)
+        ),
     }
 
 
@@ -133,8 +134,13 @@ def _factored(w: Weight) -> sympy.Expr:
     return w.elements if w.rows is None or w.cols in (None, 1) or w.rows == 1 else w.stack * (w.rows + w.cols)
 
 
-def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
-                share: Callable[[Weight], sympy.Expr] | None = None, scalars: bool = False) -> dict[str, sympy.Expr]:
+def model_state(
+    G: nx.DiGraph,
+    policy: str = "bf16-mixed",
+    opt: str = "adamw",
+    share: Callable[[Weight], sympy.Expr] | None = None,
+    scalars: bool = False,
+) -> dict[str, sympy.Expr]:
     """Model-state bytes of ``G``'s weights, by component, summed from every weight tensor.
 
     Keys: ``weights``, ``compute_copy`` (fp8 policies), ``grads``, ``master``,
@@ -174,11 +180,14 @@ def model_state(G: nx.DiGraph, policy: str = "bf16-mixed", opt: str = "adamw",
         for key in o.factored:
             out[key] += _factored(w) * w.count * part * dtype_bytes(p.states)
         for key in counters:
-            out[key] += w.count * dtype_bytes("fp32") * (1 if part != 0 else 0)  # a scalar per tensor: every shard keeps one
+            out[key] += (
+                w.count * dtype_bytes("fp32") * (1 if part != 0 else 0)
+            )  # a scalar per tensor: every shard keeps one
     out = {k: sympy.expand(v) for k, v in out.items()}
     out["params"] = out["weights"] + out["compute_copy"]
-    out["optimizer"] = sympy.expand(sum((out[k] for k in ("master", *o.states, *o.quantized, *o.factored,
-                                                           *counters)), zero))
+    out["optimizer"] = sympy.expand(
+        sum((out[k] for k in ("master", *o.states, *o.quantized, *o.factored, *counters)), zero)
+    )
     out["trainable"], out["frozen"] = sympy.expand(trainable), sympy.expand(frozen)
     return out
 
@@ -192,6 +201,5 @@ def policy_table(optimizers: tuple[str, ...] = ("sgd", "sgd-momentum", "adamw", 
     for p in PRECISIONS:
         for o in optimizers:
             parts = bytes_per_param(p, o)
-            rows.append(f"| {p} | {o} | {' + '.join(f'{v} {k}' for k, v in parts.items())} | "
-                        f"{sum(parts.values())} |")
+            rows.append(f"| {p} | {o} | {' + '.join(f'{v} {k}' for k, v in parts.items())} | {sum(parts.values())} |")
     return "\n".join(rows)

@@ -182,7 +182,9 @@ class Q:
         return a >= b
 
     def __bool__(self):
-        raise Int64OverflowError("a truth value of arrays")  # a formula branching in Python: the Python-int mode decides
+        raise Int64OverflowError(
+            "a truth value of arrays"
+        )  # a formula branching in Python: the Python-int mode decides
 
 
 def _raise():
@@ -215,8 +217,16 @@ def _and(*conds):
     return np.logical_and.reduce(np.broadcast_arrays(*conds)) if conds else True
 
 
-_MODE = (lambda p, q: Q(lift(p).n, lift(q).n), lambda a, b: lift(a) / b, _max, _min,
-         lambda x: lift(x).ceil(), lambda x: lift(x).floor(), _where, _and)
+_MODE = (
+    lambda p, q: Q(lift(p).n, lift(q).n),
+    lambda a, b: lift(a) / b,
+    _max,
+    _min,
+    lambda x: lift(x).ceil(),
+    lambda x: lift(x).floor(),
+    _where,
+    _and,
+)
 
 
 def checked_mode() -> tuple:

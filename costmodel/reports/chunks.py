@@ -111,8 +111,9 @@ def evaluate(plan: Plan, start: int, stop: int) -> dict[str, np.ndarray]:
             values = _exact(_fn(metrics_src), plan, cols, n)
         else:
             args = [cols[s].astype(np.float64) if s in cols else float(plan.base[s]) for s in plan.symbols]
-            values = [np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in _fn(metrics_src)(
-                float_mode(), *args)]
+            values = [
+                np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)) for v in _fn(metrics_src)(float_mode(), *args)
+            ]
         checks = _exact(_fn(checks_src), plan, cols, n, truth=True)
     out.update(zip(plan.metrics, values))
     valid = np.ones(n, dtype=bool)
@@ -137,8 +138,9 @@ def _exact(fn: Callable, plan: Plan, cols: dict, n: int, truth: bool = False) ->
     try:
         res = fn(object_mode(), *args)
     except ZeroDivisionError:
-        raise CostModelError("sweep: a division by zero at some configs of the grid; expected sizes that are "
-                             "positive") from None
+        raise CostModelError(
+            "sweep: a division by zero at some configs of the grid; expected sizes that are positive"
+        ) from None
     if truth:
         return [np.broadcast_to(np.asarray(r, dtype=bool), (n,)) for r in res]
     return [_objects(np.broadcast_to(np.asarray(r, dtype=object), (n,)).tolist(), n) for r in res]
@@ -196,13 +198,13 @@ def _run_dask(plan: Plan, task: Callable, spans: Sequence, dask: object) -> Iter
         try:
             client = distributed.Client(str(dask), timeout=30)
         except (OSError, TimeoutError, ValueError) as exc:
-            raise CostModelError(f"--dask {dask!r}: cannot reach the scheduler ({exc}); expected an address such "
-                                 "as tcp://127.0.0.1:8786") from None
+            raise CostModelError(
+                f"--dask {dask!r}: cannot reach the scheduler ({exc}); expected an address such as tcp://127.0.0.1:8786"
+            ) from None
     try:
         [remote] = client.scatter([plan], broadcast=True)  # the plan travels once, not with every chunk
         window = 2 * max(1, len(client.scheduler_info().get("workers", {})))
-        yield from _windowed(lambda s: client.submit(task, remote, *s, pure=False), spans, window,
-                             lambda f: f.result())
+        yield from _windowed(lambda s: client.submit(task, remote, *s, pure=False), spans, window, lambda f: f.result())
     finally:
         if own:
             client.close()

@@ -51,15 +51,16 @@ def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
 def quantities(G: nx.DiGraph, conv: Convention) -> dict[str, sympy.Expr]:
     """``flops.training`` and ``memory_bytes.*`` of one step under ``conv``, as expressions."""
     states = model_state(G, conv.policy, "adamw")
-    q = {"flops.training": training_flops(G, conv),
-         "memory_bytes.model_states": sympy.expand(states["params"] + states["grads"] + states["optimizer"]),
-         "memory_bytes.activations": activation_bytes(G, conv)}
+    q = {
+        "flops.training": training_flops(G, conv),
+        "memory_bytes.model_states": sympy.expand(states["params"] + states["grads"] + states["optimizer"]),
+        "memory_bytes.activations": activation_bytes(G, conv),
+    }
     q["memory_bytes.total"] = sympy.expand(q["memory_bytes.model_states"] + q["memory_bytes.activations"])
     return q
 
 
-def difference(G: nx.DiGraph, a: str | Convention, b: str | Convention,
-               key: str = "flops.training") -> sympy.Expr:
+def difference(G: nx.DiGraph, a: str | Convention, b: str | Convention, key: str = "flops.training") -> sympy.Expr:
     """``key`` under ``a`` minus under ``b``, exact and expanded (0 when they agree)."""
     ca = a if isinstance(a, Convention) else convention(a)
     cb = b if isinstance(b, Convention) else convention(b)
@@ -81,9 +82,14 @@ def compare(G: nx.DiGraph, names: Iterable[str] | None = None) -> dict[str, dict
     return rows
 
 
-def compare_conventions(model: Model | str, conventions: Iterable[str] | str | None = None, *,
-                        settings: Mapping[str, object] | None = None, options: Options | None = None,
-                        **kwargs: object) -> Comparison:
+def compare_conventions(
+    model: Model | str,
+    conventions: Iterable[str] | str | None = None,
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Comparison:
     """Exact numbers and formulas of ``model`` per named convention (the ``compare --json`` shape).
 
     ``conventions``: names (or one comma-separated string), the first is the reference; default all.
@@ -99,16 +105,24 @@ def compare_conventions(model: Model | str, conventions: Iterable[str] | str | N
     values = resolve(m, opts)
     rows = compare(m.graph, names)
     step_tokens = as_int(evaluate(tokens_per_step(m.graph), values, "tokens per step"), "tokens per step")
-    out = {"model": m.name, "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
-           "reference": names[0], "conventions": {}}
+    out = {
+        "model": m.name,
+        "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
+        "reference": names[0],
+        "conventions": {},
+    }
     for name, q in rows.items():
         c = CONVENTIONS[name]
-        number = {k: as_int(evaluate(q[k], values, f"{name}: {k}"), k) for k in
-                  ("flops.training", "memory_bytes.model_states", "memory_bytes.activations", "memory_bytes.total")}
+        number = {
+            k: as_int(evaluate(q[k], values, f"{name}: {k}"), k)
+            for k in ("flops.training", "memory_bytes.model_states", "memory_bytes.activations", "memory_bytes.total")
+        }
         if opts.tokens is not None:  # every term of a step's FLOPs carries B*T, so per token × D is exact
             number["flops.training_total"] = number["flops.training"] * opts.tokens // step_tokens
         out["conventions"][name] = {
-            "about": c.about, "source": c.source, **number,
+            "about": c.about,
+            "source": c.source,
+            **number,
             "flops.per_token": str(q["flops.per_token"]),
             "flops.per_token_minus_reference": str(q["per_token_minus_first"]),
         }

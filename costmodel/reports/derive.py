@@ -43,8 +43,13 @@ def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.
     return out
 
 
-def derive(model: Model | str, *, settings: Mapping[str, object] | None = None, options: Options | None = None,
-           **kwargs: object) -> Derivation:
+def derive(
+    model: Model | str,
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Derivation:
     """The symbolic formulas of a model: ``{"model", "family", "symbols", "expressions", "ops", "conventions"}``.
 
     ``expressions`` maps every numeric key of an estimate under the same options to its sympy expression
@@ -53,8 +58,9 @@ def derive(model: Model | str, *, settings: Mapping[str, object] | None = None, 
     """
     opts = Options.make(options, **kwargs)
     m = model_for(model, settings, opts)
-    given = {s: sympy.Integer(v) if isinstance(v, int) else v for s, v in m.values.items()
-             if str(s) in (settings or {})}
+    given = {
+        s: sympy.Integer(v) if isinstance(v, int) else v for s, v in m.values.items() if str(s) in (settings or {})
+    }
     check_values(m.graph, given)
 
     def fix(e: sympy.Expr) -> sympy.Expr:
@@ -68,12 +74,27 @@ def derive(model: Model | str, *, settings: Mapping[str, object] | None = None, 
     for name, c in breakdown(m.graph, opts.counting).items():
         data = m.graph.nodes[name]
         per_run = (c.forward * (1 / data["count"])).map(fix)
-        ops[name] = {"kind": data["op"].kind, "pattern": data["op"].pattern, "count": fix(data["count"]),
-                     "flops": per_run.flops, "bytes": per_run.bytes,
-                     "intensity": per_run.intensity, "params": fix(c.params / data["count"])}
-    used = set().union(*(e.free_symbols for e in exprs.values()),
-                       *(v["count"].free_symbols for v in ops.values() if hasattr(v["count"], "free_symbols")))
+        ops[name] = {
+            "kind": data["op"].kind,
+            "pattern": data["op"].pattern,
+            "count": fix(data["count"]),
+            "flops": per_run.flops,
+            "bytes": per_run.bytes,
+            "intensity": per_run.intensity,
+            "params": fix(c.params / data["count"]),
+        }
+    used = set().union(
+        *(e.free_symbols for e in exprs.values()),
+        *(v["count"].free_symbols for v in ops.values() if hasattr(v["count"], "free_symbols")),
+    )
     symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol" for s in sorted(used, key=str)}
-    return Derivation({"model": m.name, "family": m.family.name, "symbols": symbols, "expressions": exprs,
-                       "ops": ops, "conventions": {"causal": opts.counting.causal, "precision": opts.precision,
-                                                   "optimizer": opts.optimizer}})
+    return Derivation(
+        {
+            "model": m.name,
+            "family": m.family.name,
+            "symbols": symbols,
+            "expressions": exprs,
+            "ops": ops,
+            "conventions": {"causal": opts.counting.causal, "precision": opts.precision, "optimizer": opts.optimizer},
+        }
+    )

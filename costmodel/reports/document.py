@@ -40,8 +40,13 @@ class Document:
 
     def to_latex(self) -> str:
         body = "\n\n".join(_section_latex(s) for s in self.sections)
-        return (PREAMBLE + rf"\title{{{tex.escape(self.title)}}}" + "\n\\date{}\n\\begin{document}\n\\maketitle\n\n"
-                + body + "\n\n\\end{document}\n")
+        return (
+            PREAMBLE
+            + rf"\title{{{tex.escape(self.title)}}}"
+            + "\n\\date{}\n\\begin{document}\n\\maketitle\n\n"
+            + body
+            + "\n\n\\end{document}\n"
+        )
 
     def to_markdown(self) -> str:
         return f"# {self.title}\n\n" + "\n\n".join(_section_markdown(s) for s in self.sections) + "\n"
@@ -96,9 +101,12 @@ def _cell_latex(c: Cell) -> str:
 
 def _box_latex(b: Box) -> str:
     rows = "\n".join(rf"\textbf{{{tex.escape(k)}}} & {tex.escape(v)} \\[2pt]" for k, v in b.rows)
-    return ("\\noindent\\fbox{\\begin{minipage}{\\dimexpr\\linewidth-2\\fboxsep-2\\fboxrule\\relax}\n"
-            "\\begin{tabular}{@{}p{3.7cm}p{\\dimexpr\\linewidth-3.7cm-2\\tabcolsep\\relax}@{}}\n"
-            + rows + "\n\\end{tabular}\n\\end{minipage}}")
+    return (
+        "\\noindent\\fbox{\\begin{minipage}{\\dimexpr\\linewidth-2\\fboxsep-2\\fboxrule\\relax}\n"
+        "\\begin{tabular}{@{}p{3.7cm}p{\\dimexpr\\linewidth-3.7cm-2\\tabcolsep\\relax}@{}}\n"
+        + rows
+        + "\n\\end{tabular}\n\\end{minipage}}"
+    )
 
 
 def _section_latex(s: Section) -> str:
@@ -109,15 +117,24 @@ def _section_latex(s: Section) -> str:
         elif isinstance(b, Box):
             out.append(_box_latex(b))
         elif isinstance(b, Math):
-            out.append(b.latex if b.latex.lstrip().startswith("\\begin") else f"\\begin{{align*}}\n{b.latex}\n\\end{{align*}}")
+            out.append(
+                b.latex if b.latex.lstrip().startswith("\\begin") else f"\\begin{{align*}}\n{b.latex}\n\\end{{align*}}"
+            )
         elif isinstance(b, Table):
             spec = b.align or "l" * len(b.header)
-            rows = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-                    " & ".join(tex.escape(h) for h in b.header) + r" \\", r"\midrule"]
+            rows = [
+                rf"\begin{{tabular}}{{{spec}}}",
+                r"\toprule",
+                " & ".join(tex.escape(h) for h in b.header) + r" \\",
+                r"\midrule",
+            ]
             rows += [" & ".join(_cell_latex(c) for c in row) + r" \\" for row in b.rows]
             rows += [r"\bottomrule", r"\end{tabular}"]
-            out.append("\\begin{center}\n\\resizebox{\\ifdim\\width>\\textwidth\\textwidth\\else\\width\\fi}{!}{%\n"
-                       + "\n".join(rows) + "}\n\\end{center}")
+            out.append(
+                "\\begin{center}\n\\resizebox{\\ifdim\\width>\\textwidth\\textwidth\\else\\width\\fi}{!}{%\n"
+                + "\n".join(rows)
+                + "}\n\\end{center}"
+            )
     return "\n\n".join(out)
 
 
@@ -158,8 +175,11 @@ def _section_html(s: Section) -> str:
         if isinstance(b, Text):
             out.append(f"<p>{html.escape(b.text)}</p>")
         elif isinstance(b, Box):
-            out.append("<table class='summary'><tbody>" + "".join(
-                f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in b.rows) + "</tbody></table>")
+            out.append(
+                "<table class='summary'><tbody>"
+                + "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in b.rows)
+                + "</tbody></table>"
+            )
         elif isinstance(b, Math):
             out.append(html.escape(_markdown_math(b.latex)))
         elif isinstance(b, Table):
@@ -191,8 +211,14 @@ def equation(model, key: str, *, settings: Mapping[str, object] | None = None, *
     return "\\begin{equation*}\n" + body + "\n\\end{equation*}"
 
 
-def report(model, *, settings: Mapping[str, object] | None = None, options: Options | None = None,
-           controls: tuple[str, ...] = (), **kwargs: object) -> Document:
+def report(
+    model,
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    controls: tuple[str, ...] = (),
+    **kwargs: object,
+) -> Document:
     """The full report of one model and config (the options of :func:`costmodel.estimate`); ``controls``:
     symbols the HTML page lets a reader change besides B, T and the devices."""
     opts = Options.make(options, **kwargs)
@@ -206,8 +232,11 @@ def report(model, *, settings: Mapping[str, object] | None = None, options: Opti
         made = build(ctx)
         sections += made if isinstance(made, list) else [made] if made is not None else []
     shown, _ = printable(d["expressions"])
-    data = {"estimate": r.to_dict(), "expressions": {k: str(v) for k, v in d["expressions"].items()},
-            "latex": {k: tex.latex(v) for k, v in shown.items()}}
+    data = {
+        "estimate": r.to_dict(),
+        "expressions": {k: str(v) for k, v in d["expressions"].items()},
+        "latex": {k: tex.latex(v) for k, v in shown.items()},
+    }
 
     def page() -> str:
         from .html import render  # the page writes JavaScript of every formula: only when asked for

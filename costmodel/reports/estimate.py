@@ -28,8 +28,10 @@ def model_for(model: Model | str, settings: Mapping[str, object] | None, options
     dtype of the precision policy when the family has a ``dtype`` option the settings leave alone."""
     if isinstance(model, Model):
         if settings:
-            raise CostModelError("settings apply when a model is loaded by name; this Model is already built "
-                                 "(load it again with the settings)")
+            raise CostModelError(
+                "settings apply when a model is loaded by name; this Model is already built "
+                "(load it again with the settings)"
+            )
         return model
     return load(model, settings, dtype=precision(options.precision).activations)
 
@@ -44,13 +46,17 @@ def resolve(m: Model, options: Options) -> dict[sympy.Symbol, int]:
     used = graph_symbols(m.graph)
     if options.seq is not None:
         if T not in used:  # a ViT's tokens come from its image and patch sizes
-            raise CostModelError(f"model {m.name!r} has no sequence length T for --seq: its tokens per step are "
-                                 f"{tokens_per_step(m.graph)}; set those sizes with --set NAME=VALUE")
+            raise CostModelError(
+                f"model {m.name!r} has no sequence length T for --seq: its tokens per step are "
+                f"{tokens_per_step(m.graph)}; set those sizes with --set NAME=VALUE"
+            )
         values[T] = options.seq
     missing = sorted(str(s) for s in used if s not in values)
     if missing:
-        raise CostModelError(f"model {m.name!r} needs a value for {', '.join(missing)}; "
-                             f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
+        raise CostModelError(
+            f"model {m.name!r} needs a value for {', '.join(missing)}; "
+            f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')"
+        )
     for sym, v in values.items():
         if isinstance(v, bool) or not (isinstance(v, int) or getattr(v, "is_Integer", False)) or v <= 0:
             raise CostModelError(f"{sym}: expected a positive whole number, received {v}")
@@ -64,16 +70,32 @@ def estimate_formulas(model: Model | str, settings: Mapping[str, object] | None,
     them shows (the model, its family and source, its own values, the symbols its graph uses)."""
     m = model_for(model, settings, opts)
     f = quantities(m, opts).formulas().with_meta({})  # a copy: the formulas are shared by models of one graph
-    values = {str(k): int(v) if (isinstance(v, int) and not isinstance(v, bool)) or getattr(v, "is_Integer", False)
-              else str(v) for k, v in m.values.items()}  # anything but a whole number is refused when evaluated
-    f.meta.update({"model": m.name, "family": m.family.name, "source": m.preset.source if m.preset else None,
-              "values": values, "graph_symbols": sorted(str(s) for s in graph_symbols(m.graph)),
-              "tokens": str(tokens_per_step(m.graph))})
+    values = {
+        str(k): int(v)
+        if (isinstance(v, int) and not isinstance(v, bool)) or getattr(v, "is_Integer", False)
+        else str(v)
+        for k, v in m.values.items()
+    }  # anything but a whole number is refused when evaluated
+    f.meta.update(
+        {
+            "model": m.name,
+            "family": m.family.name,
+            "source": m.preset.source if m.preset else None,
+            "values": values,
+            "graph_symbols": sorted(str(s) for s in graph_symbols(m.graph)),
+            "tokens": str(tokens_per_step(m.graph)),
+        }
+    )
     return f
 
 
-def estimate(model: Model | str, *, settings: Mapping[str, object] | None = None,
-             options: Options | None = None, **kwargs: object) -> Estimate:
+def estimate(
+    model: Model | str,
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Estimate:
     """Exact numbers for one step of ``model`` (see :func:`costmodel.reports.fast.estimate`, which caches
     the formulas this derives)."""
     from .fast import estimate as cached  # the verb lives with its cache; this name stays for importers

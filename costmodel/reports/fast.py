@@ -39,17 +39,22 @@ def key(model: object, settings: Mapping[str, object] | None, options: Options) 
     except TypeError:  # an option that cannot be hashed
         memo = None
     k = _key(model, settings, options)
-    if memo is not None and not any(os.path.exists(p) for p in (model, model.rpartition(":")[0],
-                                                                 str(options.hardware or ""))):
+    if memo is not None and not any(
+        os.path.exists(p) for p in (model, model.rpartition(":")[0], str(options.hardware or ""))
+    ):
         _KEYS[memo] = k
     return k
 
 
 def _key(model: str, settings: Mapping[str, object] | None, options: Options) -> str:
     described = options.replace(batch=None, seq=None).describe()  # B and T are values, not choices
-    parts: dict[str, object] = {"version": __version__, "code": formulas.code_stamp(), "model": model,
-                                "settings": sorted((str(k), repr(v)) for k, v in (settings or {}).items()),
-                                "options": described}
+    parts: dict[str, object] = {
+        "version": __version__,
+        "code": formulas.code_stamp(),
+        "model": model,
+        "settings": sorted((str(k), repr(v)) for k, v in (settings or {}).items()),
+        "options": described,
+    }
     # files the formulas are derived from: a config.json, a model folder's, a builder, a hardware file
     for name in (model, model.rpartition(":")[0], os.path.join(model, "config.json"), str(options.hardware or "")):
         if name and os.path.isfile(name):
@@ -58,8 +63,9 @@ def _key(model: str, settings: Mapping[str, object] | None, options: Options) ->
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
-def estimate(model: object, *, settings: Mapping[str, object] | None = None, options: Options | None = None,
-             **kwargs: object) -> Estimate:
+def estimate(
+    model: object, *, settings: Mapping[str, object] | None = None, options: Options | None = None, **kwargs: object
+) -> Estimate:
     """Exact numbers for one step of ``model``: parameters, FLOPs, bytes, memory per device, time.
 
     ``settings`` set symbols or builder options of a named model (``{"d_ff": "8*d/3"}``); the other
@@ -96,33 +102,47 @@ def report(f: formulas.Formulas, opts: Options) -> dict:
     values["B"] = opts.batch if opts.batch is not None else values.get("B", 1)
     if opts.seq is not None:
         if "T" not in used:  # a ViT's tokens come from its image and patch sizes
-            raise CostModelError(f"model {meta['model']!r} has no sequence length T for --seq: its tokens per step "
-                                 f"are {meta['tokens']}; set those sizes with --set NAME=VALUE")
+            raise CostModelError(
+                f"model {meta['model']!r} has no sequence length T for --seq: its tokens per step "
+                f"are {meta['tokens']}; set those sizes with --set NAME=VALUE"
+            )
         values["T"] = opts.seq
     missing = sorted(s for s in used if s not in values)
     if missing:
-        raise CostModelError(f"model {meta['model']!r} needs a value for {', '.join(missing)}; "
-                             f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')")
+        raise CostModelError(
+            f"model {meta['model']!r} needs a value for {', '.join(missing)}; "
+            f"give them with --set NAME=VALUE (or pick a preset: 'costmodel models')"
+        )
     for name, v in values.items():
         if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
             raise CostModelError(f"{name}: expected a positive whole number, received {v}")
     flat = f.evaluate(values)
     out = nest(flat)
     c = opts.counting
-    out.update({
-        "model": meta["model"],
-        "family": meta["family"],
-        "config": dict(sorted(values.items())),
-        "conventions": {"causal": c.causal, "embedding": c.embedding, "elementwise": c.elementwise,
-                        "precision": opts.precision, "optimizer": opts.optimizer,
-                        "attention": opts.attention, "recompute": opts.recompute,
-                        "recompute_fraction": None if opts.recompute_fraction is None else str(opts.recompute_fraction),
-                        "norm_stats": opts.norm_stats, "mfu_basis": opts.mfu_basis,
-                        **({"logits": opts.logits} if opts.inference else {}),
-                        "flop": "a multiply-add is 2 FLOPs",
-                        "activations": flat.get("memory.conventions.activations",
-                                                "saved for backward, no recompute, attention scores materialised")},
-    })
+    out.update(
+        {
+            "model": meta["model"],
+            "family": meta["family"],
+            "config": dict(sorted(values.items())),
+            "conventions": {
+                "causal": c.causal,
+                "embedding": c.embedding,
+                "elementwise": c.elementwise,
+                "precision": opts.precision,
+                "optimizer": opts.optimizer,
+                "attention": opts.attention,
+                "recompute": opts.recompute,
+                "recompute_fraction": None if opts.recompute_fraction is None else str(opts.recompute_fraction),
+                "norm_stats": opts.norm_stats,
+                "mfu_basis": opts.mfu_basis,
+                **({"logits": opts.logits} if opts.inference else {}),
+                "flop": "a multiply-add is 2 FLOPs",
+                "activations": flat.get(
+                    "memory.conventions.activations", "saved for backward, no recompute, attention scores materialised"
+                ),
+            },
+        }
+    )
     if meta.get("source") is not None:
         out["source"] = meta["source"]
     return out

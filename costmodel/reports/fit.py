@@ -70,8 +70,11 @@ def _fits_with(m: Model, opts: Options, values: dict, memory: int, by: str) -> b
     v[B] = opts.layout.dp * (opts.micro_batch or 1)
     try:
         q.check(v)
-        r = {k: q.value(f"memory_bytes.{k}", v) for k in ("total", "peak") if f"memory_bytes.{k}" in q.exprs
-             or f"memory_bytes.{k}" in q.info}
+        r = {
+            k: q.value(f"memory_bytes.{k}", v)
+            for k in ("total", "peak")
+            if f"memory_bytes.{k}" in q.exprs or f"memory_bytes.{k}" in q.info
+        }
     except CostModelError:
         return False
     return _criterion(r, by) <= memory
@@ -86,8 +89,9 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
     one = opts.replace(micro_batch=1)
     out: dict[str, object] = {"recompute": None, "zero3_devices": None, "tp": None}
     for r in ("selective", "full"):
-        if RECOMPUTE_ORDER[r] > RECOMPUTE_ORDER[opts.recompute] and _fits_with(m, one.replace(recompute=r), values,
-                                                                               memory, by):
+        if RECOMPUTE_ORDER[r] > RECOMPUTE_ORDER[opts.recompute] and _fits_with(
+            m, one.replace(recompute=r), values, memory, by
+        ):
             out["recompute"] = r
             break
     q = quantities(m, one)
@@ -95,15 +99,23 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
     v[B] = opts.layout.dp
     num = q.evaluate(v)
     states = sum(num[f"memory_bytes.{k}"] for k in ("params", "grads", "optimizer"))
-    need = num["memory_bytes.peak"] if by == "peak" and num.get("memory_bytes.peak") is not None \
+    need = (
+        num["memory_bytes.peak"]
+        if by == "peak" and num.get("memory_bytes.peak") is not None
         else num["memory_bytes.total"]
+    )
     room = memory - (need - states)
     if room > 0:
         layout = opts.layout
         n = max(2, -(-num["memory.states_unsharded_bytes"] // room))
         for k in range(n, n + 4):  # the estimate leaves out rounding and the bytes ZeRO-3 shards unevenly
-            if _fits_with(m, one.replace(dp=k * layout.dp, zero=3, ep=layout.ep if k * layout.dp % layout.ep == 0
-                                         else 1), values, memory, by):
+            if _fits_with(
+                m,
+                one.replace(dp=k * layout.dp, zero=3, ep=layout.ep if k * layout.dp % layout.ep == 0 else 1),
+                values,
+                memory,
+                by,
+            ):
                 out["zero3_devices"] = k * layout.devices
                 break
     for t in (2, 4, 8):
@@ -116,9 +128,17 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
 RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
 
 
-def fit(model: Model | str, memory: object = None, *, hardware: object = None, solve: str = "batch",
-        by: str = "peak", settings: Mapping[str, object] | None = None, options: Options | None = None,
-        **kwargs: object) -> Fit:
+def fit(
+    model: Model | str,
+    memory: object = None,
+    *,
+    hardware: object = None,
+    solve: str = "batch",
+    by: str = "peak",
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Fit:
     """Largest micro-batch per device (``solve="batch"``) or sequence/context (``"seq"``) within ``memory``
     (bytes, or a size such as ``"80GB"``) or the memory of ``hardware``.
 
@@ -147,8 +167,10 @@ def fit(model: Model | str, memory: object = None, *, hardware: object = None, s
     opts = opts.replace(**changes)
     m = model_for(model, settings, opts)
     if solve == "seq" and T not in graph_symbols(m.graph):
-        raise CostModelError(f"fit: model {m.name!r} has no sequence length T to solve for (a ViT's tokens come "
-                             "from its image and patch sizes); solve for the batch instead")
+        raise CostModelError(
+            f"fit: model {m.name!r} has no sequence length T to solve for (a ViT's tokens come "
+            "from its image and patch sizes); solve for the batch instead"
+        )
     values = resolve(m, opts.replace(batch=opts.batch or dp))
     q = quantities(m, opts)
     keys = [k for k in SIZE_KEYS if f"memory_bytes.{k}" in q.exprs or f"memory_bytes.{k}" in q.info]
@@ -191,6 +213,8 @@ def fit(model: Model | str, memory: object = None, *, hardware: object = None, s
             graph = flash_attention(m.graph) if opts.flash else m.graph
             acts = activations(graph, opts.recompute).bytes
             per_seq, rest = sympy.expand(sympy.diff(acts, B)), sympy.expand(acts.subs(B, 0))
-            out["formula"] = (f"sum convention, no layout: B_max = floor((M - states - ({rest})) / ({per_seq})) "
-                              "(activation bytes per sequence; B-independent saved tensors)")
+            out["formula"] = (
+                f"sum convention, no layout: B_max = floor((M - states - ({rest})) / ({per_seq})) "
+                "(activation bytes per sequence; B-independent saved tensors)"
+            )
     return Fit(out)

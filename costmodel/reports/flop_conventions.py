@@ -47,8 +47,11 @@ def routers(G: nx.DiGraph) -> list[str]:
     out = []
     for name, data in op_nodes(G):
         op = data["op"]
-        if weight_use(op) == "dense" and not op.attr("experts") and any(
-                op.size[a] in experts for a in op.parsed.output if a not in data_operands(op)[0]):
+        if (
+            weight_use(op) == "dense"
+            and not op.attr("experts")
+            and any(op.size[a] in experts for a in op.parsed.output if a not in data_operands(op)[0])
+        ):
             out.append(name)
     return out
 
@@ -62,12 +65,18 @@ def n_params(G: nx.DiGraph, which: str = "non_embedding", counting: Counting = C
     if which == "total":
         return t.params if t.params_active is None else t.params_active
     if which == "nanogpt":
-        table = sympy.Add(*(op_cost(G.nodes[n]["op"], counting).params * G.nodes[n]["count"]
-                            for n in position_tables(G)))
+        table = sympy.Add(
+            *(op_cost(G.nodes[n]["op"], counting).params * G.nodes[n]["count"] for n in position_tables(G))
+        )
         return sympy.expand((t.params if t.params_active is None else t.params_active) - table)
     if which == "matmul":  # a tied unembedding reads the embedding's table: its matmul's weight is used too
-        tied = sympy.Add(*(elements(op.parsed.inputs[weight_operand(op)], op.size) * d["count"]
-                           for _, d in op_nodes(G) if weight_use(op := d["op"]) == "dense" and op.attr("tied")))
+        tied = sympy.Add(
+            *(
+                elements(op.parsed.inputs[weight_operand(op)], op.size) * d["count"]
+                for _, d in op_nodes(G)
+                if weight_use(op := d["op"]) == "dense" and op.attr("tied")
+            )
+        )
         return sympy.expand(t.params_active_non_embedding + tied)
     strict = []  # the weight matrices of the repeated layers (no biases, no gains), the active share of experts
     for name, data in op_nodes(G):
@@ -102,16 +111,17 @@ def training_flops(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
         if conv.embed_flops:  # per element of what enters the first repeated block (B·T·d), × 3 for training
             first = next(iter(repeated_blocks(G)), None)
             entering = block_inputs(G, first).values() if first else ()
-            flops += 3 * conv.embed_flops * sympy.Add(*(k.saved.elements for k in entering
-                                                        if k.saved.dtype != "int64"))
+            flops += 3 * conv.embed_flops * sympy.Add(*(k.saved.elements for k in entering if k.saved.dtype != "int64"))
         return sympy.expand(flops)
     flops = t.training.flops
     if not conv.router:
-        flops -= sympy.Add(*(op_cost(G.nodes[n]["op"], conv.ops).training.flops * G.nodes[n]["count"]
-                             for n in routers(G)))
+        flops -= sympy.Add(
+            *(op_cost(G.nodes[n]["op"], conv.ops).training.flops * G.nodes[n]["count"] for n in routers(G))
+        )
     if conv.recompute:
-        flops += sum((op_cost(d["op"], conv.ops).forward.flops * d["count"]
-                      for _, d in op_nodes(G) if _repeated(d)), Zero)
+        flops += sum(
+            (op_cost(d["op"], conv.ops).forward.flops * d["count"] for _, d in op_nodes(G) if _repeated(d)), Zero
+        )
     return sympy.expand(flops)
 
 

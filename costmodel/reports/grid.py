@@ -84,6 +84,8 @@ def check_budget(grid: Mapping[str, Sequence[int]], metrics: Sequence[str], exac
     if n > limit:
         raise CostModelError(f"sweep: {n:,} configs; expected at most {limit:,}{mode}")
     if n * max(1, len(metrics)) > values:
-        raise CostModelError(f"sweep: {n:,} configs × {len(metrics)} metrics = {n * len(metrics):,} values; "
-                             f"expected at most {values:,}{mode} (fewer configs or metrics per sweep)")
+        raise CostModelError(
+            f"sweep: {n:,} configs × {len(metrics)} metrics = {n * len(metrics):,} values; "
+            f"expected at most {values:,}{mode} (fewer configs or metrics per sweep)"
+        )
     return n

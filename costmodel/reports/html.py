@@ -62,7 +62,7 @@ def mathml_lines(expr: sympy.Expr, per_line: int = 4) -> list[str]:
     parts = expr.as_ordered_terms(order="lex") if isinstance(expr, sympy.Add) else [expr]
     lines = []
     for i in range(0, len(parts), per_line):
-        chunk = parts[i:i + per_line]
+        chunk = parts[i : i + per_line]
         body = _MATHML.doprint(sympy.Add(*chunk, evaluate=False))
         sign = "<mo>+</mo>" if i and not chunk[0].could_extract_minus_sign() else ""
         lines.append(sign + body)
@@ -70,7 +70,7 @@ def mathml_lines(expr: sympy.Expr, per_line: int = 4) -> list[str]:
 
 
 def _symbol_mathml(s: sympy.Symbol) -> str:
-    return f'<math>{_MATHML.doprint(s)}</math>'
+    return f"<math>{_MATHML.doprint(s)}</math>"
 
 
 def _formulas(shown: Mapping[str, sympy.Expr]) -> str:
@@ -78,8 +78,10 @@ def _formulas(shown: Mapping[str, sympy.Expr]) -> str:
     for key, expr in shown.items():
         lines = mathml_lines(expr)
         rows = "".join(f'<div class="line"><math display="block">{line}</math></div>' for line in lines)
-        out.append(f'<div class="formula"><div class="fname">{html.escape(names.label(key))} '
-                   f'<code>{html.escape(key)}</code> =</div>{rows}</div>')
+        out.append(
+            f'<div class="formula"><div class="fname">{html.escape(names.label(key))} '
+            f"<code>{html.escape(key)}</code> =</div>{rows}</div>"
+        )
     return "".join(out)
 
 
@@ -120,8 +122,11 @@ class _Page:
         # N is a control where the time is a formula in it: a given rate or the roofline bound; the calibrated
         # step places each collective on a network tier by N, so it is worked out at the N given
         rate = any(getattr(options, k) is not None for k in ("achieved_flops", "mfu", "tokens_per_s"))
-        symbolic = options.hardware is not None and options.layout.devices == 1 and (
-            rate or options.time_model == "roofline" or options.inference)
+        symbolic = (
+            options.hardware is not None
+            and options.layout.devices == 1
+            and (rate or options.time_model == "roofline" or options.inference)
+        )
         self.q = page_quantities(model, options, N_DEV if symbolic else None)
         self.estimate = estimate(model, options=options)
         self.flat = self.estimate.flat
@@ -131,8 +136,10 @@ class _Page:
         chosen = ["B", *(["T"] if T in graph_symbols(model.graph) else [])]
         for name in controls:
             if name not in used:
-                raise CostModelError(f"--control {name}: not a symbol of model {model.name!r}{closest(name, used)}; "
-                                     f"expected one of {', '.join(sorted(used))}")
+                raise CostModelError(
+                    f"--control {name}: not a symbol of model {model.name!r}{closest(name, used)}; "
+                    f"expected one of {', '.join(sorted(used))}"
+                )
             chosen.append(name)
         self.controls = list(dict.fromkeys(chosen)) + (["N_dev"] if symbolic else [])
         self.base = dict(self.values)
@@ -144,15 +151,24 @@ class _Page:
         q = self.q
         exprs: list[sympy.Basic] = list(q.exprs.values())
         layout: dict[str, object] = {
-            "keys": [{"key": k, "show": "float" if k in q.floats else "number" if k in q.numbers else "int",
-                      "unit": names.unit(k)} for k in q.exprs]}
+            "keys": [
+                {
+                    "key": k,
+                    "show": "float" if k in q.floats else "number" if k in q.numbers else "int",
+                    "unit": names.unit(k),
+                }
+                for k in q.exprs
+            ]
+        }
         layout["choices"] = []
         for key, (cands, labels) in q.choices.items():
             exprs += list(cands)
             layout["choices"].append({"key": key, "labels": list(labels), "by_label": key in q.label_ties})
         fractions, relations = _axis_checks(self.model.graph)
-        checks = [(sympy.Eq(sympy.Mod(n, d), 0, evaluate=False), f"an axis size {n}/{d} is not a whole number")
-                  for n, d in fractions]
+        checks = [
+            (sympy.Eq(sympy.Mod(n, d), 0, evaluate=False), f"an axis size {n}/{d} is not a whole number")
+            for n, d in fractions
+        ]
         checks += [(r, f"the model's sizes must satisfy {r}") for r in relations]
         checks += [(r, m if isinstance(m, str) else f"this configuration fails the check {r}") for r, m in q.checks]
         exprs += [r for r, _ in checks]
@@ -174,10 +190,20 @@ class _Page:
         if missing:
             raise CostModelError(f"html report: no value for {', '.join(missing)}")
         fn = jscode.source(exprs, symbols)
-        symbol_rows = [{"name": str(s), "js": jscode.name(s), "value": str(self.base[s]),
-                        "control": str(s) in self.controls,
-                        "label": "devices the step's time is spread over" if s == N_DEV else
-                        describe(str(s)) if str(s) in SYMBOLS else "a symbol of this model"} for s in symbols]
+        symbol_rows = [
+            {
+                "name": str(s),
+                "js": jscode.name(s),
+                "value": str(self.base[s]),
+                "control": str(s) in self.controls,
+                "label": "devices the step's time is spread over"
+                if s == N_DEV
+                else describe(str(s))
+                if str(s) in SYMBOLS
+                else "a symbol of this model",
+            }
+            for s in symbols
+        ]
         f = summary.facts(self.flat, self.options)
         live = set(self.q.exprs) | set(self.q.choices)
         static = {k: v for k, v in self.flat.items() if k not in live and v is not None}
@@ -188,18 +214,35 @@ class _Page:
 
             d = device(self.options.hardware)
             dtype = self.flat.get("time.dtype", "bf16")
-            dev = {"name": d.name, "peak": float(d.peak(dtype)), "bandwidth": float(d.memory_bandwidth),
-                   "capacity": str(int(d.memory_bytes)), "dtype": dtype}
-        data = {"title": f"costmodel report: {self.flat['model']}", "symbols": symbol_rows, "layout": layout,
-                "facts": f, "static": {k: v for k, v in static.items() if k not in ints}, "static_ints": ints,
-                "device": dev,
-                "memory_parts": [k for k in MEMORY_PARTS if k in self.q.exprs],
-                "labels": {k: names.label(k) for k in [*self.q.exprs, *self.q.choices, *self.flat]}}
+            dev = {
+                "name": d.name,
+                "peak": float(d.peak(dtype)),
+                "bandwidth": float(d.memory_bandwidth),
+                "capacity": str(int(d.memory_bytes)),
+                "dtype": dtype,
+            }
+        data = {
+            "title": f"costmodel report: {self.flat['model']}",
+            "symbols": symbol_rows,
+            "layout": layout,
+            "facts": f,
+            "static": {k: v for k, v in static.items() if k not in ints},
+            "static_ints": ints,
+            "device": dev,
+            "memory_parts": [k for k in MEMORY_PARTS if k in self.q.exprs],
+            "labels": {k: names.label(k) for k in [*self.q.exprs, *self.q.choices, *self.flat]},
+        }
         return data, fn
 
 
-MEMORY_PARTS = ("memory_bytes.params", "memory_bytes.grads", "memory_bytes.optimizer", "memory_bytes.kv_cache",
-                "memory_bytes.state_cache", "memory_bytes.activations")
+MEMORY_PARTS = (
+    "memory_bytes.params",
+    "memory_bytes.grads",
+    "memory_bytes.optimizer",
+    "memory_bytes.kv_cache",
+    "memory_bytes.state_cache",
+    "memory_bytes.activations",
+)
 
 
 def _value_text(v: object) -> str:
@@ -211,8 +254,10 @@ def _value_text(v: object) -> str:
 
 def _cell(key: str, v: object, unit: str | None = None) -> str:
     shown = names.shown(unit or names.unit(key), v)
-    return f'<td class="num" data-key="{html.escape(key)}" data-value="{html.escape(_value_text(v))}">' \
-           f'{html.escape(shown)}</td>'
+    return (
+        f'<td class="num" data-key="{html.escape(key)}" data-value="{html.escape(_value_text(v))}">'
+        f"{html.escape(shown)}</td>"
+    )
 
 
 def render(model, options: Options, controls: Sequence[str] = ()) -> str:
@@ -225,28 +270,40 @@ def render(model, options: Options, controls: Sequence[str] = ()) -> str:
     flat = p.flat
     parts = summary.time_parts(model, options, p.values, p.q, flat)
     rows = summary.summary(flat, data["facts"], parts)
-    box = "".join(f'<tr><th>{html.escape(k)}</th><td data-summary="{html.escape(k)}">{html.escape(v)}</td></tr>'
-                  for k, v in rows)
+    box = "".join(
+        f'<tr><th>{html.escape(k)}</th><td data-summary="{html.escape(k)}">{html.escape(v)}</td></tr>' for k, v in rows
+    )
     ctrl = "".join(
         f'<label class="control"><span>{html.escape(s["name"] if s["name"] != "N_dev" else "devices")}</span>'
         f'<input type="number" min="1" step="1" id="control-{html.escape(s["name"])}" data-symbol="{s["name"]}" '
         f'value="{s["value"]}"><input type="range" min="0" max="24" step="1" '
         f'data-slider="{s["name"]}" aria-label="{html.escape(s["name"])} (powers of two)">'
-        f'<small>{html.escape(s["label"])}</small></label>'
-        for s in sorted((s for s in data["symbols"] if s["control"]), key=lambda s: p.controls.index(s["name"])))
+        f"<small>{html.escape(s['label'])}</small></label>"
+        for s in sorted((s for s in data["symbols"] if s["control"]), key=lambda s: p.controls.index(s["name"]))
+    )
     numbers = []
     for key in [*p.q.exprs, *p.q.choices]:
         v = flat.get(key)
-        numbers.append(f'<tr><th>{html.escape(names.label(key))}</th><td><code>{html.escape(key)}</code></td>'
-                       + _cell(key, v) + f'<td class="exact" data-exact="{html.escape(key)}">'
-                       f'{html.escape(_value_text(v))}</td></tr>')
-    syms = "".join(f'<tr><td>{_symbol_mathml(sympy.Symbol(s["name"]))}</td><td>{html.escape(s["label"])}</td>'
-                   + _cell("config." + s["name"], int(s["value"]), "count") + "</tr>"
-                   for s in data["symbols"] if s["name"] != "N_dev")
+        numbers.append(
+            f"<tr><th>{html.escape(names.label(key))}</th><td><code>{html.escape(key)}</code></td>"
+            + _cell(key, v)
+            + f'<td class="exact" data-exact="{html.escape(key)}">'
+            f"{html.escape(_value_text(v))}</td></tr>"
+        )
+    syms = "".join(
+        f"<tr><td>{_symbol_mathml(sympy.Symbol(s['name']))}</td><td>{html.escape(s['label'])}</td>"
+        + _cell("config." + s["name"], int(s["value"]), "count")
+        + "</tr>"
+        for s in data["symbols"]
+        if s["name"] != "N_dev"
+    )
     shown, left = printable(p.q.exprs)
-    conv = "".join(f"<li><b>{html.escape(k.rpartition('.')[2])}</b>: {html.escape(str(v))}</li>"
-                   for k, v in flat.items() if k.startswith(("conventions.", "memory.conventions.")))
-    source = f' Source: {html.escape(str(flat["source"]))}.' if "source" in flat else ""
+    conv = "".join(
+        f"<li><b>{html.escape(k.rpartition('.')[2])}</b>: {html.escape(str(v))}</li>"
+        for k, v in flat.items()
+        if k.startswith(("conventions.", "memory.conventions."))
+    )
+    source = f" Source: {html.escape(str(flat['source']))}." if "source" in flat else ""
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     scripts = "\n".join(asset(a) for a in ASSETS)
     return f"""<!DOCTYPE html>
@@ -268,8 +325,9 @@ def render(model, options: Options, controls: Sequence[str] = ()) -> str:
 <div class="scroll"><table><thead><tr><th>symbol</th><th>meaning</th><th>value</th></tr></thead>
 <tbody>{syms}</tbody></table></div>
 <p>The formulas of one step (B sequences of T tokens), derived from the op graph; every number on this page
-is computed from them{" (derived as a maximum, a choice or a rounding, in the JSON: " + ", ".join(left) + ")"
-if left else ""}.</p>
+is computed from them{
+        " (derived as a maximum, a choice or a rounding, in the JSON: " + ", ".join(left) + ")" if left else ""
+    }.</p>
 <div class="formulas">{_formulas(shown)}</div></section>
 <section id="ops"><h2>Ops</h2><p id="ops-note"></p><div class="scroll"><table id="ops-table"></table></div>
 </section>

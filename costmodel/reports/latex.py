@@ -29,12 +29,16 @@ def equations(expressions: Mapping[str, sympy.Expr]) -> str:
 
 def ops_table(ops: Mapping[str, Mapping[str, object]]) -> str:
     """A booktabs table of the per-op forward costs (name, kind, count, FLOPs, bytes, intensity)."""
-    rows = [r"\begin{tabular}{llllll}", r"\toprule",
-            r"op & kind & count & FLOPs & bytes & FLOPs/byte \\", r"\midrule"]
+    rows = [r"\begin{tabular}{llllll}", r"\toprule", r"op & kind & count & FLOPs & bytes & FLOPs/byte \\", r"\midrule"]
     for name, row in ops.items():
-        cells = [rf"\texttt{{{name.replace('_', chr(92) + '_')}}}", str(row["kind"]),
-                 f"${latex(row['count'])}$",
-                 f"${latex(row['flops'])}$", f"${latex(row['bytes'])}$", f"${latex(row['intensity'])}$"]
+        cells = [
+            rf"\texttt{{{name.replace('_', chr(92) + '_')}}}",
+            str(row["kind"]),
+            f"${latex(row['count'])}$",
+            f"${latex(row['flops'])}$",
+            f"${latex(row['bytes'])}$",
+            f"${latex(row['intensity'])}$",
+        ]
         rows.append(" & ".join(cells) + r" \\")
     rows += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(rows)
@@ -64,8 +68,11 @@ def terms(expr: sympy.Expr, per_line: int = 4, width: int | None = None) -> list
     parts = expr.as_ordered_terms(order="lex") if isinstance(expr, sympy.Add) else [expr]
     groups: list[list[sympy.Expr]] = []
     for part in parts:
-        if groups and len(groups[-1]) < per_line and (width is None or visible(latex(sympy.Add(
-                *groups[-1], part, evaluate=False))) <= width):
+        if (
+            groups
+            and len(groups[-1]) < per_line
+            and (width is None or visible(latex(sympy.Add(*groups[-1], part, evaluate=False))) <= width)
+        ):
             groups[-1].append(part)
         else:
             groups.append([part])

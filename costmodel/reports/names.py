@@ -102,7 +102,8 @@ def unit(key: str) -> str:
     if key.endswith("tokens_per_s"):
         return "rate"
     return {"time.training_days": "days", "time.gpu_hours": "hours", "time.cost_usd": "usd"}.get(
-        key, "count" if key.startswith(("params.", "tokens.", "memory.", "time.context")) else "plain")
+        key, "count" if key.startswith(("params.", "tokens.", "memory.", "time.context")) else "plain"
+    )
 
 
 def show(key: str, value: object) -> str:

@@ -24,13 +24,23 @@ def facts_of(flat: Mapping[str, object]) -> dict[str, object]:
         from ..devices.table import device  # the hardware table: read when an estimate has a device
 
         capacity = int(device(str(hardware)).memory_bytes)
-    shards = " × ".join(f"{k} {flat[f'memory.layout.{k}']}" for k in ("dp", "tp", "pp", "sp", "ep")
-                        if flat.get(f"memory.layout.{k}", 1) > 1)
+    shards = " × ".join(
+        f"{k} {flat[f'memory.layout.{k}']}"
+        for k in ("dp", "tp", "pp", "sp", "ep")
+        if flat.get(f"memory.layout.{k}", 1) > 1
+    )
     zero = flat.get("memory.layout.zero", 0)
-    return {"model": flat["model"], "family": flat["family"], "precision": flat.get("conventions.precision"),
-            "optimizer": flat.get("conventions.optimizer"), "inference": "memory_bytes.kv_cache" in flat,
-            "hardware": hardware, "capacity": capacity, "basis": flat.get("time.basis"),
-            "layout": shards + (f", ZeRO-{zero}" if zero else "")}
+    return {
+        "model": flat["model"],
+        "family": flat["family"],
+        "precision": flat.get("conventions.precision"),
+        "optimizer": flat.get("conventions.optimizer"),
+        "inference": "memory_bytes.kv_cache" in flat,
+        "hardware": hardware,
+        "capacity": capacity,
+        "basis": flat.get("time.basis"),
+        "layout": shards + (f", ZeRO-{zero}" if zero else ""),
+    }
 
 
 def _rows(rows) -> str:
@@ -43,12 +53,21 @@ def estimate_html(flat: Mapping[str, object]) -> str:
     box = summary.summary(flat, facts_of(flat), parts)
     box = [row for row in box if row[1] != "-"]  # the binding resource of a step needs its ops: in report()
     head = _rows((("th", html.escape(k)), ("td", html.escape(v))) for k, v in box)
-    body = _rows((("td", html.escape(names.label(k))), ("td", f"<code>{html.escape(k)}</code>"),
-                  ("td", html.escape(names.show(k, v))), ("td", html.escape(repr(v) if isinstance(v, float) else str(v))))
-                 for k, v in flat.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-    return (f"<div class='costmodel'><table><caption>costmodel estimate: {html.escape(str(flat['model']))}</caption>"
-            f"<tbody>{head}</tbody></table><table><thead><tr><th>quantity</th><th>key</th><th>value</th>"
-            f"<th>exact</th></tr></thead><tbody>{body}</tbody></table></div>")
+    body = _rows(
+        (
+            ("td", html.escape(names.label(k))),
+            ("td", f"<code>{html.escape(k)}</code>"),
+            ("td", html.escape(names.show(k, v))),
+            ("td", html.escape(repr(v) if isinstance(v, float) else str(v))),
+        )
+        for k, v in flat.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    )
+    return (
+        f"<div class='costmodel'><table><caption>costmodel estimate: {html.escape(str(flat['model']))}</caption>"
+        f"<tbody>{head}</tbody></table><table><thead><tr><th>quantity</th><th>key</th><th>value</th>"
+        f"<th>exact</th></tr></thead><tbody>{body}</tbody></table></div>"
+    )
 
 
 def sweep_html(columns: Mapping[str, list], title: str) -> str:
@@ -56,11 +75,15 @@ def sweep_html(columns: Mapping[str, list], title: str) -> str:
     keys = list(columns)
     n = len(columns[keys[0]]) if keys else 0
     head = "".join(f"<th>{html.escape(k)}</th>" for k in keys)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(k, columns[k][i]))}</td>" for k in keys) + "</tr>"
-                   for i in range(min(n, SWEEP_ROWS)))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(k, columns[k][i]))}</td>" for k in keys) + "</tr>"
+        for i in range(min(n, SWEEP_ROWS))
+    )
     more = f"<p>… {n - SWEEP_ROWS:,} more rows (to_pandas() or to_json() for all)</p>" if n > SWEEP_ROWS else ""
-    return (f"<table><caption>{html.escape(title)}: {n:,} configs</caption><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>{more}")
+    return (
+        f"<table><caption>{html.escape(title)}: {n:,} configs</caption><thead><tr>{head}</tr></thead>"
+        f"<tbody>{body}</tbody></table>{more}"
+    )
 
 
 def _cell(key: str, v: object) -> str:

@@ -45,8 +45,10 @@ from .estimate import estimate, resolve
 
 RECOMPUTE = ("none", "selective", "full")
 #: The symbols of a layout in the compiled step (in this order).
-KNOBS = sympy.symbols("tp pp dp cp vpp b m sel full msp single zero3 " + " ".join(
-    f"s_{s.replace('-', '_')}" for s in SCHEDULES), positive=True)
+KNOBS = sympy.symbols(
+    "tp pp dp cp vpp b m sel full msp single zero3 " + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES),
+    positive=True,
+)
 
 
 @dataclass(frozen=True)
@@ -63,13 +65,33 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
     """Derive and compile the calibrated step with every layout choice a symbol."""
     tp, pp, dp, cp, vpp, b, m_, sel, full, msp, single, zero3, *flags = KNOBS
     G = prepared(m.graph, options)
-    k = Knobs(tp, pp, dp, cp, sympy.Integer(1), vpp, b, m_, {"selective": sel, "full": full},
-              dict(zip(SCHEDULES, flags)), msp, single, zero3)
+    k = Knobs(
+        tp,
+        pp,
+        dp,
+        cp,
+        sympy.Integer(1),
+        vpp,
+        b,
+        m_,
+        {"selective": sel, "full": full},
+        dict(zip(SCHEDULES, flags)),
+        msp,
+        single,
+        zero3,
+    )
     sub = {s: v for s, v in values.items() if s is not B}
     mem: dict[str, float] = {}
     for r in RECOMPUTE:  # the unsharded model: one sequence, one device
-        e = estimate(m, batch=1, seq=values[T], recompute=r, flash=options.flash, precision=options.precision,
-                     optimizer=options.optimizer)["memory_bytes"]
+        e = estimate(
+            m,
+            batch=1,
+            seq=values[T],
+            recompute=r,
+            flash=options.flash,
+            precision=options.precision,
+            optimizer=options.optimizer,
+        )["memory_bytes"]
         mem[f"act_{r}"] = float(e["activations"])
         mem.update(weights=float(e["params"]), grads=float(e["grads"]), states=float(e["optimizer"]))
     grads = sympy.Integer(int(mem["grads"]))
@@ -86,9 +108,17 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
     return Compiled(compile_exprs([s.xreplace({single: 0})], KNOBS), compile_exprs([one], KNOBS), layers, mem)
 
 
-def layouts(devices: int, batch: int, layers: int, seq: int, node: int = 8, heads: int | None = None,
-            micro: tuple[int, ...] = (1, 2, 4, 8), vpps: tuple[int, ...] = (2, 3, 4, 6),
-            cps: tuple[int, ...] = (1, 2, 4, 8)) -> dict[str, np.ndarray]:
+def layouts(
+    devices: int,
+    batch: int,
+    layers: int,
+    seq: int,
+    node: int = 8,
+    heads: int | None = None,
+    micro: tuple[int, ...] = (1, 2, 4, 8),
+    vpps: tuple[int, ...] = (2, 3, 4, 6),
+    cps: tuple[int, ...] = (1, 2, 4, 8),
+) -> dict[str, np.ndarray]:
     """Every layout that divides: columns of equal length (tp, pp, dp, cp, vpp, b, m, recompute, zero, schedule)."""
     rows = []
     pows = [x for x in (1, 2, 4, 8, 16) if x <= 2 * node]
@@ -101,8 +131,13 @@ def layouts(devices: int, batch: int, layers: int, seq: int, node: int = 8, head
             dp = devices // (tp * cp * pp)
             if batch % dp:
                 continue
-            scheds = [("1f1b", 1)] if pp == 1 else [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)] + \
-                [("interleaved", v) for v in vpps if layers % (pp * v) == 0] + ([("dualpipe", 1)] if pp % 2 == 0 else [])
+            scheds = (
+                [("1f1b", 1)]
+                if pp == 1
+                else [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
+                + [("interleaved", v) for v in vpps if layers % (pp * v) == 0]
+                + ([("dualpipe", 1)] if pp % 2 == 0 else [])
+            )
             for b in micro:
                 if (batch // dp) % b:
                     continue
@@ -124,8 +159,9 @@ def layouts(devices: int, batch: int, layers: int, seq: int, node: int = 8, head
 def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(predicted step seconds, screened memory bytes per device) of every layout (vectorised)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
-    tp, pp, dp, cp, v, b, m, r, z, s = (f(lay[k]) for k in ("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute",
-                                                               "zero", "schedule"))
+    tp, pp, dp, cp, v, b, m, r, z, s = (
+        f(lay[k]) for k in ("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute", "zero", "schedule")
+    )
     flags = [f(s == i) for i in range(len(SCHEDULES))]
     args = (tp, pp, dp, cp, v, b, m, f(r == 1), f(r == 2), f(tp > 1), f(pp == 1), f(z == 3), *flags)
     mode, many = float_mode(), pp > 1
@@ -135,12 +171,18 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
             (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
     mem = c.memory
     shard = tp * pp
-    states = (mem["weights"] / np.where(z == 3, dp, 1) + mem["grads"] / np.where(z >= 2, dp, 1)
-              + mem["states"] / np.where(z >= 1, dp, 1)) / shard
+    states = (
+        mem["weights"] / np.where(z == 3, dp, 1)
+        + mem["grads"] / np.where(z >= 2, dp, 1)
+        + mem["states"] / np.where(z >= 1, dp, 1)
+    ) / shard
     act = np.choose(lay["recompute"], [mem["act_none"], mem["act_selective"], mem["act_full"]])
     i = SCHEDULES.index
-    flight = np.select([s == i("gpipe"), s == i("dualpipe"), s == i("interleaved")],
-                       [m, pp + 1, np.minimum(pp, m) * (1 + (pp - 1) / (pp * v))], np.minimum(pp, m))
+    flight = np.select(
+        [s == i("gpipe"), s == i("dualpipe"), s == i("interleaved")],
+        [m, pp + 1, np.minimum(pp, m) * (1 + (pp - 1) / (pp * v))],
+        np.minimum(pp, m),
+    )
     copies = np.where(s == i("dualpipe"), 2, 1)
     return t, (states * copies + act * b / (tp * cp) * flight / pp)
 
@@ -159,13 +201,30 @@ def pareto(time_s: np.ndarray, memory: np.ndarray) -> np.ndarray:
 def _progress(done: int, total: int, started: float) -> None:
     if time.perf_counter() - started > 1:
         bar = "#" * int(30 * done / total)
-        print(f"\rplan: [{bar:<30}] {done:,}/{total:,} layouts", end="" if done < total else "\n",
-              file=sys.stderr, flush=True)
+        print(
+            f"\rplan: [{bar:<30}] {done:,}/{total:,} layouts",
+            end="" if done < total else "\n",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
-def plan(model: Model | str, *, hardware, devices: int, batch: int, seq: int, settings: Mapping | None = None,
-         top: int = 10, tokens: int | None = None, verify: bool = False, flash: bool = True,
-         precision: str = "bf16-mixed", optimizer: str = "adamw", progress: bool = True) -> dict[str, object]:
+def plan(
+    model: Model | str,
+    *,
+    hardware,
+    devices: int,
+    batch: int,
+    seq: int,
+    settings: Mapping | None = None,
+    top: int = 10,
+    tokens: int | None = None,
+    verify: bool = False,
+    flash: bool = True,
+    precision: str = "bf16-mixed",
+    optimizer: str = "adamw",
+    progress: bool = True,
+) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
     against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation."""
@@ -184,8 +243,8 @@ def plan(model: Model | str, *, hardware, devices: int, batch: int, seq: int, se
     chunk = 1 << 16
     times, mems = np.empty(n), np.empty(n)
     for lo in range(0, n, chunk):
-        part = {k: v[lo:lo + chunk] for k, v in lay.items()}
-        times[lo:lo + chunk], mems[lo:lo + chunk] = evaluate(c, part)
+        part = {k: v[lo : lo + chunk] for k, v in lay.items()}
+        times[lo : lo + chunk], mems[lo : lo + chunk] = evaluate(c, part)
         if progress:
             _progress(min(lo + chunk, n), n, started)
     rate = n / max(time.perf_counter() - t0, 1e-9)
@@ -196,9 +255,15 @@ def plan(model: Model | str, *, hardware, devices: int, batch: int, seq: int, se
 
     def row(j: int) -> dict[str, object]:
         out = {k: int(lay[k][j]) for k in ("tp", "pp", "dp", "cp", "vpp", "zero")}
-        out.update(micro_batch=int(lay["b"][j]), micro_batches=int(lay["m"][j]),
-                   recompute=RECOMPUTE[lay["recompute"][j]], schedule=SCHEDULES[lay["schedule"][j]],
-                   step_s=float(times[j]), tokens_per_s=tokens_step / float(times[j]), memory_bytes=float(mems[j]))
+        out.update(
+            micro_batch=int(lay["b"][j]),
+            micro_batches=int(lay["m"][j]),
+            recompute=RECOMPUTE[lay["recompute"][j]],
+            schedule=SCHEDULES[lay["schedule"][j]],
+            step_s=float(times[j]),
+            tokens_per_s=tokens_step / float(times[j]),
+            memory_bytes=float(mems[j]),
+        )
         if tokens is not None:
             out["training_days"] = tokens / tokens_step * float(times[j]) / 86400
         return out
@@ -206,15 +271,44 @@ def plan(model: Model | str, *, hardware, devices: int, batch: int, seq: int, se
     best = [row(j) for j in order[:top]]
     if verify:
         for r in best:
-            e = estimate(m, batch=batch, seq=seq, hardware=dev, devices=devices, flash=flash, precision=precision,
-                         optimizer=optimizer, tp=r["tp"], pp=r["pp"], dp=r["dp"], cp=r["cp"], zero=r["zero"],
-                         micro_batch=r["micro_batch"], recompute=r["recompute"], megatron_sp=r["tp"] > 1,
-                         **({"vpp": r["vpp"]} if r["schedule"] == "interleaved" else
-                            {"schedule": r["schedule"]} if r["pp"] > 1 else {}))
+            e = estimate(
+                m,
+                batch=batch,
+                seq=seq,
+                hardware=dev,
+                devices=devices,
+                flash=flash,
+                precision=precision,
+                optimizer=optimizer,
+                tp=r["tp"],
+                pp=r["pp"],
+                dp=r["dp"],
+                cp=r["cp"],
+                zero=r["zero"],
+                micro_batch=r["micro_batch"],
+                recompute=r["recompute"],
+                megatron_sp=r["tp"] > 1,
+                **(
+                    {"vpp": r["vpp"]}
+                    if r["schedule"] == "interleaved"
+                    else {"schedule": r["schedule"]}
+                    if r["pp"] > 1
+                    else {}
+                ),
+            )
             r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
-    return {"model": m.name, "hardware": dev.name, "devices": devices, "batch": batch, "seq": seq,
-            "searched": n, "fitting": int(len(fits)), "layouts_per_s": rate, "layouts": best,
-            "pareto": [row(j) for j in front]}
+    return {
+        "model": m.name,
+        "hardware": dev.name,
+        "devices": devices,
+        "batch": batch,
+        "seq": seq,
+        "searched": n,
+        "fitting": int(len(fits)),
+        "layouts_per_s": rate,
+        "layouts": best,
+        "pareto": [row(j) for j in front],
+    }
 
 
 __all__ = ["derive", "evaluate", "layouts", "pareto", "plan"]

@@ -29,9 +29,15 @@ def _key(model: object, settings: Mapping[str, object] | None, opts: Options, me
     return hashlib.sha256(json.dumps(["sweep", k, list(metrics)]).encode()).hexdigest()[:40]
 
 
-def plan(model: object, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str], *,
-         settings: Mapping[str, object] | None = None, exact: bool = False,
-         options: Options | None = None) -> tuple[Plan, str]:
+def plan(
+    model: object,
+    grid: Mapping[str, Sequence[int]] | Sequence[str],
+    metrics: Sequence[str],
+    *,
+    settings: Mapping[str, object] | None = None,
+    exact: bool = False,
+    options: Options | None = None,
+) -> tuple[Plan, str]:
     """(plan, model name): from the cache, else derived (:func:`costmodel.reports.sweep.plan`) and cached."""
     opts = Options.make(options)
     metrics = list(dict.fromkeys(metrics))
@@ -50,8 +56,12 @@ def plan(model: object, grid: Mapping[str, Sequence[int]] | Sequence[str], metri
         from ..families import graph_symbols  # deferred: networkx, loaded already by the derivation above
 
         values = {str(s): int(v) for s, v in m.values.items() if isinstance(v, int) or getattr(v, "is_Integer", False)}
-        meta = {"model": m.name, "checks": p.source[1], "values": values,
-                "graph_symbols": sorted(str(s) for s in graph_symbols(m.graph))}
+        meta = {
+            "model": m.name,
+            "checks": p.source[1],
+            "values": values,
+            "graph_symbols": sorted(str(s) for s in graph_symbols(m.graph)),
+        }
         formulas.store(k, formulas.Formulas(p.source[0], list(p.symbols), list(p.metrics), meta=meta))
     return p, m.name
 
@@ -76,5 +86,6 @@ def _warm(f: formulas.Formulas, axes: Mapping[str, Sequence[int]], opts: Options
         return None
     if not all(holds):
         return None  # the derivation raises the check's message
-    return Plan((f.source, meta["checks"]), tuple(f.symbols), tuple(f.keys), base, tuple(axes),
-                tuple(axes.values()), exact)
+    return Plan(
+        (f.source, meta["checks"]), tuple(f.symbols), tuple(f.keys), base, tuple(axes), tuple(axes.values()), exact
+    )

@@ -78,8 +78,15 @@ def count_quantities(model, options: Options, q: Quantities) -> Quantities:
 #: The model FLOPs of each MFU basis (``Options.mfu_basis``) as a named convention; ``None``: the engine's count.
 MFU_BASIS = {
     "engine": None,
-    "6n": Convention("6n", "PaLM's 6N without its attention term", "Chowdhery et al. 2022, Appendix B",
-                     Counting(elementwise="none"), "params", attention=False, params="matmul"),
+    "6n": Convention(
+        "6n",
+        "PaLM's 6N without its attention term",
+        "Chowdhery et al. 2022, Appendix B",
+        Counting(elementwise="none"),
+        "params",
+        attention=False,
+        params="matmul",
+    ),
     "6n-attention": CONVENTIONS["palm"],
 }
 

@@ -44,7 +44,7 @@ def _nesting(keys: tuple[str, ...]) -> tuple[list[tuple[int, str, tuple]], int]:
         *path, last = key.split(".")
         opened = []
         for i in range(len(path)):
-            prefix = tuple(path[:i + 1])
+            prefix = tuple(path[: i + 1])
             if prefix not in index:
                 index[prefix] = len(index)
                 opened.append((index[tuple(path[:i])], path[i], index[prefix]))
@@ -120,10 +120,13 @@ class Result(Mapping):
         return list(self.flat.items())
 
     def _repr_html_(self) -> str:
-        rows = "".join(f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(_show(v))}</td></tr>"
-                       for k, v in self._rows())
-        return (f"<table><caption>{html.escape(self.title)}</caption>"
-                f"<thead><tr><th>key</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>")
+        rows = "".join(
+            f"<tr><td><code>{html.escape(k)}</code></td><td>{html.escape(_show(v))}</td></tr>" for k, v in self._rows()
+        )
+        return (
+            f"<table><caption>{html.escape(self.title)}</caption>"
+            f"<thead><tr><th>key</th><th>value</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
 
     def _repr_latex_(self) -> str | None:
         exprs = {k: v for k, v in self._rows() if _is_sympy(v)}
@@ -160,8 +163,9 @@ class Estimate(Result):
         """A bar chart of the memory breakdown (``.png``/``.svg``/``.pdf``; needs matplotlib)."""
         from ..devices.plot import memory_chart  # the plot extra, loaded when a chart is drawn
 
-        parts = {k: v for k, v in self._data["memory_bytes"].items() if k not in ("total", "peak")
-                 and isinstance(v, int)}
+        parts = {
+            k: v for k, v in self._data["memory_bytes"].items() if k not in ("total", "peak") and isinstance(v, int)
+        }
         return memory_chart(parts, path, title=f"{self._data['model']} memory", capacity=capacity)
 
 
@@ -203,8 +207,16 @@ class Sweep(Result):
 
     title = "costmodel sweep"
 
-    def __init__(self, columns: Mapping[str, object], *, model: str = "", grid: list[str] | None = None,
-                 metrics: list[str] | None = None, exact: bool = False, optimal: dict | None = None) -> None:
+    def __init__(
+        self,
+        columns: Mapping[str, object],
+        *,
+        model: str = "",
+        grid: list[str] | None = None,
+        metrics: list[str] | None = None,
+        exact: bool = False,
+        optimal: dict | None = None,
+    ) -> None:
         super().__init__(columns)
         self.model, self.grid, self.metrics, self.exact, self.optimal = model, grid or [], metrics or [], exact, optimal
 
@@ -224,8 +236,11 @@ class Sweep(Result):
         return [v if isinstance(v, int) else str(v) for v in a.tolist()]
 
     def to_dict(self) -> dict:
-        out = {"model": self.model, "exact": self.exact,
-               "columns": {k: self.column(k) for k in [*self.grid, *self.metrics, "valid"]}}
+        out = {
+            "model": self.model,
+            "exact": self.exact,
+            "columns": {k: self.column(k) for k in [*self.grid, *self.metrics, "valid"]},
+        }
         if self.optimal is not None:
             out["optimal"] = self.optimal
         return out

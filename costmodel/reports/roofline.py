@@ -28,11 +28,19 @@ from .results import Roofline
 
 
 def _row(r: Bound) -> dict[str, object]:
-    return {"name": r.name, "kind": r.kind, "count": r.count, "flops": as_int(r.flops, f"flops of {r.name}"),
-            "bytes": as_int(r.bytes, f"bytes of {r.name}"),
-            "intensity": float(r.intensity) if r.bytes else None, "bound": r.bound, "time_s": float(r.time_s),
-            "compute_s": float(r.compute_s), "memory_s": float(r.memory_s),
-            "attainable_flops": float(r.attainable)}
+    return {
+        "name": r.name,
+        "kind": r.kind,
+        "count": r.count,
+        "flops": as_int(r.flops, f"flops of {r.name}"),
+        "bytes": as_int(r.bytes, f"bytes of {r.name}"),
+        "intensity": float(r.intensity) if r.bytes else None,
+        "bound": r.bound,
+        "time_s": float(r.time_s),
+        "compute_s": float(r.compute_s),
+        "memory_s": float(r.memory_s),
+        "attainable_flops": float(r.attainable),
+    }
 
 
 def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev) -> None:
@@ -56,9 +64,18 @@ def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev) -> None:
     d["max_batch_fits"] = _largest(fits)
 
 
-def roofline(model: Model | str, hardware: object, *, decode: bool = False, phase: str = "forward",
-             fuse: bool = False, plot: str | None = None, settings: Mapping[str, object] | None = None,
-             options: Options | None = None, **kwargs: object) -> Roofline:
+def roofline(
+    model: Model | str,
+    hardware: object,
+    *,
+    decode: bool = False,
+    phase: str = "forward",
+    fuse: bool = False,
+    plot: str | None = None,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Roofline:
     """Per-op roofline of ``model`` on ``hardware``: FLOPs, bytes, intensity, the binding side and the time
     lower bound max(FLOPs/peak, bytes/bandwidth) of each op; the step is the sum of its ops' bounds.
 
@@ -91,11 +108,17 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
     tot = total(rows)
     mode = "decode" if decode else ("training" if phase == "training" else "prefill")
     out: dict[str, object] = {
-        "model": m.name, "hardware": dev.name, "mode": mode, "dtype": dtype,
+        "model": m.name,
+        "hardware": dev.name,
+        "mode": mode,
+        "dtype": dtype,
         "config": {str(k): v for k, v in sorted(values.items(), key=lambda kv: str(kv[0]))},
-        "peak_flops": int(dev.peak(dtype)), "memory_bandwidth": int(dev.memory_bandwidth),
-        "ridge": float(dev.ridge(dtype)), "passes": list(G.graph.get("passes", ())),
-        "ops": [_row(r) for r in rows], "total": _row(tot),
+        "peak_flops": int(dev.peak(dtype)),
+        "memory_bandwidth": int(dev.memory_bandwidth),
+        "ridge": float(dev.ridge(dtype)),
+        "passes": list(G.graph.get("passes", ())),
+        "ops": [_row(r) for r in rows],
+        "total": _row(tot),
     }
     if decode:
         out["decode"] = summary(prepared, values, dev, dtype=dtype, counting=counting)  # of the unfused step
@@ -108,8 +131,13 @@ def roofline(model: Model | str, hardware: object, *, decode: bool = False, phas
         if mode == "prefill":
             out["ttft_s"] = float(tot.time_s)
     if plot:
-        roofline_chart(rows, dev, plot, dtype=dtype,
-                       title=f"{m.name} {mode} on {dev.name} (B={out['config']['B']}"
-                             + (f", C={values[C]})" if decode else f", T={values[T]})" if T in values else ")"))
+        roofline_chart(
+            rows,
+            dev,
+            plot,
+            dtype=dtype,
+            title=f"{m.name} {mode} on {dev.name} (B={out['config']['B']}"
+            + (f", C={values[C]})" if decode else f", T={values[T]})" if T in values else ")"),
+        )
         out["plot"] = plot
     return Roofline(out)

@@ -50,8 +50,12 @@ class Context:
         if self.options.hardware is None or self.options.inference:
             return summary.parts_from(self.flat, None, {}, 1)
         ops, extra = self.ops()
-        return summary.parts_from(self.flat, [(o["compute_s"], o["memory_s"], o["time_s"]) for o in ops], extra,
-                                  int(self.flat["time.devices"]))
+        return summary.parts_from(
+            self.flat,
+            [(o["compute_s"], o["memory_s"], o["time_s"]) for o in ops],
+            extra,
+            int(self.flat["time.devices"]),
+        )
 
 
 def summary_section(ctx: Context) -> Section:
@@ -74,17 +78,28 @@ def printable(exprs: Mapping[str, sympy.Expr]) -> tuple[dict[str, sympy.Expr], l
 
 
 def derivation_section(ctx: Context) -> Section:
-    rows = tuple((Cell(tex.latex(s), True), Cell(describe(str(s)) if str(s) in SYMBOLS else "a symbol of this model"),
-                  Cell(tex.number(v), True)) for s, v in sorted(ctx.values.items(), key=lambda kv: str(kv[0])))
+    rows = tuple(
+        (
+            Cell(tex.latex(s), True),
+            Cell(describe(str(s)) if str(s) in SYMBOLS else "a symbol of this model"),
+            Cell(tex.number(v), True),
+        )
+        for s, v in sorted(ctx.values.items(), key=lambda kv: str(kv[0]))
+    )
     shown, left = printable(ctx.derived["expressions"])
-    blocks = [Text("The symbols of the formulas, and their values here:"),
-              Table(("symbol", "meaning", "value"), rows, "lp{9cm}r"),
-              Text("The quantities of one step (B sequences of T tokens), derived from the op graph; every number "
-                   "of this report is one of them at the values above."),
-              Math(tex.broken_equations(shown))]
+    blocks = [
+        Text("The symbols of the formulas, and their values here:"),
+        Table(("symbol", "meaning", "value"), rows, "lp{9cm}r"),
+        Text(
+            "The quantities of one step (B sequences of T tokens), derived from the op graph; every number "
+            "of this report is one of them at the values above."
+        ),
+        Math(tex.broken_equations(shown)),
+    ]
     if left:
-        blocks.append(Text("Derived as a maximum, a choice or a rounding (exact in the JSON report): "
-                           + ", ".join(left) + "."))
+        blocks.append(
+            Text("Derived as a maximum, a choice or a rounding (exact in the JSON report): " + ", ".join(left) + ".")
+        )
     return Section("Derivation", tuple(blocks))
 
 
@@ -94,10 +109,16 @@ def term_section(ctx: Context) -> Section:
         count = ctx.model.graph.nodes[name]["count"]
         rows.append((name, count, sympy.expand(c.training.flops / count)))
     total = ctx.derived["expressions"]["flops.training"]
-    return Section("Training FLOPs, term by term",
-                   (Text("What each op contributes to the training FLOPs of one step (forward + backward, "
-                         "times the number of runs per step)."),
-                    Math(tex.derivation(rows, r"\mathrm{flops}_{\mathrm{training}}", total))))
+    return Section(
+        "Training FLOPs, term by term",
+        (
+            Text(
+                "What each op contributes to the training FLOPs of one step (forward + backward, "
+                "times the number of runs per step)."
+            ),
+            Math(tex.derivation(rows, r"\mathrm{flops}_{\mathrm{training}}", total)),
+        ),
+    )
 
 
 def _row(key: str, v: object, *extra: Cell) -> tuple[Cell, ...]:
@@ -113,26 +134,52 @@ def memory_section(ctx: Context) -> Section:
     flat = ctx.flat
     mem = {k: v for k, v in flat.items() if k.startswith("memory_bytes.") and isinstance(v, int)}
     total = flat.get("memory_bytes.total") or 0
-    rows = tuple(_row(k, v, Cell(units.percent(v / total) if total and k != "memory_bytes.peak" else ""))
-                 for k, v in mem.items())
+    rows = tuple(
+        _row(k, v, Cell(units.percent(v / total) if total and k != "memory_bytes.peak" else "")) for k, v in mem.items()
+    )
     conv = [f"{k.rpartition('.')[2]}: {v}" for k, v in flat.items() if k.startswith("memory.conventions.")]
-    blocks = [Text(f"Bytes per device of one step, micro-batch {flat.get('memory.layout.micro_batch', 1)} "
-                   "(sequences a device runs at once); GB = 1e9 bytes, GiB = 2^30 bytes; share of the total."),
-              Table(("component", "key", "bytes", "GB (GiB)", "share"), rows, "p{4.2cm}p{4.6cm}rrr")]
+    blocks = [
+        Text(
+            f"Bytes per device of one step, micro-batch {flat.get('memory.layout.micro_batch', 1)} "
+            "(sequences a device runs at once); GB = 1e9 bytes, GiB = 2^30 bytes; share of the total."
+        ),
+        Table(("component", "key", "bytes", "GB (GiB)", "share"), rows, "p{4.2cm}p{4.6cm}rrr"),
+    ]
     if flat.get("memory.peak_at"):
         blocks.append(Text(f"The peak is reached at {flat['memory.peak_at']}."))
     blocks.append(Text("How each line is counted. " + "; ".join(conv) + "."))
     comm = {k: v for k, v in flat.items() if k.startswith("communication_bytes.") and isinstance(v, int)}
     if any(comm.values()):
-        blocks.append(Table(("communication", "key", "bytes", "GB (GiB)"), tuple(_row(k, v) for k, v in comm.items()),
-                            "p{4.2cm}p{4.6cm}rr"))
+        blocks.append(
+            Table(
+                ("communication", "key", "bytes", "GB (GiB)"),
+                tuple(_row(k, v) for k, v in comm.items()),
+                "p{4.2cm}p{4.6cm}rr",
+            )
+        )
     return Section("Memory per device", tuple(blocks))
 
 
-TIME_KEYS = ("time.step_s", "time.tokens_per_s", "mfu", "hfu", "time.roofline_step_s", "time.compute_s",
-             "time.comm_s", "time.pipeline_bubble", "time.training_s", "time.gpu_hours", "time.six_nd_training_s",
-             "time.cost_usd", "time.ttft_s", "time.decode_step_s", "time.decode_tokens_per_s", "time.peak_flops",
-             "time.model_flops_per_s", "time.achieved_flops")
+TIME_KEYS = (
+    "time.step_s",
+    "time.tokens_per_s",
+    "mfu",
+    "hfu",
+    "time.roofline_step_s",
+    "time.compute_s",
+    "time.comm_s",
+    "time.pipeline_bubble",
+    "time.training_s",
+    "time.gpu_hours",
+    "time.six_nd_training_s",
+    "time.cost_usd",
+    "time.ttft_s",
+    "time.decode_step_s",
+    "time.decode_tokens_per_s",
+    "time.peak_flops",
+    "time.model_flops_per_s",
+    "time.achieved_flops",
+)
 
 
 def time_section(ctx: Context) -> Section | None:
@@ -142,15 +189,23 @@ def time_section(ctx: Context) -> Section | None:
     keys = [k for k in TIME_KEYS if k in flat and not (k == "time.comm_s" and not flat[k])]
     keys += [k for k in flat if k.startswith("time.breakdown.") and isinstance(flat[k], (int, float))]
     where = f"{units.devices(flat['time.devices'])} × {flat['time.hardware']} ({flat['time.dtype']})"
-    blocks = [Text(f"On {where}, {summary.BASIS.get(flat.get('time.basis'), 'at the roofline bound')}."),
-              Table(("quantity", "key", "exact", "shown"), tuple(_row(k, flat[k]) for k in keys),
-                    "p{5cm}p{4.6cm}rr")]
+    blocks = [
+        Text(f"On {where}, {summary.BASIS.get(flat.get('time.basis'), 'at the roofline bound')}."),
+        Table(("quantity", "key", "exact", "shown"), tuple(_row(k, flat[k]) for k in keys), "p{5cm}p{4.6cm}rr"),
+    ]
     parts = ctx.parts()
     if parts:
         total = sum(parts.values())
-        blocks.append(Table(("part of the time", "seconds", "share"),
-                            tuple((Cell(k), Cell(units.duration(v)), Cell(units.percent(v / total if total else 0)))
-                                  for k, v in parts.items()), "lrr"))
+        blocks.append(
+            Table(
+                ("part of the time", "seconds", "share"),
+                tuple(
+                    (Cell(k), Cell(units.duration(v)), Cell(units.percent(v / total if total else 0)))
+                    for k, v in parts.items()
+                ),
+                "lrr",
+            )
+        )
     return Section("Time", tuple(blocks))
 
 
@@ -161,17 +216,31 @@ def ops_section(ctx: Context, k: int = 10) -> Section | None:
     top = summary.top_ops(ops, k)
     timed = "time_s" in ops[0]
     n = int(ctx.flat.get("time.devices", 1))
-    rows = tuple((Cell(o["name"], code=True), Cell(str(o["kind"]).replace("_", " ")),
-                  Cell("" if o["count"] is None else units.grouped(int(o["count"]))),
-                  Cell(units.sci(float(o["flops"]))), Cell(units.sci(float(o["bytes"]))),
-                  Cell("-" if o["intensity"] is None else units.sig(o["intensity"], 3)),
-                  *((Cell(o["bound"]), Cell(units.duration(float(o["time_s"] / n)))) if timed else ()),
-                  Cell(units.percent(o["share"]))) for o in top)
+    rows = tuple(
+        (
+            Cell(o["name"], code=True),
+            Cell(str(o["kind"]).replace("_", " ")),
+            Cell("" if o["count"] is None else units.grouped(int(o["count"]))),
+            Cell(units.sci(float(o["flops"]))),
+            Cell(units.sci(float(o["bytes"]))),
+            Cell("-" if o["intensity"] is None else units.sig(o["intensity"], 3)),
+            *((Cell(o["bound"]), Cell(units.duration(float(o["time_s"] / n)))) if timed else ()),
+            Cell(units.percent(o["share"])),
+        )
+        for o in top
+    )
     what = "time (the roofline bound of each op, forward and backward kernels)" if timed else "training FLOPs"
     head = ("op", "kind", "runs", "FLOPs", "bytes", "FLOP/B", *(("bound", "time") if timed else ()), "share")
-    return Section("Ops", (Text(f"The {min(k, len(ops))} ops with the largest share of the {what} of a step, all "
-                                "their runs together, then the rest summed."),
-                           Table(head, rows, "p{4.4cm}lrrrr" + ("lr" if timed else "") + "r")))
+    return Section(
+        "Ops",
+        (
+            Text(
+                f"The {min(k, len(ops))} ops with the largest share of the {what} of a step, all "
+                "their runs together, then the rest summed."
+            ),
+            Table(head, rows, "p{4.4cm}lrrrr" + ("lr" if timed else "") + "r"),
+        ),
+    )
 
 
 SECTION_KEYS = ("params", "flops", "bytes", "tokens", "memory_bytes", "memory", "communication_bytes", "mfu", "hfu")
@@ -186,8 +255,13 @@ def numbers_section(ctx: Context) -> Section:
         if k.startswith("communication_bytes.") and not flat.get("communication_bytes.total"):
             continue  # nothing is sent: no rows of zeros
         rows.append(_row(k, v))
-    return Section("Every number", (Text("Every number of the estimate (costmodel estimate --json), exact."),
-                                    Table(("quantity", "key", "exact", "shown"), tuple(rows), "p{5cm}p{5cm}rr")))
+    return Section(
+        "Every number",
+        (
+            Text("Every number of the estimate (costmodel estimate --json), exact."),
+            Table(("quantity", "key", "exact", "shown"), tuple(rows), "p{5cm}p{5cm}rr"),
+        ),
+    )
 
 
 def conventions_section(ctx: Context) -> Section:
@@ -199,6 +273,12 @@ def conventions_section(ctx: Context) -> Section:
 
 #: Builders of the document's sections, in order; each returns a Section, a list of them, or None.
 DOCUMENT_SECTIONS: list[Callable[[Context], Section | list[Section] | None]] = [
-    summary_section, derivation_section, memory_section, time_section, ops_section, term_section,
-    numbers_section, conventions_section,
+    summary_section,
+    derivation_section,
+    memory_section,
+    time_section,
+    ops_section,
+    term_section,
+    numbers_section,
+    conventions_section,
 ]

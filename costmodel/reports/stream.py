@@ -31,15 +31,19 @@ def dtype(plan: Plan, shown: Sequence[str], fmt: str) -> np.dtype:
 
     for name, axis in zip(plan.names, plan.axes):
         if not _fits(axis):
-            raise CostModelError(f"--format {fmt}: --grid {name} has values beyond int64; expected 64-bit "
-                                 "integers (use --format csv or jsonl for sizes of any magnitude)")
-    kinds = {**{k: "<i8" for k in plan.names}, **{k: "<i8" if plan.exact else "<f8" for k in plan.metrics},
-             "valid": "?"}
+            raise CostModelError(
+                f"--format {fmt}: --grid {name} has values beyond int64; expected 64-bit "
+                "integers (use --format csv or jsonl for sizes of any magnitude)"
+            )
+    kinds = {
+        **{k: "<i8" for k in plan.names},
+        **{k: "<i8" if plan.exact else "<f8" for k in plan.metrics},
+        "valid": "?",
+    }
     return np.dtype([(k, kinds[k]) for k in shown])
 
 
-def chunk_task(plan: Plan, start: int, stop: int, fmt: str, shown: tuple[str, ...], budget: tuple | None,
-               cell=str):
+def chunk_task(plan: Plan, start: int, stop: int, fmt: str, shown: tuple[str, ...], budget: tuple | None, cell=str):
     """Evaluate configs ``start:stop`` and format them: (payload, (score, index) of the best config for a
     budget or None). ``cell``: how the table shows one value. A module-level function: it pickles to a local
     process or a Dask worker."""
@@ -67,8 +71,19 @@ def _table_rows(cols: dict, shown: Sequence[str], cell) -> bytes:
     return "".join("  ".join(r) + "\n" for r in rows).encode("utf-8")
 
 
-def write(plan: Plan, shown: Sequence[str], fmt: str, *, output: str | None = None, stream=None,
-          workers: int = 1, dask: object = None, chunk: int = CHUNK, budget: tuple | None = None, cell=str):
+def write(
+    plan: Plan,
+    shown: Sequence[str],
+    fmt: str,
+    *,
+    output: str | None = None,
+    stream=None,
+    workers: int = 1,
+    dask: object = None,
+    chunk: int = CHUNK,
+    budget: tuple | None = None,
+    cell=str,
+):
     """Write the sweep to ``output`` (atomically) or to the binary ``stream``; return (score, index) of the
     config closest to compute-optimal when ``budget`` = (C, r), else None."""
     shown = tuple(shown)
@@ -84,8 +99,9 @@ def write(plan: Plan, shown: Sequence[str], fmt: str, *, output: str | None = No
         if os.path.isdir(target):
             raise CostModelError(f"--output {output!r} is a directory; expected a file name")
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
-                                       dir=os.path.dirname(target))
+            fd, tmp = tempfile.mkstemp(
+                prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target)
+            )
         except OSError as exc:
             raise CostModelError(f"--output {output!r}: cannot write there ({exc.strerror or exc})") from None
         os.close(fd)
@@ -148,11 +164,25 @@ class _Task:
 EXTRA = ["params.non_embedding", "flops.training", "tokens.per_step"]  # what the compute-optimal point needs
 
 
-def sweep(model: object, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
-        "flops.training",), *, settings: Mapping[str, object] | None = None, exact: bool = False,
-          budget: object = None, ratio: object = 20, workers: int = 1, dask: object = None, format: str | None = None,
-          output: str | None = None, stream=None, chunk: int | None = None, cell=str,
-          options: Options | None = None, **kwargs: object) -> Sweep:
+def sweep(
+    model: object,
+    grid: Mapping[str, Sequence[int]] | Sequence[str],
+    metrics: Sequence[str] = ("flops.training",),
+    *,
+    settings: Mapping[str, object] | None = None,
+    exact: bool = False,
+    budget: object = None,
+    ratio: object = 20,
+    workers: int = 1,
+    dask: object = None,
+    format: str | None = None,
+    output: str | None = None,
+    stream=None,
+    chunk: int | None = None,
+    cell=str,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Sweep:
     """Evaluate ``metrics`` over the Cartesian product of ``grid`` (symbol name → values, or
     ``"NAME=SPEC"`` strings as on the command line).
 
@@ -187,9 +217,18 @@ def sweep(model: object, grid: Mapping[str, Sequence[int]] | Sequence[str], metr
         name = m.name
     shown = [*p.names, *metrics, "valid"]
     if format not in (None, "json"):
-        best = write(p, shown, format, output=output, stream=stream, workers=workers, dask=dask,
-                     chunk=chunk or CHUNK, budget=(float(opt["budget"]), float(opt["tokens_per_param"]))
-                     if opt is not None else None, cell=cell)
+        best = write(
+            p,
+            shown,
+            format,
+            output=output,
+            stream=stream,
+            workers=workers,
+            dask=dask,
+            chunk=chunk or CHUNK,
+            budget=(float(opt["budget"]), float(opt["tokens_per_param"])) if opt is not None else None,
+            cell=cell,
+        )
         optimal = _optimal(opt, p, evaluate(p, best[1], best[1] + 1) if best is not None else None, 0)
         return Sweep({}, model=name, grid=list(p.names), metrics=metrics, exact=exact, optimal=optimal)
     parts = list(run(p, evaluate, workers=workers, dask=dask, chunk=chunk or CHUNK))

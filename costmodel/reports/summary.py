@@ -32,10 +32,18 @@ from ..memory.device import prepared
 from ..options import Options
 
 #: What binds when a part of the time breakdown is the largest.
-BINDING = {"compute-bound ops": "compute", "memory-bound ops": "memory bandwidth", "communication": "communication",
-           "pipeline bubble": "pipeline bubble"}
-BASIS = {"roofline": "at the roofline bound", "mfu": "at the MFU given", "achieved": "at the FLOP/s given",
-         "measured": "at the measured throughput"}
+BINDING = {
+    "compute-bound ops": "compute",
+    "memory-bound ops": "memory bandwidth",
+    "communication": "communication",
+    "pipeline bubble": "pipeline bubble",
+}
+BASIS = {
+    "roofline": "at the roofline bound",
+    "mfu": "at the MFU given",
+    "achieved": "at the FLOP/s given",
+    "measured": "at the measured throughput",
+}
 
 
 def facts(flat: Mapping[str, object], options: Options) -> dict[str, object]:
@@ -43,11 +51,17 @@ def facts(flat: Mapping[str, object], options: Options) -> dict[str, object]:
     dev = device(options.hardware) if options.hardware is not None else None
     layout = options.layout
     shards = " × ".join(f"{k} {getattr(layout, k)}" for k in ("dp", "tp", "pp", "sp", "ep") if getattr(layout, k) > 1)
-    return {"model": flat["model"], "family": flat["family"], "precision": options.precision,
-            "optimizer": options.optimizer, "inference": options.inference,
-            "hardware": None if dev is None else dev.name,
-            "capacity": None if dev is None else int(dev.memory_bytes),
-            "basis": flat.get("time.basis"), "layout": shards + (f", ZeRO-{layout.zero}" if layout.zero else "")}
+    return {
+        "model": flat["model"],
+        "family": flat["family"],
+        "precision": options.precision,
+        "optimizer": options.optimizer,
+        "inference": options.inference,
+        "hardware": None if dev is None else dev.name,
+        "capacity": None if dev is None else int(dev.memory_bytes),
+        "basis": flat.get("time.basis"),
+        "layout": shards + (f", ZeRO-{layout.zero}" if layout.zero else ""),
+    }
 
 
 def _need(v: Mapping[str, object]) -> tuple[int, str]:
@@ -66,10 +80,12 @@ def fits(v: Mapping[str, object], f: Mapping[str, object]) -> bool | None:
 def _config(v: Mapping[str, object], f: Mapping[str, object]) -> str:
     sizes = ", ".join(f"{s} = {units.grouped(v['config.' + s])}" for s in ("B", "T") if "config." + s in v)
     run = "inference" if f["inference"] else f"{f['precision']}, {f['optimizer']}"
-    return (f"{f['model']} ({f['family']}), {units.sci(v['params.total'])} parameters"
-            + (f" ({units.sci(v['params.active'])} active)" if v["params.active"] != v["params.total"] else "")
-            + f"; {units.grouped(v['tokens.per_step'])} tokens per step ({sizes}); {run}"
-            + (f"; {f['layout']}" if f["layout"] else ""))
+    return (
+        f"{f['model']} ({f['family']}), {units.sci(v['params.total'])} parameters"
+        + (f" ({units.sci(v['params.active'])} active)" if v["params.active"] != v["params.total"] else "")
+        + f"; {units.grouped(v['tokens.per_step'])} tokens per step ({sizes}); {run}"
+        + (f"; {f['layout']}" if f["layout"] else "")
+    )
 
 
 def _flops(v: Mapping[str, object], f: Mapping[str, object]) -> tuple[str, str]:
@@ -77,8 +93,9 @@ def _flops(v: Mapping[str, object], f: Mapping[str, object]) -> tuple[str, str]:
         return "Prefill FLOPs", f"{units.sci(v['flops.forward'])} for {units.grouped(v['tokens.per_step'])} tokens"
     share = f"6ND = {units.sci(v['flops.six_nd'])} is {units.percent(v['flops.six_nd_share'])} of it"
     if "flops.training_total" in v:
-        return "Training FLOPs", (f"{units.sci(v['flops.training_total'])} for D = {units.sci(v['tokens.total'])} "
-                                  f"tokens; {share}")
+        return "Training FLOPs", (
+            f"{units.sci(v['flops.training_total'])} for D = {units.sci(v['tokens.total'])} tokens; {share}"
+        )
     return "Training FLOPs", f"{units.sci(v['flops.training'])} per step; {share}"
 
 
@@ -87,10 +104,14 @@ def _time(v: Mapping[str, object], f: Mapping[str, object]) -> str:
         return "no device chosen (give --hardware NAME, and --devices N)"
     where = f"{units.devices(v['time.devices'])} × {f['hardware']}"
     if f["inference"]:
-        return (f"first token in {units.duration(v['time.ttft_s'])}, then {units.duration(v['time.decode_step_s'])} "
-                f"per decode step ({units.rate(v['time.decode_tokens_per_s'])} tokens/s) on {where}")
-    rest = (f"{units.rate(v['time.tokens_per_s'])} tokens/s, MFU {units.percent(v['mfu'])}, "
-            f"{BASIS.get(f['basis'], f['basis'])}")
+        return (
+            f"first token in {units.duration(v['time.ttft_s'])}, then {units.duration(v['time.decode_step_s'])} "
+            f"per decode step ({units.rate(v['time.decode_tokens_per_s'])} tokens/s) on {where}"
+        )
+    rest = (
+        f"{units.rate(v['time.tokens_per_s'])} tokens/s, MFU {units.percent(v['mfu'])}, "
+        f"{BASIS.get(f['basis'], f['basis'])}"
+    )
     if "time.training_s" in v:
         return f"{units.duration(v['time.training_s'])} on {where}; step {units.duration(v['time.step_s'])}, {rest}"
     return f"step {units.duration(v['time.step_s'])} on {where}; {rest}"
@@ -102,9 +123,9 @@ def _memory(v: Mapping[str, object], f: Mapping[str, object]) -> str:
     if cap is None:
         return f"{units.gb(need)} ({which}); no device to compare with"
     ok = fits(v, f)
-    return (f"{units.gb(need)} ({which}) of {units.gb(cap)}: "
-            + (f"fits, {units.percent(need / cap)} used" if ok else
-               f"does not fit ({units.amount(need / cap)}× the capacity)"))
+    return f"{units.gb(need)} ({which}) of {units.gb(cap)}: " + (
+        f"fits, {units.percent(need / cap)} used" if ok else f"does not fit ({units.amount(need / cap)}× the capacity)"
+    )
 
 
 def _binding(v: Mapping[str, object], f: Mapping[str, object], parts: Mapping[str, float] | None) -> str:
@@ -123,11 +144,17 @@ def _binding(v: Mapping[str, object], f: Mapping[str, object], parts: Mapping[st
     return f"{BINDING.get(top, top)} ({units.percent(share)} of the time: {top})"
 
 
-def summary(v: Mapping[str, object], f: Mapping[str, object],
-            parts: Mapping[str, float] | None = None) -> list[tuple[str, str]]:
+def summary(
+    v: Mapping[str, object], f: Mapping[str, object], parts: Mapping[str, float] | None = None
+) -> list[tuple[str, str]]:
     """The summary rows: model and config, FLOPs, time, memory against capacity, the binding resource."""
-    return [("Model", _config(v, f)), _flops(v, f), ("Time", _time(v, f)), ("Memory per device", _memory(v, f)),
-            ("Binding resource", _binding(v, f, parts))]
+    return [
+        ("Model", _config(v, f)),
+        _flops(v, f),
+        ("Time", _time(v, f)),
+        ("Memory per device", _memory(v, f)),
+        ("Binding resource", _binding(v, f, parts)),
+    ]
 
 
 # -- per-op rows and the time breakdown --------------------------------------------------------------
@@ -161,12 +188,21 @@ def op_rows(model, options: Options) -> list[OpRow]:
             cost = row.forward if options.inference else row.forward + row.backward
             if cost.flops == 0 and cost.bytes == 0:
                 continue
-            out.append(OpRow(name, G.nodes[name]["op"].kind, G.nodes[name]["count"], sympy.expand(cost.flops),
-                             sympy.expand(cost.bytes)))
+            out.append(
+                OpRow(
+                    name,
+                    G.nodes[name]["op"].kind,
+                    G.nodes[name]["count"],
+                    sympy.expand(cost.flops),
+                    sympy.expand(cost.bytes),
+                )
+            )
         return out
     dtype = options.dtype or model.graph.graph.get("dtype", "bf16")  # as the time section chooses it
-    return [OpRow(r.name, r.kind, r.count, r.flops, r.bytes, r.compute_s, r.memory_s, r.time_s)
-            for r in op_bounds(G, device(options.hardware), phase=phase, dtype=dtype, counting=options.counting)]
+    return [
+        OpRow(r.name, r.kind, r.count, r.flops, r.bytes, r.compute_s, r.memory_s, r.time_s)
+        for r in op_bounds(G, device(options.hardware), phase=phase, dtype=dtype, counting=options.counting)
+    ]
 
 
 def part_exprs(q, rows: list[OpRow]) -> dict[str, sympy.Expr]:
@@ -177,13 +213,20 @@ def part_exprs(q, rows: list[OpRow]) -> dict[str, sympy.Expr]:
     return out
 
 
-def parts_from(v: Mapping[str, object], ops: list[tuple[Fraction, Fraction, Fraction]] | None,
-               extra: Mapping[str, Fraction], devices: int) -> dict[str, float] | None:
+def parts_from(
+    v: Mapping[str, object],
+    ops: list[tuple[Fraction, Fraction, Fraction]] | None,
+    extra: Mapping[str, Fraction],
+    devices: int,
+) -> dict[str, float] | None:
     """The time breakdown from exact numbers: ``time.breakdown.*`` where present, else each op's bound (in
     ``ops``: compute, memory and bound seconds) summed by the side that binds it, over ``devices``, with
     ``extra`` (communication, bubble) where not zero."""
-    given = {k.removeprefix("time.breakdown."): x for k, x in v.items()
-             if k.startswith("time.breakdown.") and isinstance(x, (int, float))}
+    given = {
+        k.removeprefix("time.breakdown."): x
+        for k, x in v.items()
+        if k.startswith("time.breakdown.") and isinstance(x, (int, float))
+    }
     if given:
         return {k.replace("_", " "): float(x) for k, x in given.items()}
     if not ops:
@@ -195,20 +238,22 @@ def parts_from(v: Mapping[str, object], ops: list[tuple[Fraction, Fraction, Frac
     return out
 
 
-def evaluate_ops(rows: list[OpRow], extra: Mapping[str, sympy.Expr], values: Mapping
-                 ) -> tuple[list[dict[str, object]], dict[str, Fraction]]:
+def evaluate_ops(
+    rows: list[OpRow], extra: Mapping[str, sympy.Expr], values: Mapping
+) -> tuple[list[dict[str, object]], dict[str, Fraction]]:
     """Each op's numbers at ``values``, exact (``count``, ``flops``, ``bytes`` and with a device ``compute_s``,
     ``memory_s``, ``time_s``), and the ``extra`` expressions' (:func:`part_exprs`)."""
-    fields = ("count", "flops", "bytes") + (("compute_s", "memory_s", "time_s") if rows and rows[0].time_s is not None
-                                            else ())
+    fields = ("count", "flops", "bytes") + (
+        ("compute_s", "memory_s", "time_s") if rows and rows[0].time_s is not None else ()
+    )
     exprs = [sympy.sympify(getattr(r, f)) for r in rows for f in fields] + [sympy.sympify(e) for e in extra.values()]
     if not exprs:
         return [], {}
     symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs)), key=str))
     nums = [Fraction(x) for x in compile_exprs(exprs, symbols)(EXACT, *(int(values[s]) for s in symbols))]
     k = len(fields)
-    ops = [{"name": r.name, "kind": r.kind, **dict(zip(fields, nums[k * i:k * i + k]))} for i, r in enumerate(rows)]
-    return ops, dict(zip(extra, nums[k * len(rows):]))
+    ops = [{"name": r.name, "kind": r.kind, **dict(zip(fields, nums[k * i : k * i + k]))} for i, r in enumerate(rows)]
+    return ops, dict(zip(extra, nums[k * len(rows) :]))
 
 
 def top_ops(ops: list[dict[str, object]], k: int = 10) -> list[dict[str, object]]:
@@ -220,14 +265,18 @@ def top_ops(ops: list[dict[str, object]], k: int = 10) -> list[dict[str, object]
     out = [dict(o) for o in ranked[:k]]
     rest = ranked[k:]
     if rest:
-        summed = {f: sum((o[f] for o in rest), Fraction(0)) for f in ("flops", "bytes", "compute_s", "memory_s",
-                                                                      "time_s") if f in rest[0]}
+        summed = {
+            f: sum((o[f] for o in rest), Fraction(0))
+            for f in ("flops", "bytes", "compute_s", "memory_s", "time_s")
+            if f in rest[0]
+        }
         out.append({"name": f"{len(rest)} other ops", "kind": "", "count": None, **summed})
     for o in out:
         o["share"] = float(o[by] / total) if total else 0.0
         o["intensity"] = float(o["flops"] / o["bytes"]) if o["bytes"] else None
-        o["bound"] = ("compute" if o["compute_s"] >= o["memory_s"] else "memory") if "compute_s" in o and o["count"] \
-            else ""
+        o["bound"] = (
+            ("compute" if o["compute_s"] >= o["memory_s"] else "memory") if "compute_s" in o and o["count"] else ""
+        )
     return out
 
 
@@ -237,5 +286,6 @@ def time_parts(model, options: Options, values: Mapping, q, flat: Mapping[str, o
         return parts_from(flat, None, {}, 1)
     rows = op_rows(model, options)
     ops, extra = evaluate_ops(rows, part_exprs(q, rows), values)
-    return parts_from(flat, [(o["compute_s"], o["memory_s"], o["time_s"]) for o in ops], extra,
-                      int(flat["time.devices"]))
+    return parts_from(
+        flat, [(o["compute_s"], o["memory_s"], o["time_s"]) for o in ops], extra, int(flat["time.devices"])
+    )

@@ -64,20 +64,30 @@ class Formulas:
         given = dict(values or {})
         unknown = [k for k in given if k not in {str(s) for s in self.symbols}]
         if unknown:
-            raise CostModelError(f"formulas: {unknown[0]!r} is not a symbol of the model; expected one of "
-                                 + ", ".join(map(str, self.symbols)))
+            raise CostModelError(
+                f"formulas: {unknown[0]!r} is not a symbol of the model; expected one of "
+                + ", ".join(map(str, self.symbols))
+            )
         if exact:
             args = [given.get(str(s), self.base[s]) for s in self.symbols]
             args = [np.asarray(a, dtype=object) if isinstance(a, (list, tuple, np.ndarray)) else a for a in args]
             return dict(zip(self.metrics, self.fn(object_mode(), *args)))
-        args = [np.asarray(given[str(s)], dtype=np.float64) if str(s) in given else float(self.base[s])
-                for s in self.symbols]
+        args = [
+            np.asarray(given[str(s)], dtype=np.float64) if str(s) in given else float(self.base[s])
+            for s in self.symbols
+        ]
         with np.errstate(all="ignore"):
             return dict(zip(self.metrics, self.fn(float_mode(), *args)))
 
 
-def compile_metrics(model: Model | str, metrics: Sequence[str], *, settings: Mapping[str, object] | None = None,
-                    options: Options | None = None, **kwargs: object) -> Formulas:
+def compile_metrics(
+    model: Model | str,
+    metrics: Sequence[str],
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Formulas:
     """Derive ``metrics`` (keys of an estimate under the options) once and compile them."""
     opts = Options.make(options, **kwargs)
     m = model_for(model, settings, opts)
@@ -87,8 +97,9 @@ def compile_metrics(model: Model | str, metrics: Sequence[str], *, settings: Map
 def _known(q, metrics: Sequence[str]) -> None:
     unknown = [k for k in metrics if k not in q.exprs]
     if unknown:
-        raise CostModelError(f"sweep: unknown metric {unknown[0]!r}{closest(unknown[0], q.exprs)}; "
-                             f"known: {', '.join(q.exprs)}")
+        raise CostModelError(
+            f"sweep: unknown metric {unknown[0]!r}{closest(unknown[0], q.exprs)}; known: {', '.join(q.exprs)}"
+        )
 
 
 def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[str]) -> Formulas:
@@ -101,9 +112,16 @@ def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[st
     return Formulas(tuple(metrics), symbols, dict(base), cache[key])
 
 
-def plan(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], metrics: Sequence[str] = (
-        "flops.training",), *, settings: Mapping[str, object] | None = None, exact: bool = False,
-         options: Options | None = None, **kwargs: object) -> tuple[Plan, Model]:
+def plan(
+    model: Model | str,
+    grid: Mapping[str, Sequence[int]] | Sequence[str],
+    metrics: Sequence[str] = ("flops.training",),
+    *,
+    settings: Mapping[str, object] | None = None,
+    exact: bool = False,
+    options: Options | None = None,
+    **kwargs: object,
+) -> tuple[Plan, Model]:
     """Validate a sweep before any work (grid sizes, points × metrics, then names), derive it once and return
     the :class:`~.chunks.Plan` the chunk engine evaluates, with the model."""
     metrics = list(dict.fromkeys(metrics))
@@ -115,8 +133,10 @@ def plan(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], 
     by_name = {str(s): s for s in base}
     for name in axes:
         if name not in by_name:
-            raise CostModelError(f"--grid {name}: not a symbol of model {m.name!r}{closest(name, by_name)}; "
-                                 f"expected one of {', '.join(sorted(by_name))}")
+            raise CostModelError(
+                f"--grid {name}: not a symbol of model {m.name!r}{closest(name, by_name)}; "
+                f"expected one of {', '.join(sorted(by_name))}"
+            )
     q = quantities(m, opts)
     _known(q, metrics)
     symbols = tuple(sorted(base, key=str))
@@ -124,17 +144,31 @@ def plan(model: Model | str, grid: Mapping[str, Sequence[int]] | Sequence[str], 
     key = (tuple(metrics), symbols)
     if key not in cache:
         # validity: exactly the checks estimate makes (value_checks of the graph, then the options')
-        cache[key] = (source([q.exprs[k] for k in metrics], symbols),
-                      source([sympy.sympify(r) for r, _ in q.checks], symbols))
-    p = Plan(cache[key], tuple(map(str, symbols)), tuple(metrics), {str(s): int(v) for s, v in base.items()},
-             tuple(axes), tuple(axes.values()), exact)
+        cache[key] = (
+            source([q.exprs[k] for k in metrics], symbols),
+            source([sympy.sympify(r) for r, _ in q.checks], symbols),
+        )
+    p = Plan(
+        cache[key],
+        tuple(map(str, symbols)),
+        tuple(metrics),
+        {str(s): int(v) for s, v in base.items()},
+        tuple(axes),
+        tuple(axes.values()),
+        exact,
+    )
     return p, m
 
 
 def describe_optimal(opt: Mapping[str, sympy.Expr], closest_config: Mapping[str, int]) -> dict:
     """The JSON of a compute-optimal point: floats, or a string saying why not when beyond float64."""
-    return {"budget": _float(opt["budget"]), "tokens_per_param": _float(opt["tokens_per_param"]),
-            "params": _float(opt["params"]), "tokens": _float(opt["tokens"]), "closest": dict(closest_config)}
+    return {
+        "budget": _float(opt["budget"]),
+        "tokens_per_param": _float(opt["tokens_per_param"]),
+        "params": _float(opt["params"]),
+        "tokens": _float(opt["tokens"]),
+        "closest": dict(closest_config),
+    }
 
 
 def _float(x: sympy.Expr) -> float | str:
@@ -152,8 +186,11 @@ def chinchilla_optimal(budget: object, tokens_per_param: object = 20) -> dict[st
     (70000000000.0, 1400000000000.0)
     """
     c = budget if isinstance(budget, sympy.Rational) else parse_number(str(budget), "budget")
-    r = tokens_per_param if isinstance(tokens_per_param, sympy.Rational) else \
-        parse_number(str(tokens_per_param), "tokens per parameter")
+    r = (
+        tokens_per_param
+        if isinstance(tokens_per_param, sympy.Rational)
+        else parse_number(str(tokens_per_param), "tokens per parameter")
+    )
     if c <= 0 or r <= 0:
         raise CostModelError(f"compute-optimal: expected a positive budget and ratio, received {c} and {r}")
     n = sympy.sqrt(c / (6 * r))

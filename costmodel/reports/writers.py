@@ -88,8 +88,8 @@ def _scatter(n: int, parts: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]
     w = max((m.shape[1] for _, (m, _) in parts), default=0)
     out, keep = np.zeros((n, w), np.uint8), np.zeros((n, w), bool)
     for rows, (m, k) in parts:
-        out[rows, :m.shape[1]] = m
-        keep[rows, :k.shape[1]] = k
+        out[rows, : m.shape[1]] = m
+        keep[rows, : k.shape[1]] = k
     return out, keep
 
 
@@ -102,8 +102,8 @@ def field(a: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     if a.dtype == bool:
         no, yes = _TRUTH[fmt]
         table = np.zeros((2, max(len(no), len(yes))), np.uint8)
-        table[0, :len(no)] = np.frombuffer(no, np.uint8)
-        table[1, :len(yes)] = np.frombuffer(yes, np.uint8)
+        table[0, : len(no)] = np.frombuffer(no, np.uint8)
+        table[1, : len(yes)] = np.frombuffer(yes, np.uint8)
         i = a.astype(np.intp)
         return table[i], np.arange(table.shape[1]) < np.array([len(no), len(yes)])[i][:, None]
     if np.issubdtype(a.dtype, np.integer):
@@ -114,16 +114,25 @@ def field(a: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         if whole.all():
             return _ints(a.astype(np.int64))
         rest = finite & ~whole
-        parts = [(whole, _ints(a[whole].astype(np.int64))), (rest, _split(repr(a[rest].tolist())[1:-1],
-                                                                             int(rest.sum()), ", ")
-                                                              if rest.any() else _empty(0))]
+        parts = [
+            (whole, _ints(a[whole].astype(np.int64))),
+            (rest, _split(repr(a[rest].tolist())[1:-1], int(rest.sum()), ", ") if rest.any() else _empty(0)),
+        ]
         null = "" if fmt == "csv" else "null"
         if not finite.all():
             parts.append((~finite, _strings([null] * int((~finite).sum()))))
         return _scatter(n, parts)
     quote = fmt != "csv"  # exact values: Python ints, Fractions (a string in JSON), None
-    return _strings([str(v) if isinstance(v, int) else ("" if fmt == "csv" else "null") if v is None
-                     else (json.dumps(str(v)) if quote else str(v)) for v in a.tolist()])
+    return _strings(
+        [
+            str(v)
+            if isinstance(v, int)
+            else ("" if fmt == "csv" else "null")
+            if v is None
+            else (json.dumps(str(v)) if quote else str(v))
+            for v in a.tolist()
+        ]
+    )
 
 
 def text(columns: Mapping[str, np.ndarray], shown: Sequence[str], fmt: str) -> bytes:
@@ -173,11 +182,13 @@ def record(columns: Mapping[str, np.ndarray], shown: Sequence[str], dtype: np.dt
     for k in shown:
         a = columns[k]
         if a.dtype == object:
-            bad = [v for v in a.tolist() if not isinstance(v, int) or not -2**63 <= v < 2**63]
+            bad = [v for v in a.tolist() if not isinstance(v, int) or not -(2**63) <= v < 2**63]
             if bad:
                 what = "a fraction" if isinstance(bad[0], Fraction) else "beyond int64"
-                raise CostModelError(f"--format {fmt}: {k} = {bad[0]} is {what}; expected 64-bit integers "
-                                     "(use --format csv or jsonl for exact numbers of any size)")
+                raise CostModelError(
+                    f"--format {fmt}: {k} = {bad[0]} is {what}; expected 64-bit integers "
+                    "(use --format csv or jsonl for exact numbers of any size)"
+                )
             a = np.asarray(a.tolist(), dtype=np.int64)
         out[k] = a
     return out
@@ -186,8 +197,9 @@ def record(columns: Mapping[str, np.ndarray], shown: Sequence[str], dtype: np.dt
 def npy_header(dtype: np.dtype, n: int) -> bytes:
     """The ``.npy`` header of ``n`` records of ``dtype`` (the records follow it, chunk by chunk)."""
     buf = io.BytesIO()
-    np.lib.format.write_array_header_2_0(buf, {"descr": np.lib.format.dtype_to_descr(dtype),
-                                               "fortran_order": False, "shape": (n,)})
+    np.lib.format.write_array_header_2_0(
+        buf, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (n,)}
+    )
     return buf.getvalue()
 
 

@@ -44,16 +44,26 @@ class Traced:
 
 def _check_supported(read, module_name: str) -> None:
     if read.unsupported:
-        listed = "; ".join(f"{t if '::' in t or t == 'getitem' else 'aten.' + t} ({len(where)}×, e.g. in {where[0]})"
-                           for t, where in sorted(read.unsupported.items()))
-        raise CostModelError(f"trace {module_name}: {len(read.unsupported)} ATen op(s) have no mapping to a "
-                             f"costmodel op, so nothing was counted: {listed}. See docs/tracer.md for what is "
-                             "mapped")
+        listed = "; ".join(
+            f"{t if '::' in t or t == 'getitem' else 'aten.' + t} ({len(where)}×, e.g. in {where[0]})"
+            for t, where in sorted(read.unsupported.items())
+        )
+        raise CostModelError(
+            f"trace {module_name}: {len(read.unsupported)} ATen op(s) have no mapping to a "
+            f"costmodel op, so nothing was counted: {listed}. See docs/tracer.md for what is "
+            "mapped"
+        )
 
 
-def read_module(module, example_inputs: Mapping[str, object], dynamic: Mapping[str, Mapping[int, str]] | None = None,
-                *, ranges: Mapping[str, tuple[int | None, int | None]] | None = None, name: str | None = None,
-                fold: bool = True) -> Traced:
+def read_module(
+    module,
+    example_inputs: Mapping[str, object],
+    dynamic: Mapping[str, Mapping[int, str]] | None = None,
+    *,
+    ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
+    name: str | None = None,
+    fold: bool = True,
+) -> Traced:
     """Export ``module`` and read it into a :class:`Traced` (see :func:`trace`)."""
     import torch  # deferred: torch is optional, imported only when tracing
 
@@ -65,8 +75,14 @@ def read_module(module, example_inputs: Mapping[str, object], dynamic: Mapping[s
     params = list(module.parameters())
     inputs = dict(example_inputs)
     if params and params[0].device.type != "meta":  # example inputs go where the module is
-        inputs = {k: (torch.zeros(v.shape, dtype=v.dtype, device=params[0].device)
-                      if isinstance(v, torch.Tensor) and v.device.type == "meta" else v) for k, v in inputs.items()}
+        inputs = {
+            k: (
+                torch.zeros(v.shape, dtype=v.dtype, device=params[0].device)
+                if isinstance(v, torch.Tensor) and v.device.type == "meta"
+                else v
+            )
+            for k, v in inputs.items()
+        }
     t0 = time.perf_counter()
     prog = export_program(module, inputs, dynamic or {}, ranges)
     t1 = time.perf_counter()
@@ -90,8 +106,13 @@ def read_module(module, example_inputs: Mapping[str, object], dynamic: Mapping[s
             s = symbol(sym)
             if s != B:
                 values.setdefault(s, bounds.get(sym, int(inputs[spec_name].shape[axis])))
-    info = {"module": type(module).__name__, "export_s": round(t1 - t0, 3), "read_s": round(time.perf_counter() - t1, 3),
-            "unused_parameters": dict(read.unused_params), "aten_nodes": len(prog.graph.nodes)}
+    info = {
+        "module": type(module).__name__,
+        "export_s": round(t1 - t0, 3),
+        "read_s": round(time.perf_counter() - t1, 3),
+        "unused_parameters": dict(read.unused_params),
+        "aten_nodes": len(prog.graph.nodes),
+    }
     return Traced(name, dtype, read, plan_, frozen, bounds, values, info)
 
 
@@ -112,8 +133,7 @@ def write(traced: Traced) -> nx.DiGraph:
     G = w.write()
     for name, upper in traced.bounds.items():
         w.b.require(sym_(name) <= upper, f"traced with {name} ≤ {upper} (the range torch.export was given)")
-    G.graph["traced"] = {**traced.info, "folded": {r.block: r.reps for r in traced.plan.segments
-                                                   if hasattr(r, "reps")}}
+    G.graph["traced"] = {**traced.info, "folded": {r.block: r.reps for r in traced.plan.segments if hasattr(r, "reps")}}
     return G
 
 
@@ -124,22 +144,32 @@ def _from_factory(spec: str) -> tuple:
 
     made = load_builder(spec).build()
     if not isinstance(made, tuple) or len(made) not in (2, 3) or not isinstance(made[1], Mapping):
-        raise CostModelError(f"trace {spec!r}: the factory returned {type(made).__name__}; expected (module, "
-                             "example_inputs) or (module, example_inputs, dynamic), inputs a dict by name")
+        raise CostModelError(
+            f"trace {spec!r}: the factory returned {type(made).__name__}; expected (module, "
+            "example_inputs) or (module, example_inputs, dynamic), inputs a dict by name"
+        )
     return made if len(made) == 3 else (*made, None)
 
 
 def dynamic_from(names: str, example_inputs: Mapping[str, object]) -> dict[str, dict[int, str]]:
     """``"B,T"``: dimension 0 of every tensor input is B, dimension 1 is T (where the input has it)."""
     symbols = [n.strip() for n in names.split(",") if n.strip()]
-    return {k: {i: sym for i, sym in enumerate(symbols[:v.dim()])} for k, v in example_inputs.items()
-            if hasattr(v, "dim") and v.dim() > 0}
+    return {
+        k: {i: sym for i, sym in enumerate(symbols[: v.dim()])}
+        for k, v in example_inputs.items()
+        if hasattr(v, "dim") and v.dim() > 0
+    }
 
 
-def trace(module, example_inputs: Mapping[str, object] | None = None,
-          dynamic: Mapping[str, Mapping[int, str]] | str | None = None, *,
-          ranges: Mapping[str, tuple[int | None, int | None]] | None = None, name: str | None = None,
-          fold: bool = True) -> Model:
+def trace(
+    module,
+    example_inputs: Mapping[str, object] | None = None,
+    dynamic: Mapping[str, Mapping[int, str]] | str | None = None,
+    *,
+    ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
+    name: str | None = None,
+    fold: bool = True,
+) -> Model:
     """Trace ``module`` into a costmodel :class:`~costmodel.families.Model` with symbolic sizes.
 
     Parameters

@@ -30,12 +30,14 @@ MAPPERS: dict[str, Mapper] = {}
 
 def maps(*targets: str) -> Callable[[Mapper], Mapper]:
     """Register ``fn`` as the mapping of each ATen target (``"mm.default"``); a target taken twice raises."""
+
     def register(fn: Mapper) -> Mapper:
         for t in targets:
             if t in MAPPERS:
                 raise CostModelError(f"ATen target {t!r} is already mapped (by {MAPPERS[t].__name__})")
             MAPPERS[t] = fn
         return fn
+
     return register
 
 
@@ -118,8 +120,7 @@ class Reader:
     def input(self, node, hint: str = "") -> TInput:
         shape = self.prog.shape(node)
         dims, sizes = self.fresh(shape, "i")
-        item = TInput(node.name, dims, sizes, self.prog.dtype(node), self.prog.module_path(node),
-                      hint or node.name)
+        item = TInput(node.name, dims, sizes, self.prog.dtype(node), self.prog.module_path(node), hint or node.name)
         self.items.append(item)
         self.produced[node.name] = item
         return item
@@ -138,8 +139,9 @@ class Reader:
             self.input(a, "constant")
         return Operand(a.name, dims)
 
-    def pointwise_like(self, node, args: list, fn: str, *, kind: str | None = None, probe: bool = True,
-                       attrs: dict | None = None) -> TOp | None:
+    def pointwise_like(
+        self, node, args: list, fn: str, *, kind: str | None = None, probe: bool = True, attrs: dict | None = None
+    ) -> TOp | None:
         """An element-wise op over ``args`` broadcast to ``node``'s shape; constants and scalars are dropped.
 
         A parameter operand makes an ``aten`` op with a weight (the parameter is counted there; at most one
@@ -163,8 +165,10 @@ class Reader:
                 if k >= 0 and sympy.expand(s - out_shape[k]) == 0:
                     dims.append(out[k])
                 elif s != 1:
-                    raise CostModelError(f"trace: {node.name} ({target_name(node.target)}): operand {a.name} of "
-                                         f"shape {shape} does not broadcast to {out_shape}")
+                    raise CostModelError(
+                        f"trace: {node.name} ({target_name(node.target)}): operand {a.name} of "
+                        f"shape {shape} does not broadcast to {out_shape}"
+                    )
             operands.append(self.operand(a, tuple(dims)))
             sources.append(self.resolve(a).name)
         if not operands:  # computed from constants alone: a constant itself
@@ -197,8 +201,18 @@ class Reader:
 
             module, _, hint = operand.source.rpartition(".")
             self.rg[name] = bool(t.requires_grad)
-            self.add(TOp(name, "parameter", [Operand(operand.source, dims, weight=True)], dims, sizes,
-                         DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"), module=module, hint=hint))
+            self.add(
+                TOp(
+                    name,
+                    "parameter",
+                    [Operand(operand.source, dims, weight=True)],
+                    dims,
+                    sizes,
+                    DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"),
+                    module=module,
+                    hint=hint,
+                )
+            )
         return Operand(name, operand.dims)
 
     def moved(self, node, src) -> TOp:
@@ -208,8 +222,15 @@ class Reader:
 
         dims, sizes = self.fresh(self.prog.shape(src))
         out, out_sizes = self.fresh(self.prog.shape(node))
-        op = TOp(node.name, "aten", [self.operand(src, dims)], out, {**sizes, **out_sizes}, self.prog.dtype(node),
-                 attrs={"fn": fn_name("copy")})
+        op = TOp(
+            node.name,
+            "aten",
+            [self.operand(src, dims)],
+            out,
+            {**sizes, **out_sizes},
+            self.prog.dtype(node),
+            attrs={"fn": fn_name("copy")},
+        )
         weighted(op, self)
         self.add(op)
         op.attrs["saves"] = saves_of(self, node, op.inputs)
@@ -241,8 +262,11 @@ class Reader:
                 if fn is None:
                     self.unsupported.setdefault(name, []).append(self.prog.module_path(node) or node.name)
                     continue
-                if all(self.role(a) == "const" for a in self.tensors(node)) and self.tensors(node) \
-                        and not MAPPERS_KEEP.get(name):
+                if (
+                    all(self.role(a) == "const" for a in self.tensors(node))
+                    and self.tensors(node)
+                    and not MAPPERS_KEEP.get(name)
+                ):
                     self.const.add(node.name)  # computed from buffers alone: a constant of the model
                     continue
                 fn(self, node)
@@ -263,14 +287,24 @@ class Reader:
             dims, sizes = self.fresh(tuple(sympy.Integer(int(s)) for s in t.shape) or (sympy.Integer(1),))
             from .export import DTYPES  # deferred: the tracer's modules import each other
 
-            op = TOp(f"unused#{fqn}", "parameter", [Operand(fqn, dims, weight=True)], dims, sizes,
-                     DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"), module=module, hint=f"unused_{hint}",
-                     attrs={"detached": True})
+            op = TOp(
+                f"unused#{fqn}",
+                "parameter",
+                [Operand(fqn, dims, weight=True)],
+                dims,
+                sizes,
+                DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"),
+                module=module,
+                hint=f"unused_{hint}",
+                attrs={"detached": True},
+            )
             key = layer_key(module)
             at = len(self.items)
             if key is not None:  # right after the last op of its layer
-                at = max((i + 1 for i, it in enumerate(self.items) if (layer_key(it.module) or ())[:2] == key[:2]),
-                         default=at)
+                at = max(
+                    (i + 1 for i, it in enumerate(self.items) if (layer_key(it.module) or ())[:2] == key[:2]),
+                    default=at,
+                )
             self.items.insert(at, op)
         return {fqn: int(t.numel()) for fqn, t in unused.items()}
 

@@ -27,8 +27,9 @@ from .ir import AXIS_ATTRS, UNIT, Namer, TInput, TOp, named_freely, order_of, pa
 class Writer:
     """Emits a :class:`~.fold.Plan` of traced items into one GraphBuilder."""
 
-    def __init__(self, name: str, dtype: str, alias: Mapping[str, str], plan: Plan,
-                 frozen: Callable[[str], bool]) -> None:
+    def __init__(
+        self, name: str, dtype: str, alias: Mapping[str, str], plan: Plan, frozen: Callable[[str], bool]
+    ) -> None:
         self.b = GraphBuilder(name, dtype=dtype)
         self.namer = Namer()
         self.alias, self.plan, self.frozen = alias, plan, frozen
@@ -45,7 +46,7 @@ class Writer:
         return fx
 
     def _local(self, item, prefix: str) -> str:
-        module = item.module[len(prefix):] if prefix and item.module.startswith(prefix) else item.module
+        module = item.module[len(prefix) :] if prefix and item.module.startswith(prefix) else item.module
         if prefix and item.module == prefix.rstrip("."):
             module = ""
         base = ".".join(p for p in (module, item.hint or "op") if p)
@@ -60,8 +61,13 @@ class Writer:
         if isinstance(item, TInput):
             names = self.namer.rename(list(item.dims), item.sizes)
             pattern = " ".join(names[d] for d in item.dims) or UNIT
-            t = self.b.input(local, pattern, dtype=item.dtype, **{names[d]: item.sizes[d] for d in item.dims},
-                             **({} if item.dims else {UNIT: 1}))
+            t = self.b.input(
+                local,
+                pattern,
+                dtype=item.dtype,
+                **{names[d]: item.sizes[d] for d in item.dims},
+                **({} if item.dims else {UNIT: 1}),
+            )
         else:
             t = self._op(item, local)
         self.tensors[item.node] = t
@@ -69,8 +75,7 @@ class Writer:
         self.item_of[t.node] = item
 
     def _op(self, op: TOp, local: str) -> Tensor:
-        names = self.namer.rename_free(op) if named_freely(op.kind) \
-            else self.namer.rename(order_of(op), op.sizes)
+        names = self.namer.rename_free(op) if named_freely(op.kind) else self.namer.rename(order_of(op), op.sizes)
         pattern = pattern_of(op, names)
         used = {d for o in op.operands for d in o.dims} | set(op.output)
         sizes = {names[d]: op.sizes[d] for d in used}

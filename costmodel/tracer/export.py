@@ -24,16 +24,43 @@ from ..errors import CostModelError
 from ..symbols import symbol
 
 #: torch dtype name → costmodel dtype name.
-DTYPES = {"float32": "fp32", "float64": "fp64", "bfloat16": "bf16", "float16": "fp16", "int64": "int64",
-          "int32": "int32", "int16": "int32", "int8": "int8", "uint8": "int8", "bool": "bool",
-          "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "complex64": "fp64"}
+DTYPES = {
+    "float32": "fp32",
+    "float64": "fp64",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "int64": "int64",
+    "int32": "int32",
+    "int16": "int32",
+    "int8": "int8",
+    "uint8": "int8",
+    "bool": "bool",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "complex64": "fp64",
+}
 
 #: ATen ops whose outputs never need a gradient, whatever their inputs need.
-NONDIFF = {"detach.default", "argmax.default", "argmin.default", "sym_size.int", "sym_numel.default",
-           "zeros_like.default", "ones_like.default", "empty_like.default", "full_like.default",
-           "rand_like.default", "randn_like.default", "new_zeros.default", "new_ones.default",
-           "new_empty.default", "new_full.default", "bernoulli.p", "lift_fresh_copy.default",
-           "_assert_tensor_metadata.default"}
+NONDIFF = {
+    "detach.default",
+    "argmax.default",
+    "argmin.default",
+    "sym_size.int",
+    "sym_numel.default",
+    "zeros_like.default",
+    "ones_like.default",
+    "empty_like.default",
+    "full_like.default",
+    "rand_like.default",
+    "randn_like.default",
+    "new_zeros.default",
+    "new_ones.default",
+    "new_empty.default",
+    "new_full.default",
+    "bernoulli.p",
+    "lift_fresh_copy.default",
+    "_assert_tensor_metadata.default",
+}
 
 
 def target_name(target: object) -> str:
@@ -103,8 +130,12 @@ def inline_regions(gm) -> set[str]:
     return no_grad
 
 
-def export_program(module, inputs: Mapping[str, object], dynamic: Mapping[str, Mapping[int, str]],
-                   ranges: Mapping[str, tuple[int | None, int | None]] | None = None):
+def export_program(
+    module,
+    inputs: Mapping[str, object],
+    dynamic: Mapping[str, Mapping[int, str]],
+    ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
+):
     """``torch.export.export(module, (), inputs)`` with the named dimensions of ``dynamic`` symbolic.
 
     ``dynamic``: input name → {dimension: symbol name}; one name used twice is one size. ``ranges``:
@@ -116,8 +147,10 @@ def export_program(module, inputs: Mapping[str, object], dynamic: Mapping[str, M
 
     unknown = [k for k in dynamic if k not in inputs]
     if unknown:
-        raise CostModelError(f"trace: dynamic names input {unknown[0]!r}, which is not an example input; "
-                             f"inputs: {', '.join(inputs) or 'none'}")
+        raise CostModelError(
+            f"trace: dynamic names input {unknown[0]!r}, which is not an example input; "
+            f"inputs: {', '.join(inputs) or 'none'}"
+        )
     dims: dict[str, object] = {}
     shapes: dict[str, dict[int, object]] = {}
     for name, spec in dynamic.items():
@@ -129,11 +162,15 @@ def export_program(module, inputs: Mapping[str, object], dynamic: Mapping[str, M
             if not isinstance(axis, int) or not -x.dim() <= axis < x.dim():
                 raise CostModelError(f"trace: input {name!r} has {x.dim()} dimensions; received dimension {axis!r}")
             if not isinstance(sym, str) or not sym.isidentifier():
-                raise CostModelError(f"trace: dimension {axis} of {name!r} must be named by a symbol such as "
-                                     f"'B' or 'T', received {sym!r}")
+                raise CostModelError(
+                    f"trace: dimension {axis} of {name!r} must be named by a symbol such as "
+                    f"'B' or 'T', received {sym!r}"
+                )
             if x.shape[axis] < 2:
-                raise CostModelError(f"trace: input {name!r} has size {x.shape[axis]} in dimension {axis} "
-                                     f"({sym}); expected an example size of at least 2 (torch specialises 0 and 1)")
+                raise CostModelError(
+                    f"trace: input {name!r} has size {x.shape[axis]} in dimension {axis} "
+                    f"({sym}); expected an example size of at least 2 (torch specialises 0 and 1)"
+                )
             low, high = (ranges or {}).get(sym, (None, None))
             kw = {k: v for k, v in (("min", low), ("max", high)) if v is not None}
             dims.setdefault(sym, Dim(sym, **kw))
@@ -146,8 +183,10 @@ def export_program(module, inputs: Mapping[str, object], dynamic: Mapping[str, M
     except Exception as exc:  # torch's own errors are long; the first lines say why
         lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
         why = " ".join(lines[:3])[:600] if lines else type(exc).__name__
-        raise CostModelError(f"trace: torch.export could not export {type(module).__name__} with "
-                             f"dynamic {sorted(dims)}: {type(exc).__name__}: {why}") from None
+        raise CostModelError(
+            f"trace: torch.export could not export {type(module).__name__} with "
+            f"dynamic {sorted(dims)}: {type(exc).__name__}: {why}"
+        ) from None
     return Program(ep, module, dynamic)
 
 
@@ -190,12 +229,16 @@ class Program:
                 size = val.shape[axis]
                 expr = size.node.expr if isinstance(size, torch.SymInt) else sympy.Integer(int(size))
                 if not isinstance(expr, sympy.Symbol):
-                    raise CostModelError(f"trace: torch.export specialised dimension {axis} of input {name!r} "
-                                         f"({sym}) to {expr}; the model's code fixes that size (a branch or an "
-                                         "assertion on it), so it cannot be symbolic")
+                    raise CostModelError(
+                        f"trace: torch.export specialised dimension {axis} of input {name!r} "
+                        f"({sym}) to {expr}; the model's code fixes that size (a branch or an "
+                        "assertion on it), so it cannot be symbolic"
+                    )
                 if expr in subs and subs[expr] != symbol(sym):
-                    raise CostModelError(f"trace: {sym} and {subs[expr]} are the same size in the exported "
-                                         "graph; name them with one symbol")
+                    raise CostModelError(
+                        f"trace: {sym} and {subs[expr]} are the same size in the exported "
+                        "graph; name them with one symbol"
+                    )
                 subs[expr] = symbol(sym)
         return subs
 
@@ -223,8 +266,10 @@ class Program:
             e = sympy.Integer(int(size))
         stray = {s for s in e.free_symbols if s not in self.subs.values()}
         if stray:
-            raise CostModelError(f"trace: a size depends on the data ({e}: {', '.join(map(str, stray))} is an "
-                                 "unbacked or unnamed size); costs must be functions of the named sizes only")
+            raise CostModelError(
+                f"trace: a size depends on the data ({e}: {', '.join(map(str, stray))} is an "
+                "unbacked or unnamed size); costs must be functions of the named sizes only"
+            )
         return e
 
     def shape(self, node) -> tuple[sympy.Expr, ...]:
@@ -268,8 +313,9 @@ class Program:
                 continue
             if n.op != "call_function":
                 continue
-            is_float = any(isinstance(x, torch.Tensor) and (x.dtype.is_floating_point or x.dtype.is_complex)
-                           for x in _flatten(v))
+            is_float = any(
+                isinstance(x, torch.Tensor) and (x.dtype.is_floating_point or x.dtype.is_complex) for x in _flatten(v)
+            )
             name = target_name(n.target)
             reads = [a for a in n.all_input_nodes if rg.get(a.name, False)]
             rg[n.name] = is_float and name not in NONDIFF and bool(reads) and n.name not in self.no_grad

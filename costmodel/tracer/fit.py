@@ -66,8 +66,9 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]) -> list[Fraction] | 
     return [a[i][n] / a[i][i] for i in range(n)]
 
 
-def fit_sparse(names: Sequence[str], points: Sequence[Mapping[str, int]], values: Sequence[object],
-               max_terms: int = 3) -> sympy.Expr | None:
+def fit_sparse(
+    names: Sequence[str], points: Sequence[Mapping[str, int]], values: Sequence[object], max_terms: int = 3
+) -> sympy.Expr | None:
     """The shortest exact fit of ``values`` at ``points`` (see the module), or None if there is none."""
     pts = [tuple(int(p[n]) for n in names) for p in points]
     vals = [Fraction(sympy.Rational(v).p, sympy.Rational(v).q) for v in values]
@@ -90,7 +91,10 @@ def fit_sparse(names: Sequence[str], points: Sequence[Mapping[str, int]], values
             if coeffs is None or any(c == 0 for c in coeffs):
                 continue
             if all(sum(c * col[i] for c, col in zip(coeffs, cols)) == vals[i] for i in range(len(pts))):
-                return sympy.Add(*(sympy.Rational(c.numerator, c.denominator)
-                                   * sympy.Mul(*(s ** e for s, e in zip(symbols, m) if e))
-                                   for c, m in zip(coeffs, combo)))
+                return sympy.Add(
+                    *(
+                        sympy.Rational(c.numerator, c.denominator) * sympy.Mul(*(s**e for s, e in zip(symbols, m) if e))
+                        for c, m in zip(coeffs, combo)
+                    )
+                )
     return None

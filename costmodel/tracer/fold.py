@@ -46,7 +46,7 @@ def layer_key(module: str) -> tuple[str, int, str] | None:
     parts = module.split(".") if module else []
     for i, part in enumerate(parts):
         if part.isdigit():
-            return ".".join(parts[:i]), int(part), ".".join(parts[i + 1:])
+            return ".".join(parts[:i]), int(part), ".".join(parts[i + 1 :])
     return None
 
 
@@ -61,7 +61,7 @@ def _signature(items: list, prefix: str, resolve) -> tuple[tuple, list[str]]:
 
     def ref(source: str, weight: bool) -> str:
         if weight:
-            return "param:" + (source[len(prefix):] if source.startswith(prefix) else "/" + source)
+            return "param:" + (source[len(prefix) :] if source.startswith(prefix) else "/" + source)
         source = resolve(source)
         if source in local:
             return f"@{local[source]}"
@@ -77,9 +77,13 @@ def _signature(items: list, prefix: str, resolve) -> tuple[tuple, list[str]]:
         operands = tuple((ref(o.source, o.weight), tuple(dim(d) for d in o.dims)) for o in it.operands)
         out = tuple(dim(d) for d in it.output)
         sizes = tuple((dim(d), s) for d, s in it.sizes.items())
-        attrs = tuple(sorted((k, tuple(dim(d) for d in v) if k in AXIS_ATTRS and isinstance(v, tuple) else v)
-                             for k, v in it.attrs.items()))
-        extra = tuple(p[len(prefix):] if p.startswith(prefix) else "/" + p for p in it.extra_params)
+        attrs = tuple(
+            sorted(
+                (k, tuple(dim(d) for d in v) if k in AXIS_ATTRS and isinstance(v, tuple) else v)
+                for k, v in it.attrs.items()
+            )
+        )
+        extra = tuple(p[len(prefix) :] if p.startswith(prefix) else "/" + p for p in it.extra_params)
         rows.append((it.kind, it.dtype, it.hint, operands, out, sizes, attrs, extra))
     return tuple(rows), ext
 
@@ -91,7 +95,7 @@ def _runs(sigs: list[tuple]) -> list[tuple[int, int, int]]:
         best = (1, 1)
         for p in range(1, (n - i) // 2 + 1):
             r = 1
-            while i + (r + 1) * p <= n and sigs[i + r * p:i + (r + 1) * p] == sigs[i:i + p]:
+            while i + (r + 1) * p <= n and sigs[i + r * p : i + (r + 1) * p] == sigs[i : i + p]:
                 r += 1
             if r >= 2 and r * p > best[0] * best[1]:
                 best = (p, r)

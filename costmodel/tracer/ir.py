@@ -29,6 +29,7 @@ def named_freely(kind: str) -> bool:
     """Whether a traced op of ``kind`` (the tracer's IR) takes fresh axis names rather than its operands' order."""
     return kind in FREE_KINDS
 
+
 #: Attributes whose value names axes (a bias's axes, a reduction axis, attention's score axes).
 AXIS_ATTRS = ("bias", "axis", "scores", "experts")
 

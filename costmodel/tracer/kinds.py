@@ -37,13 +37,40 @@ from ..graph.rules import ELEMENTWISE, Elementwise, elementwise_spec, register_e
 #: composite (a transcendental counts 1 as in the core table's conventions).
 TORCH_FNS: dict[str, tuple[int, int]] = {
     "copy": (0, 0),  # a dtype cast or a layout copy: bytes only
-    "sub": (1, 0), "div": (1, 2), "neg": (1, 1), "pow": (1, 2), "sqrt": (1, 1), "rsqrt": (1, 2),
-    "exp": (1, 1), "log": (1, 1), "tanh": (1, 2), "sigmoid": (1, 2), "sin": (1, 1), "cos": (1, 1),
-    "abs": (1, 1), "clamp": (1, 1), "where": (1, 1), "compare": (1, 0), "logical": (1, 0),
-    "reduce": (1, 1), "index": (0, 1), "scatter": (1, 1), "cat": (0, 0), "softplus": (2, 2),
-    "erf": (1, 1), "reciprocal": (1, 2), "maximum": (1, 1), "round": (1, 0), "cumsum": (1, 1),
-    "sort": (1, 0), "elu": (2, 2), "gelu_erf": (8, 8), "fill": (1, 1), "lerp": (2, 2),
-    "addcmul": (2, 2), "log_softmax": (5, 4),
+    "sub": (1, 0),
+    "div": (1, 2),
+    "neg": (1, 1),
+    "pow": (1, 2),
+    "sqrt": (1, 1),
+    "rsqrt": (1, 2),
+    "exp": (1, 1),
+    "log": (1, 1),
+    "tanh": (1, 2),
+    "sigmoid": (1, 2),
+    "sin": (1, 1),
+    "cos": (1, 1),
+    "abs": (1, 1),
+    "clamp": (1, 1),
+    "where": (1, 1),
+    "compare": (1, 0),
+    "logical": (1, 0),
+    "reduce": (1, 1),
+    "index": (0, 1),
+    "scatter": (1, 1),
+    "cat": (0, 0),
+    "softplus": (2, 2),
+    "erf": (1, 1),
+    "reciprocal": (1, 2),
+    "maximum": (1, 1),
+    "round": (1, 0),
+    "cumsum": (1, 1),
+    "sort": (1, 0),
+    "elu": (2, 2),
+    "gelu_erf": (8, 8),
+    "fill": (1, 1),
+    "lerp": (2, 2),
+    "addcmul": (2, 2),
+    "log_softmax": (5, 4),
 }
 
 
@@ -79,8 +106,11 @@ def _aten(op: Op, counting) -> OpCost:
     written = Zero if op.attr("inplace") else out * size
     forward = Cost(flops=spec.forward * per, bytes_read=read, bytes_written=written)
     data = [axes for j, axes in enumerate(p.inputs) if j != w]
-    backward = Cost(flops=spec.backward * per, bytes_read=out * size,
-                    bytes_written=sympy.Add(*(elements(axes, op.size) for axes in data)) * size)
+    backward = Cost(
+        flops=spec.backward * per,
+        bytes_read=out * size,
+        bytes_written=sympy.Add(*(elements(axes, op.size) for axes in data)) * size,
+    )
     weights: tuple[Param, ...] = ()
     if w is not None:
         axes = p.inputs[w]
@@ -94,8 +124,15 @@ def _aten(op: Op, counting) -> OpCost:
             n = out
         elif source != "own":
             n = elements(data[int(source.removeprefix("input"))], op.size)
-        saved.append(Saved(str(name), str(source), sympy.sympify(n), str(dtype),
-                           "indices" if str(dtype).startswith("int") else "activation"))
+        saved.append(
+            Saved(
+                str(name),
+                str(source),
+                sympy.sympify(n),
+                str(dtype),
+                "indices" if str(dtype).startswith("int") else "activation",
+            )
+        )
     return OpCost(forward, backward, weights, tuple(saved))
 
 

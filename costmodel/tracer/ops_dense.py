@@ -27,21 +27,31 @@ def _param(r: Reader, a) -> str | None:
     return r.param_of.get(r.resolve(a).name) if hasattr(a, "meta") else None
 
 
-def contract(r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=None, fold: bool = True,
-             name: str | None = None) -> TOp:
+def contract(
+    r: Reader, node, a, b, a_dims, b_dims, out_dims, sizes, *, bias=None, fold: bool = True, name: str | None = None
+) -> TOp:
     """``a·b`` as a ``matmul`` (one operand a parameter) or a ``contraction``; ``bias`` a parameter's axes.
     ``name``: the op's node when it is not ``node``'s own (a product a bias is then added to)."""
     pa, pb = _param(r, a), _param(r, b)
     if pa and pb:
-        raise CostModelError(f"trace: {node.name} ({target_name(node.target)}) multiplies two parameters; "
-                             "expected at least one activation")
+        raise CostModelError(
+            f"trace: {node.name} ({target_name(node.target)}) multiplies two parameters; "
+            "expected at least one activation"
+        )
     if pa:  # the weight is the second pattern operand of a matmul
         a, b, a_dims, b_dims = b, a, b_dims, a_dims
     operands = [r.operand(a, a_dims), r.operand(b, b_dims)]
     weighted = bool(pa or pb)  # a parameter operand: a matmul; else activation × activation
     attrs: dict = {}
-    op = TOp(name or node.name, "matmul" if weighted else "contraction", operands, out_dims, sizes,
-             r.prog.dtype(node), attrs=attrs)
+    op = TOp(
+        name or node.name,
+        "matmul" if weighted else "contraction",
+        operands,
+        out_dims,
+        sizes,
+        r.prog.dtype(node),
+        attrs=attrs,
+    )
     if weighted:
         fqn = operands[1].source
         if not r.prog.param_tensors[fqn].requires_grad:
@@ -67,13 +77,22 @@ def _fold_copies(r: Reader, node, op: TOp, data: list) -> None:
             src_dims, src_sizes = r.fresh(xs)
             dims = op.operands[i].dims
             if sympy.expand(sympy.Mul(*shape) - prog.numel(prog.val(r.resolve(x)))) != 0:
-                batch = [d for d in op.output if d not in op.operands[1 - i].dims[-2:]][:len(op.output) - 2]
+                batch = [d for d in op.output if d not in op.operands[1 - i].dims[-2:]][: len(op.output) - 2]
                 dims = (*batch, *dims[-2:])  # a broadcast operand copied to the full batch
             out_dims, out_sizes = r.fresh(tuple(op.sizes[d] for d in dims))
             r.rg[copy_name] = r.rg.get(r.resolve(x).name, False)
-            copy = TOp(copy_name, "reshape", [r.operand(x, src_dims)], out_dims, {**src_sizes, **out_sizes},
-                       dtype, module=prog.module_path(node), hint="fold_copy", attrs={"copy": True},
-                       passthrough=True)
+            copy = TOp(
+                copy_name,
+                "reshape",
+                [r.operand(x, src_dims)],
+                out_dims,
+                {**src_sizes, **out_sizes},
+                dtype,
+                module=prog.module_path(node),
+                hint="fold_copy",
+                attrs={"copy": True},
+                passthrough=True,
+            )
             r.add(copy)
             op.operands[i] = Operand(copy_name, dims)
             break
@@ -95,8 +114,7 @@ def linear(r: Reader, node) -> None:
     contract(r, node, x, w, xd, (n, xd[-1]), (*xd[:-1], n), sizes, bias=bias)
 
 
-@maps("mm.default", "bmm.default", "addmm.default", "baddbmm.default", "dot.default", "mv.default",
-      "matmul.default")
+@maps("mm.default", "bmm.default", "addmm.default", "baddbmm.default", "dot.default", "mv.default", "matmul.default")
 def matmul(r: Reader, node) -> None:
     name = target_name(node.target)
     a, b = (node.args[1], node.args[2]) if name in ("addmm.default", "baddbmm.default") else node.args[:2]
@@ -118,7 +136,7 @@ def matmul(r: Reader, node) -> None:
     sizes.update(more)
 
     def side(shape):
-        dims = batch[len(batch) - (len(shape) - 2):] if len(shape) > 2 else ()
+        dims = batch[len(batch) - (len(shape) - 2) :] if len(shape) > 2 else ()
         return tuple(d for d, s in zip(dims, shape[:-2]) if s != 1 or sizes[d] == 1)
 
     bias, added = None, None
@@ -131,17 +149,17 @@ def matmul(r: Reader, node) -> None:
     product = f"{node.name}#product" if added is not None else None
     if product:
         r.rg[product] = r.rg.get(node.name, False)
-    op = contract(r, node, a, b, (*side(sa), m, k), (*side(sb), k, n), (*batch, m, n), sizes, bias=bias,
-                  name=product)
+    op = contract(r, node, a, b, (*side(sa), m, k), (*side(sb), k, n), (*batch, m, n), sizes, bias=bias, name=product)
     if added is not None:
         out = (*batch, m, n)
         cs = r.prog.shape(r.resolve(added))
-        c_dims = tuple(d for d, size in zip(out[len(out) - len(cs):], cs) if size != 1 or op.sizes[d] == 1)
+        c_dims = tuple(d for d, size in zip(out[len(out) - len(cs) :], cs) if size != 1 or op.sizes[d] == 1)
         operands = [Operand(product, out)]
         if r.role(added) in ("tensor", "param"):
             operands.append(r.operand(added, c_dims))
-        r.add(weighted(TOp(node.name, "aten_pointwise", operands, out, dict(op.sizes), op.dtype,
-                           attrs={"fn": "add"}), r))
+        r.add(
+            weighted(TOp(node.name, "aten_pointwise", operands, out, dict(op.sizes), op.dtype, attrs={"fn": "add"}), r)
+        )
 
 
 @maps("einsum.default")
@@ -150,23 +168,36 @@ def einsum(r: Reader, node) -> None:
     lhs, _, out = eq.replace(" ", "").partition("->")
     ins = lhs.split(",")
     if len(ins) != 2 or "." in eq or any(len(set(s)) != len(s) for s in ins) or not _:
-        raise CostModelError(f"trace: {node.name}: einsum {eq!r}; expected two operands, explicit output, "
-                             "no ellipsis or repeated index")
+        raise CostModelError(
+            f"trace: {node.name}: einsum {eq!r}; expected two operands, explicit output, no ellipsis or repeated index"
+        )
     letters = dict.fromkeys(ins[0] + ins[1] + out)
     dims = {c: f"a{next(r.ids)}" for c in letters}
     sizes = {}
     for spec, x in zip(ins, operands):
         for c, s in zip(spec, r.prog.shape(r.resolve(x))):
             sizes[dims[c]] = s
-    contract(r, node, operands[0], operands[1], tuple(dims[c] for c in ins[0]), tuple(dims[c] for c in ins[1]),
-             tuple(dims[c] for c in out), sizes)
+    contract(
+        r,
+        node,
+        operands[0],
+        operands[1],
+        tuple(dims[c] for c in ins[0]),
+        tuple(dims[c] for c in ins[1]),
+        tuple(dims[c] for c in out),
+        sizes,
+    )
 
 
 # -- attention ------------------------------------------------------------------------------------------
 
-SDPA = {"scaled_dot_product_attention.default": 5, "_scaled_dot_product_flash_attention.default": 4,
-        "_scaled_dot_product_efficient_attention.default": 6, "_scaled_dot_product_cudnn_attention.default": 8,
-        "_scaled_dot_product_flash_attention_for_cpu.default": 4}
+SDPA = {
+    "scaled_dot_product_attention.default": 5,
+    "_scaled_dot_product_flash_attention.default": 4,
+    "_scaled_dot_product_efficient_attention.default": 6,
+    "_scaled_dot_product_cudnn_attention.default": 8,
+    "_scaled_dot_product_flash_attention_for_cpu.default": 4,
+}
 
 
 @maps(*SDPA)
@@ -189,14 +220,28 @@ def attention(r: Reader, node) -> None:
         (m,), more = r.fresh((ratio,))
         sizes.update(more)
         heads = (g, m)
-    operands = [r.operand(q, (*batch, *heads, td, ed)), r.operand(k, (*batch, g, sd, ed)),
-                r.operand(v, (*batch, g, sd, evd))]
+    operands = [
+        r.operand(q, (*batch, *heads, td, ed)),
+        r.operand(k, (*batch, g, sd, ed)),
+        r.operand(v, (*batch, g, sd, evd)),
+    ]
     attrs = {"scores": (*batch, *heads, td, sd), "causal": True if causal is True else None}
-    r.add(TOp(node.name, "attention", operands, (*batch, *heads, td, evd), sizes, r.prog.dtype(q),
-              hint="attention", attrs={k: v for k, v in attrs.items() if v is not None}))
+    r.add(
+        TOp(
+            node.name,
+            "attention",
+            operands,
+            (*batch, *heads, td, evd),
+            sizes,
+            r.prog.dtype(q),
+            hint="attention",
+            attrs={k: v for k, v in attrs.items() if v is not None},
+        )
+    )
 
 
 # -- norms, softmax, lookups, loss -----------------------------------------------------------------------
+
 
 @maps("layer_norm.default", "rms_norm.default")
 def norm(r: Reader, node) -> None:
@@ -209,8 +254,15 @@ def norm(r: Reader, node) -> None:
         r.pointwise_like(node, [x, *(a for a in (w, b) if a is not None)], "reduce", kind="aten")
         return
     dims, sizes = r.fresh(r.prog.shape(r.resolve(x)))
-    op = TOp(node.name, "norm", [r.operand(x, dims)], dims, sizes, r.prog.dtype(node),
-             attrs={"axis": dims[-1:], "rms": True if rms else None, "bias": bool(bias) if not rms else None})
+    op = TOp(
+        node.name,
+        "norm",
+        [r.operand(x, dims)],
+        dims,
+        sizes,
+        r.prog.dtype(node),
+        attrs={"axis": dims[-1:], "rms": True if rms else None, "bias": bool(bias) if not rms else None},
+    )
     op.attrs = {k: v for k, v in op.attrs.items() if v is not None}
     op.extra_params.extend(p for p in (gain, bias) if p)
     r.add(op)
@@ -221,8 +273,18 @@ def softmax(r: Reader, node) -> None:
     x, dim = node.args[0], node.args[1]
     dims, sizes = r.fresh(r.prog.shape(r.resolve(x)))
     hint = "log_softmax" if "log" in target_name(node.target) else "softmax"
-    r.add(TOp(node.name, "softmax", [r.operand(x, dims)], dims, sizes, r.prog.dtype(node), hint=hint,
-              attrs={"axis": (dims[dim],)}))
+    r.add(
+        TOp(
+            node.name,
+            "softmax",
+            [r.operand(x, dims)],
+            dims,
+            sizes,
+            r.prog.dtype(node),
+            hint=hint,
+            attrs={"axis": (dims[dim],)},
+        )
+    )
 
 
 def embedding(r: Reader, node) -> None:
@@ -231,8 +293,17 @@ def embedding(r: Reader, node) -> None:
     id_dims, sizes = r.fresh(r.prog.shape(r.resolve(ids)))
     (v, d), more = r.fresh(r.prog.shape(r.resolve(w)))
     sizes.update(more)
-    r.add(TOp(node.name, "gather", [r.operand(ids, id_dims), r.operand(w, (v, d))], (*id_dims, d), sizes,
-              r.prog.dtype(node), hint="embedding"))
+    r.add(
+        TOp(
+            node.name,
+            "gather",
+            [r.operand(ids, id_dims), r.operand(w, (v, d))],
+            (*id_dims, d),
+            sizes,
+            r.prog.dtype(node),
+            hint="embedding",
+        )
+    )
 
 
 def indexed_parameter(r: Reader, node) -> bool:
@@ -244,8 +315,17 @@ def indexed_parameter(r: Reader, node) -> bool:
     id_dims, sizes = r.fresh(r.prog.shape(r.resolve(ids)))
     w_dims, more = r.fresh(r.prog.shape(r.resolve(w)))
     sizes.update(more)
-    r.add(TOp(node.name, "gather", [r.operand(ids, id_dims), r.operand(w, w_dims)], (*id_dims, *w_dims[1:]), sizes,
-              r.prog.dtype(node), hint="index"))
+    r.add(
+        TOp(
+            node.name,
+            "gather",
+            [r.operand(ids, id_dims), r.operand(w, w_dims)],
+            (*id_dims, *w_dims[1:]),
+            sizes,
+            r.prog.dtype(node),
+            hint="index",
+        )
+    )
     return True
 
 
@@ -257,8 +337,18 @@ def cross_entropy(r: Reader, node) -> None:
         raise CostModelError(f"trace: {node.name}: cross_entropy over logits of shape {shape}; expected (N, V)")
     (n, v), sizes = r.fresh(shape)
     out = () if len(r.prog.shape(node)) == 0 else (n,)
-    r.add(TOp(node.name, "loss", [r.operand(logits, (n, v))], out, sizes, r.prog.dtype(node), hint="loss",
-              attrs={"axis": (v,), "probs_dtype": r.prog.dtype(logits)}))
+    r.add(
+        TOp(
+            node.name,
+            "loss",
+            [r.operand(logits, (n, v))],
+            out,
+            sizes,
+            r.prog.dtype(node),
+            hint="loss",
+            attrs={"axis": (v,), "probs_dtype": r.prog.dtype(logits)},
+        )
+    )
 
 
 @maps("_grouped_mm.default", "transformers::grouped_mm_fallback.default")
@@ -270,8 +360,17 @@ def grouped(r: Reader, node) -> None:
     sizes.update(more)
     if _param(r, w) is None:
         raise CostModelError(f"trace: {node.name}: grouped matmul whose weight is not a parameter")
-    r.add(TOp(node.name, "grouped_matmul", [r.operand(x, (s, k)), r.operand(w, (e, k, n))], (s, n), sizes,
-              r.prog.dtype(node), attrs={"experts": (e,)}))
+    r.add(
+        TOp(
+            node.name,
+            "grouped_matmul",
+            [r.operand(x, (s, k)), r.operand(w, (e, k, n))],
+            (s, n),
+            sizes,
+            r.prog.dtype(node),
+            attrs={"experts": (e,)},
+        )
+    )
 
 
 @maps("conv1d.default", "conv1d.padding")
@@ -293,15 +392,32 @@ def conv1d(r: Reader, node) -> None:
     x_dims, x_sizes = r.fresh(xs)
     window = f"{node.name}#unfold"
     r.rg[window] = r.rg.get(r.resolve(x).name, False)
-    r.add(TOp(window, "reshape", [r.operand(x, x_dims)], (*bd, g, cid, lo, kd), {**sizes, **x_sizes}, r.prog.dtype(x),
-              hint="unfold", passthrough=True))
+    r.add(
+        TOp(
+            window,
+            "reshape",
+            [r.operand(x, x_dims)],
+            (*bd, g, cid, lo, kd),
+            {**sizes, **x_sizes},
+            r.prog.dtype(x),
+            hint="unfold",
+            passthrough=True,
+        )
+    )
     bias = None
     if b is not None:
         if _param(r, b) is None:
             raise CostModelError(f"trace: {node.name}: a convolution bias that is not a parameter")
         bias = (_param(r, b), (g, co))
-    op = TOp(node.name, "matmul", [Operand(window, (*bd, g, cid, lo, kd)), r.operand(w, (g, co, cid, kd))],
-             (*bd, g, co, lo), sizes, r.prog.dtype(node), attrs={"bias": bias[1]} if bias else {})
+    op = TOp(
+        node.name,
+        "matmul",
+        [Operand(window, (*bd, g, cid, lo, kd)), r.operand(w, (g, co, cid, kd))],
+        (*bd, g, co, lo),
+        sizes,
+        r.prog.dtype(node),
+        attrs={"bias": bias[1]} if bias else {},
+    )
     if bias:
         op.extra_params.append(bias[0])
     if not r.prog.param_tensors[_param(r, w)].requires_grad:

@@ -49,9 +49,17 @@ def sample_configs(sizes: Sequence[str], n: int, seed: int = 0) -> list[dict[str
     own list of values with its own stride, so every size varies across the samples."""
     rng = random.Random(seed)
     listed = set(sizes)
-    lists = {"kv": [2, 3, 5], "rep": [2, 3], "heads": [2, 3, 4, 5, 6], "head_dim": [4, 6, 8, 10, 12],
-             "layers": [2, 3, 4], "experts": [3, 4, 5, 6], "positions": [64, 96, 128, 160],
-             "per_head": [4, 6, 8, 10], "width": [16, 24, 32, 40]}
+    lists = {
+        "kv": [2, 3, 5],
+        "rep": [2, 3],
+        "heads": [2, 3, 4, 5, 6],
+        "head_dim": [4, 6, 8, 10, 12],
+        "layers": [2, 3, 4],
+        "experts": [3, 4, 5, 6],
+        "positions": [64, 96, 128, 160],
+        "per_head": [4, 6, 8, 10],
+        "width": [16, 24, 32, 40],
+    }
     strides, primes = {}, [1, 2, 3, 5, 7, 11, 13, 17, 19, 23, 29]
     for k, values in lists.items():  # a stride coprime with the list's length walks all of it
         strides[k] = next(p for p in primes if math.gcd(p, len(values)) == 1 and p not in strides.values())
@@ -128,8 +136,9 @@ def _slots(traced) -> list[tuple[str, object]]:
             continue
         out += [(f"{it.module} {it.hint} axis {k}", it.sizes[d]) for k, d in enumerate(order_of(it))]
         out += [(f"{it.module} {it.hint} kept {s[0]}", s[3]) for s in it.attrs.get("saves", ()) if s[1] == "own"]
-    out += [(f"block {seg.block} count", sympy.Integer(seg.reps)) for seg in traced.plan.segments
-            if isinstance(seg, Run)]
+    out += [
+        (f"block {seg.block} count", sympy.Integer(seg.reps)) for seg in traced.plan.segments if isinstance(seg, Run)
+    ]
     out += [(f"bound of {k}", sympy.Integer(v)) for k, v in sorted(traced.bounds.items())]
     return out
 
@@ -151,11 +160,25 @@ def _structure(traced) -> list:
             rows.append(("input", it.dtype, len(it.dims)))
             continue
         pos = {d: k for k, d in enumerate(order_of(it))}
-        attrs = tuple(sorted((k, tuple(pos[d] for d in v) if k in AXIS_ATTRS and isinstance(v, tuple) else v)
-                             for k, v in it.attrs.items() if k != "saves"))
+        attrs = tuple(
+            sorted(
+                (k, tuple(pos[d] for d in v) if k in AXIS_ATTRS and isinstance(v, tuple) else v)
+                for k, v in it.attrs.items()
+                if k != "saves"
+            )
+        )
         saves = tuple(s[:3] for s in it.attrs.get("saves", ()))
-        rows.append((it.kind, it.hint, it.dtype, tuple((ref(o.source) if not o.weight else "param", len(o.dims))
-                                                       for o in it.operands), len(it.output), attrs, saves))
+        rows.append(
+            (
+                it.kind,
+                it.hint,
+                it.dtype,
+                tuple((ref(o.source) if not o.weight else "param", len(o.dims)) for o in it.operands),
+                len(it.output),
+                attrs,
+                saves,
+            )
+        )
     periods = [(s.block, s.period) for s in traced.plan.segments if isinstance(s, Run)]
     return [rows, periods]
 
@@ -197,9 +220,19 @@ def _fit_value(names, points, values) -> sympy.Expr | None:
     return total
 
 
-def recover(config_class: object, sizes: Sequence[str], *, base: Mapping[str, object] | None = None,
-            samples: int = 6, checks: int = 2, seed: int = 0, attn: str = "eager", labels: bool = True,
-            strict: bool = True, symbols: Mapping[str, str] | None = None) -> Recovered:
+def recover(
+    config_class: object,
+    sizes: Sequence[str],
+    *,
+    base: Mapping[str, object] | None = None,
+    samples: int = 6,
+    checks: int = 2,
+    seed: int = 0,
+    attn: str = "eager",
+    labels: bool = True,
+    strict: bool = True,
+    symbols: Mapping[str, str] | None = None,
+) -> Recovered:
     """Recover the formulas of ``config_class`` (``"transformers:Qwen3Config"``) in the config fields ``sizes``.
 
     ``base``: values of the other fields (default: the class's own defaults). ``symbols``: field → symbol
@@ -227,12 +260,20 @@ def recover(config_class: object, sizes: Sequence[str], *, base: Mapping[str, ob
     for values, t in zip(configs[1:], traced[1:]):
         other = _structure(t)
         if other != reference:
-            where = next((f"op {i} ({a[1] if len(a) > 1 else a})" for i, (a, b) in
-                          enumerate(zip(reference[0], other[0])) if a != b), "the layer pattern")
-            raise CostModelError(f"recover: the traced structure of {cls.__name__} changes with the sizes (at "
-                                 f"{values} against {configs[0]}, first at {where}): an op or a layer pattern "
-                                 "depends on them, so "
-                                 "one symbolic graph cannot describe every config; fix the sizes that change it")
+            where = next(
+                (
+                    f"op {i} ({a[1] if len(a) > 1 else a})"
+                    for i, (a, b) in enumerate(zip(reference[0], other[0]))
+                    if a != b
+                ),
+                "the layer pattern",
+            )
+            raise CostModelError(
+                f"recover: the traced structure of {cls.__name__} changes with the sizes (at "
+                f"{values} against {configs[0]}, first at {where}): an op or a layer pattern "
+                "depends on them, so "
+                "one symbolic graph cannot describe every config; fix the sizes that change it"
+            )
     slots = [_slots(t) for t in traced]
     points = [{names[k]: v for k, v in c.items()} for c in configs]
     fit_names = [names[s] for s in sizes]
@@ -252,13 +293,18 @@ def recover(config_class: object, sizes: Sequence[str], *, base: Mapping[str, ob
             expr = values[0]
         fitted.append(expr.xreplace({sympy.Symbol(n, positive=True, integer=True): symbol(n) for n in fit_names}))
     if missing and strict:
-        raise CostModelError(f"recover: {len(missing)} size(s) of {cls.__name__} are not polynomial in "
-                             f"{', '.join(sizes)} (a ceil, a min, or a size not listed): " + "; ".join(missing[:5]))
+        raise CostModelError(
+            f"recover: {len(missing)} size(s) of {cls.__name__} are not polynomial in "
+            f"{', '.join(sizes)} (a ceil, a min, or a size not listed): " + "; ".join(missing[:5])
+        )
     result = copy.deepcopy(traced[0])
     _set_slots(result, fitted)
     result.values = {symbol(names[s]): default[s] for s in sizes if isinstance(default[s], int)}
     G = write(result)
-    family = Family(f"recovered:{cls.__name__}", lambda: G,
-                    f"{cls.__name__} traced at {len(configs)} configs, sizes {', '.join(sizes)} recovered exactly")
+    family = Family(
+        f"recovered:{cls.__name__}",
+        lambda: G,
+        f"{cls.__name__} traced at {len(configs)} configs, sizes {', '.join(sizes)} recovered exactly",
+    )
     model = Model(cls.__name__.removesuffix("Config"), G, dict(result.values), family)
     return Recovered(model, {s: symbol(names[s]) for s in sizes}, configs[:samples], configs[samples:], missing)

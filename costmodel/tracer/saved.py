@@ -21,8 +21,9 @@ def run_saving(prog, rg: dict[str, bool], node, args=None, kwargs=None) -> tuple
     import torch  # deferred: torch is optional, imported only when tracing
 
     schema = getattr(node.target, "_schema", None)
-    mutated = bool(schema and schema.arguments and schema.arguments[0].alias_info
-                   and schema.arguments[0].alias_info.is_write)
+    mutated = bool(
+        schema and schema.arguments and schema.arguments[0].alias_info and schema.arguments[0].alias_info.is_write
+    )
     first = node.args[0] if node.args else None
     clones: dict[int, int] = {}  # storage of a clone made for an in-place op → the original's
 
@@ -49,20 +50,44 @@ def run_saving(prog, rg: dict[str, bool], node, args=None, kwargs=None) -> tuple
         k = torch.fx.node.map_arg(node.kwargs if kwargs is None else kwargs, value)
         try:
             out = node.target(*a, **k)
-            saved = [(t, clones.get(t.untyped_storage()._cdata)) if isinstance(t, torch.Tensor) else (t, None)
-                     for t in saved]
+            saved = [
+                (t, clones.get(t.untyped_storage()._cdata)) if isinstance(t, torch.Tensor) else (t, None) for t in saved
+            ]
         except Exception as exc:  # an op fake tensors cannot run: say which, never guess what it saves
-            raise CostModelError(f"trace: cannot tell what {target_name(node.target)} ({node.name}) keeps for "
-                                 f"backward: running it on fake tensors failed: {type(exc).__name__}: "
-                                 f"{str(exc).splitlines()[0][:200] if str(exc) else ''}") from None
+            raise CostModelError(
+                f"trace: cannot tell what {target_name(node.target)} ({node.name}) keeps for "
+                f"backward: running it on fake tensors failed: {type(exc).__name__}: "
+                f"{str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            ) from None
     return saved, out
 
 
 #: Ops whose derivative keeps nothing (``derivatives.yaml``: sums, negation, concatenation, copies).
-KEEP_NOTHING = {"add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Scalar", "neg.default", "cat.default",
-                "stack.default", "sum.dim_IntList", "sum.default", "mean.dim", "mean.default", "clone.default",
-                "constant_pad_nd.default", "pad.default", "flip.default", "roll.default", "repeat.default",
-                "cumsum.default", "add_.Tensor", "sub_.Tensor", "tril.default", "triu.default"}
+KEEP_NOTHING = {
+    "add.Tensor",
+    "add.Scalar",
+    "sub.Tensor",
+    "sub.Scalar",
+    "rsub.Scalar",
+    "neg.default",
+    "cat.default",
+    "stack.default",
+    "sum.dim_IntList",
+    "sum.default",
+    "mean.dim",
+    "mean.default",
+    "clone.default",
+    "constant_pad_nd.default",
+    "pad.default",
+    "flip.default",
+    "roll.default",
+    "repeat.default",
+    "cumsum.default",
+    "add_.Tensor",
+    "sub_.Tensor",
+    "tril.default",
+    "triu.default",
+}
 
 
 def _key(prog, rg, node) -> tuple:
@@ -75,8 +100,15 @@ def _key(prog, rg, node) -> tuple:
         v = a.meta.get("val") if hasattr(a, "meta") else a
         if isinstance(v, torch.Tensor):
             sid = storages.setdefault(v.untyped_storage()._cdata, len(storages))
-            return ("T", tuple(str(prog.expr(s)) for s in v.shape), tuple(str(prog.expr(s)) for s in v.stride()),
-                    str(v.dtype), bool(rg.get(a.name, False)), sid, str(v.storage_offset()))
+            return (
+                "T",
+                tuple(str(prog.expr(s)) for s in v.shape),
+                tuple(str(prog.expr(s)) for s in v.stride()),
+                str(v.dtype),
+                bool(rg.get(a.name, False)),
+                sid,
+                str(v.storage_offset()),
+            )
         if isinstance(v, torch.SymInt):
             return ("S", str(prog.expr(v)))
         return repr(v)
@@ -94,8 +126,7 @@ def saves_of(reader, node, data: list[str]) -> tuple[tuple, ...]:
     the layers of a deep model are probed once."""
     if not reader.rg.get(node.name, False) or target_name(node.target) in KEEP_NOTHING:
         return ()
-    key = _key(reader.prog, reader.rg, node) + (tuple(reader.storage_of(n) == reader.prog.storage(node)
-                                                      for n in data),)
+    key = _key(reader.prog, reader.rg, node) + (tuple(reader.storage_of(n) == reader.prog.storage(node) for n in data),)
     if key not in _CACHE:
         kept: set = set()
         entries = probe(reader, node, data, kept)

@@ -13,8 +13,11 @@ def build(*, dtype: str = "bf16"):
     b = GraphBuilder("my_arch", dtype=dtype, b=B, t=T, s=T, d=d, v=V, h=h, k=d / h, f=4 * d)
 
     def layer(b, x):
-        return parallel_layer(b, x,
-                              lambda b, x: causal_self_attention(b, x, bias=False, dropout_p=False),
-                              lambda b, x: gelu_mlp(b, x, bias=True, dropout_p=False))
+        return parallel_layer(
+            b,
+            x,
+            lambda b, x: causal_self_attention(b, x, bias=False, dropout_p=False),
+            lambda b, x: gelu_mlp(b, x, bias=True, dropout_p=False),
+        )
 
     return decoder(b, [("layers", L, layer)], tied=False, rms=False)

@@ -28,11 +28,14 @@ def test_routed_matmul_counts_routed_tokens_and_all_weights():
     assert t.params_active == 2 * 4 * 5  # the 2 a token uses
 
 
-@pytest.mark.parametrize("pattern, attrs, message", [
-    ("b t d, e d f -> b t r f", {"experts": "d"}, "experts='d' must be an axis of the weight only"),
-    ("b t d, e d f -> b t f", {}, "route='r' must be an axis of exactly one"),
-    ("b t d, e d f -> b t r f", {"route": "f"}, "route=.f. must be an axis of exactly one"),
-])
+@pytest.mark.parametrize(
+    "pattern, attrs, message",
+    [
+        ("b t d, e d f -> b t r f", {"experts": "d"}, "experts='d' must be an axis of the weight only"),
+        ("b t d, e d f -> b t f", {}, "route='r' must be an axis of exactly one"),
+        ("b t d, e d f -> b t r f", {"route": "f"}, "route=.f. must be an axis of exactly one"),
+    ],
+)
 def test_routed_matmul_errors(pattern, attrs, message):
     with pytest.raises(CostModelError, match=message):
         routed(pattern, **attrs)

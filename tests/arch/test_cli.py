@@ -51,8 +51,16 @@ def test_sliding_window_conventions():
 
 
 def test_estimate_a_config_json(tmp_path):
-    cfg = {"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 100, "num_hidden_layers": 2,
-           "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 500, "max_position_embeddings": 128}
+    cfg = {
+        "model_type": "qwen2",
+        "hidden_size": 64,
+        "intermediate_size": 100,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 500,
+        "max_position_embeddings": 128,
+    }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     r = estimate_json(str(path))
@@ -77,17 +85,40 @@ def test_models_lists_the_architectures():
         assert name in out
 
 
-@pytest.mark.parametrize("cfg, message", [
-    ({"model_type": "no_such_model"}, "unsupported model_type 'no_such_model'"),
-    ({"model_type": "llama", "hidden_size": 64}, "missing field 'num_hidden_layers'"),
-    ({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 100, "num_hidden_layers": 2,
-      "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 500, "max_position_embeddings": 128},
-     "num_local_experts"),
-    ({"model_type": "deepseek_v3", "first_k_dense_replace": -1}, "missing field"),
-    # transformers' Qwen2 class would default to 32 KV heads, not to the heads: we ask instead
-    ({"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 100, "num_hidden_layers": 2,
-      "num_attention_heads": 4, "vocab_size": 500, "max_position_embeddings": 128}, "'num_key_value_heads'"),
-])
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        ({"model_type": "no_such_model"}, "unsupported model_type 'no_such_model'"),
+        ({"model_type": "llama", "hidden_size": 64}, "missing field 'num_hidden_layers'"),
+        (
+            {
+                "model_type": "mixtral",
+                "hidden_size": 64,
+                "intermediate_size": 100,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "num_key_value_heads": 2,
+                "vocab_size": 500,
+                "max_position_embeddings": 128,
+            },
+            "num_local_experts",
+        ),
+        ({"model_type": "deepseek_v3", "first_k_dense_replace": -1}, "missing field"),
+        # transformers' Qwen2 class would default to 32 KV heads, not to the heads: we ask instead
+        (
+            {
+                "model_type": "qwen2",
+                "hidden_size": 64,
+                "intermediate_size": 100,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "vocab_size": 500,
+                "max_position_embeddings": 128,
+            },
+            "'num_key_value_heads'",
+        ),
+    ],
+)
 def test_config_errors_are_one_clear_line(tmp_path, cfg, message):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
@@ -105,8 +136,12 @@ def test_user_builder_errors(tmp_path):
     bad.write_text("raise RuntimeError('boom')\n")
     empty = tmp_path / "empty.py"
     empty.write_text("def build():\n    return 42\n")
-    for spec, message in [(f"{bad}:build", "RuntimeError: boom"), (f"{empty}:nope", "no function 'nope'"),
-                          (f"{empty}:build", "returned int"), (f"{tmp_path}/missing.py:build", "no file")]:
+    for spec, message in [
+        (f"{bad}:build", "RuntimeError: boom"),
+        (f"{empty}:nope", "no function 'nope'"),
+        (f"{empty}:build", "returned int"),
+        (f"{tmp_path}/missing.py:build", "no file"),
+    ]:
         code, _, err = run("estimate", spec)
         assert code == 2 and message in err, err
     broken = tmp_path / "broken.py"
@@ -115,11 +150,30 @@ def test_user_builder_errors(tmp_path):
     assert code == 2 and "ZeroDivisionError" in err
 
 
-FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
-          "intermediate_size", "max_position_embeddings", "head_dim", "tie_word_embeddings", "attention_bias",
-          "num_local_experts", "num_experts_per_tok", "n_routed_experts", "n_shared_experts",
-          "first_k_dense_replace", "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-          "v_head_dim", "moe_intermediate_size", "sliding_window"]
+FIELDS = [
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "intermediate_size",
+    "max_position_embeddings",
+    "head_dim",
+    "tie_word_embeddings",
+    "attention_bias",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "n_routed_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "moe_intermediate_size",
+    "sliding_window",
+]
 
 
 @st.composite
@@ -130,8 +184,9 @@ def messy_configs(draw) -> dict:
         if choice == 0:
             continue  # missing
         if choice == 1:  # anything JSON
-            cfg[key] = draw(st.none() | st.booleans() | st.integers(-5, 10**20) | st.text(max_size=3)
-                            | st.lists(st.none()))
+            cfg[key] = draw(
+                st.none() | st.booleans() | st.integers(-5, 10**20) | st.text(max_size=3) | st.lists(st.none())
+            )
         elif key in ("tie_word_embeddings", "attention_bias"):
             cfg[key] = draw(st.booleans())
         else:  # small sizes, sometimes ones that do not divide
@@ -153,19 +208,54 @@ def test_messy_configs_raise_only_costmodel_errors(tmp_path_factory, cfg):
 
 
 ENCODER_CONFIGS = {  # tiny released-style config.json files of the encoder and encoder-decoder families
-    "bert": {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-             "intermediate_size": 48, "vocab_size": 60, "max_position_embeddings": 40, "type_vocab_size": 2},
-    "roberta": {"model_type": "roberta", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-                "intermediate_size": 48, "vocab_size": 60, "max_position_embeddings": 42, "type_vocab_size": 1},
-    "t5": {"model_type": "t5", "vocab_size": 50, "d_model": 32, "d_kv": 8, "d_ff": 40, "num_layers": 2,
-           "num_heads": 4, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False},
-    "vit": {"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 48, "image_size": 32, "patch_size": 8, "num_labels": 5},
+    "bert": {
+        "model_type": "bert",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 48,
+        "vocab_size": 60,
+        "max_position_embeddings": 40,
+        "type_vocab_size": 2,
+    },
+    "roberta": {
+        "model_type": "roberta",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 48,
+        "vocab_size": 60,
+        "max_position_embeddings": 42,
+        "type_vocab_size": 1,
+    },
+    "t5": {
+        "model_type": "t5",
+        "vocab_size": 50,
+        "d_model": 32,
+        "d_kv": 8,
+        "d_ff": 40,
+        "num_layers": 2,
+        "num_heads": 4,
+        "feed_forward_proj": "gated-gelu",
+        "tie_word_embeddings": False,
+    },
+    "vit": {
+        "model_type": "vit",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 48,
+        "image_size": 32,
+        "patch_size": 8,
+        "num_labels": 5,
+    },
 }
 
 
-@pytest.mark.parametrize("family, preset", [("bert", "bert-base-uncased"), ("roberta", "roberta-base"),
-                                            ("t5", "t5-small"), ("vit", "vit-base-patch16-224")])
+@pytest.mark.parametrize(
+    "family, preset",
+    [("bert", "bert-base-uncased"), ("roberta", "roberta-base"), ("t5", "t5-small"), ("vit", "vit-base-patch16-224")],
+)
 def test_estimate_derive_and_config_json_for_encoders(tmp_path, family, preset):
     code, out, err = run("derive", family, "--format", "json")
     assert code == 0 and "params.total" in json.loads(out)["expressions"], err

@@ -87,4 +87,5 @@ def test_flash_attention_fuses_mla_split_scores_keeping_every_flop():
             assert sympy.expand(getattr(getattr(before, pass_), field) - getattr(getattr(after, pass_), field)) == 0
     T = sympy.Symbol("T", positive=True, integer=True)
     from costmodel.memory.activations import activations
+
     assert sympy.degree(activations(G).bytes, T) == 2 and sympy.degree(activations(H).bytes, T) == 1  # no T² saved

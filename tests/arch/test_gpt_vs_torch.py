@@ -17,8 +17,9 @@ from costmodel.reports.estimate import estimate
 from tests.reference_gpt import ReferenceGPT, count
 
 
-def assert_engine_matches(counted: tuple[int, int, int], batch: int, seq: int, d_ff: int | None,
-                          **config: object) -> None:
+def assert_engine_matches(
+    counted: tuple[int, int, int], batch: int, seq: int, d_ff: int | None, **config: object
+) -> None:
     """The engine's params and matmul FLOPs equal what PyTorch counted, exactly."""
     if d_ff is not None:
         config["d_ff"] = d_ff
@@ -30,8 +31,17 @@ def assert_engine_matches(counted: tuple[int, int, int], batch: int, seq: int, d
 
 
 def hf_gpt2(layers: int, d: int, heads: int, vocab: int, context: int, d_ff: int | None, tied: bool):
-    cfg = GPT2Config(n_layer=layers, n_embd=d, n_head=heads, vocab_size=vocab, n_positions=context,
-                     n_inner=d_ff, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        n_layer=layers,
+        n_embd=d,
+        n_head=heads,
+        vocab_size=vocab,
+        n_positions=context,
+        n_inner=d_ff,
+        tie_word_embeddings=tied,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     with torch.device("meta"):
         return GPT2LMHeadModel(cfg)
 
@@ -63,23 +73,36 @@ def test_hf_gpt2_exact(layers, d, heads, vocab, context, d_ff, tied, batch, seq)
 
 
 @settings(max_examples=6)
-@given(layers=st.integers(1, 3), heads=st.integers(1, 4), head_dim=st.integers(1, 16), vocab=st.integers(2, 128),
-       batch=st.integers(1, 4), seq=st.integers(1, 24), bias=st.booleans(), tied=st.booleans(),
-       ff_mult=st.sampled_from([None, 2, 3]))
+@given(
+    layers=st.integers(1, 3),
+    heads=st.integers(1, 4),
+    head_dim=st.integers(1, 16),
+    vocab=st.integers(2, 128),
+    batch=st.integers(1, 4),
+    seq=st.integers(1, 24),
+    bias=st.booleans(),
+    tied=st.booleans(),
+    ff_mult=st.sampled_from([None, 2, 3]),
+)
 def test_reference_gpt_exact(layers, heads, head_dim, vocab, batch, seq, bias, tied, ff_mult):
     d = heads * head_dim
     d_ff = None if ff_mult is None else ff_mult * d
     with torch.device("meta"):
-        model = ReferenceGPT(layers=layers, d=d, heads=heads, vocab=vocab, context=seq, d_ff=d_ff, bias=bias,
-                             tied=tied)
+        model = ReferenceGPT(layers=layers, d=d, heads=heads, vocab=vocab, context=seq, d_ff=d_ff, bias=bias, tied=tied)
     counted = count(model, torch.randint(0, vocab, (batch, seq), device="meta"))
-    assert_engine_matches(counted, batch, seq, d_ff, L=layers, d=d, h=heads, V=vocab, T_max=seq, bias=bias,
-                          tied=tied)
+    assert_engine_matches(counted, batch, seq, d_ff, L=layers, d=d, h=heads, V=vocab, T_max=seq, bias=bias, tied=tied)
     assert counted[2] == 3 * counted[1]  # PyTorch too: backward = 2 × forward for matmuls
 
 
-@pytest.mark.parametrize("name,layers,d,heads", [("gpt2-small", 12, 768, 12), ("gpt2-medium", 24, 1024, 16),
-                                                  ("gpt2-large", 36, 1280, 20), ("gpt2-xl", 48, 1600, 25)])
+@pytest.mark.parametrize(
+    "name,layers,d,heads",
+    [
+        ("gpt2-small", 12, 768, 12),
+        ("gpt2-medium", 24, 1024, 16),
+        ("gpt2-large", 36, 1280, 20),
+        ("gpt2-xl", 48, 1600, 25),
+    ],
+)
 def test_gpt2_presets_match_hf_numel(name, layers, d, heads):
     model = hf_gpt2(layers, d, heads, 50257, 1024, None, True)
     assert estimate(name)["params"]["total"] == sum(p.numel() for p in model.parameters())

@@ -63,19 +63,44 @@ def check(tmp_path, fields: dict, batch: int = 2, seq: int = 5) -> None:
 
 
 def llama_like(model_type: str, **over) -> dict:
-    base = {"model_type": model_type, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 2,
-            "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 50, "max_position_embeddings": 64,
-            "tie_word_embeddings": False}
+    base = {
+        "model_type": model_type,
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 50,
+        "max_position_embeddings": 64,
+        "tie_word_embeddings": False,
+    }
     return {**base, **over}
 
 
 def deepseek(**over) -> dict:
-    base = {"model_type": "deepseek_v3", "hidden_size": 32, "intermediate_size": 48, "moe_intermediate_size": 12,
-            "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 40,
-            "max_position_embeddings": 64, "q_lora_rank": 16, "kv_lora_rank": 8, "qk_rope_head_dim": 4,
-            "qk_nope_head_dim": 6, "v_head_dim": 5, "n_routed_experts": 4, "num_experts_per_tok": 2,
-            "n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
-            "tie_word_embeddings": False}
+    base = {
+        "model_type": "deepseek_v3",
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "moe_intermediate_size": 12,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "vocab_size": 40,
+        "max_position_embeddings": 64,
+        "q_lora_rank": 16,
+        "kv_lora_rank": 8,
+        "qk_rope_head_dim": 4,
+        "qk_nope_head_dim": 6,
+        "v_head_dim": 5,
+        "n_routed_experts": 4,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "n_group": 1,
+        "topk_group": 1,
+        "tie_word_embeddings": False,
+    }
     return {**base, **over}
 
 
@@ -84,16 +109,16 @@ HAND_PICKED = {
     "llama-mha": llama_like("llama"),
     "llama-gqa": llama_like("llama", num_key_value_heads=2),
     "llama-mqa-tied": llama_like("llama", num_key_value_heads=1, tie_word_embeddings=True),
-    "llama-head-dim-biases": llama_like("llama", head_dim=12, num_key_value_heads=2, attention_bias=True,
-                                        mlp_bias=True),
+    "llama-head-dim-biases": llama_like(
+        "llama", head_dim=12, num_key_value_heads=2, attention_bias=True, mlp_bias=True
+    ),
     "llama-no-kv-field": {k: v for k, v in llama_like("llama").items() if k != "num_key_value_heads"},
     "mistral-gqa-window": llama_like("mistral", num_key_value_heads=2, sliding_window=3),
     "mistral-head-dim": llama_like("mistral", head_dim=16, num_key_value_heads=1),
     "qwen2-gqa": llama_like("qwen2", num_key_value_heads=2),
     "qwen2-tied-head-dim": llama_like("qwen2", num_key_value_heads=1, head_dim=6, tie_word_embeddings=True),
     "mixtral-e4-top2": llama_like("mixtral", num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2),
-    "mixtral-e8-top2-tied": llama_like("mixtral", num_local_experts=8, num_experts_per_tok=2,
-                                       tie_word_embeddings=True),
+    "mixtral-e8-top2-tied": llama_like("mixtral", num_local_experts=8, num_experts_per_tok=2, tie_word_embeddings=True),
     "deepseek-v3": deepseek(),
     "deepseek-v3-e8-top2-bias": deepseek(n_routed_experts=8, attention_bias=True, n_shared_experts=2),
     "deepseek-v3-no-q-latent-no-dense": deepseek(q_lora_rank=None, first_k_dense_replace=0, num_hidden_layers=2),
@@ -127,8 +152,9 @@ def test_every_supported_model_type_is_checked():
     """Each family group checks its model types in its own file: ``HAND_PICKED`` configs or ``CHECKED_TYPES``."""
     from costmodel.families import families
 
-    checked = {fields["model_type"] for table in sibling_tables("test_hf*.py", "HAND_PICKED")
-               for fields in table.values()}
+    checked = {
+        fields["model_type"] for table in sibling_tables("test_hf*.py", "HAND_PICKED") for fields in table.values()
+    }
     for types in sibling_tables("test_hf*.py", "CHECKED_TYPES"):
         checked |= set(types)
     supported = {t for fam in families().values() for t in fam.hf_model_types}
@@ -140,10 +166,16 @@ def llama_like_configs(draw, model_type: str) -> dict:
     kv = draw(st.sampled_from([1, 2, 4]))
     h = kv * draw(st.sampled_from([1, 2, 3]))
     head_dim = draw(st.sampled_from([2, 4, 6]))
-    fields = llama_like(model_type, num_attention_heads=h, num_key_value_heads=kv,
-                        hidden_size=h * head_dim if draw(st.booleans()) else 24,
-                        intermediate_size=draw(st.integers(4, 48)), num_hidden_layers=draw(st.integers(1, 2)),
-                        vocab_size=draw(st.integers(8, 64)), tie_word_embeddings=draw(st.booleans()))
+    fields = llama_like(
+        model_type,
+        num_attention_heads=h,
+        num_key_value_heads=kv,
+        hidden_size=h * head_dim if draw(st.booleans()) else 24,
+        intermediate_size=draw(st.integers(4, 48)),
+        num_hidden_layers=draw(st.integers(1, 2)),
+        vocab_size=draw(st.integers(8, 64)),
+        tie_word_embeddings=draw(st.booleans()),
+    )
     if fields["hidden_size"] != h * head_dim or draw(st.booleans()):
         fields["head_dim"] = head_dim
     if model_type == "llama":
@@ -159,13 +191,23 @@ def deepseek_configs(draw) -> dict:
     experts = draw(st.integers(2, 8))
     layers = draw(st.integers(1, 3))
     heads = draw(st.integers(1, 4))  # MLA has no separate KV heads: HF wants num_key_value_heads = heads
-    return deepseek(num_hidden_layers=layers, first_k_dense_replace=draw(st.integers(0, layers - 1)),
-                    num_attention_heads=heads, num_key_value_heads=heads, n_routed_experts=experts,
-                    num_experts_per_tok=draw(st.integers(1, experts)), n_shared_experts=draw(st.integers(0, 2)),
-                    q_lora_rank=draw(st.sampled_from([None, 4, 16])), kv_lora_rank=draw(st.integers(2, 12)),
-                    qk_rope_head_dim=draw(st.sampled_from([2, 4])), qk_nope_head_dim=draw(st.integers(1, 8)),
-                    v_head_dim=draw(st.integers(1, 8)), moe_intermediate_size=draw(st.integers(2, 16)),
-                    attention_bias=draw(st.booleans()), tie_word_embeddings=draw(st.booleans()))
+    return deepseek(
+        num_hidden_layers=layers,
+        first_k_dense_replace=draw(st.integers(0, layers - 1)),
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        n_routed_experts=experts,
+        num_experts_per_tok=draw(st.integers(1, experts)),
+        n_shared_experts=draw(st.integers(0, 2)),
+        q_lora_rank=draw(st.sampled_from([None, 4, 16])),
+        kv_lora_rank=draw(st.integers(2, 12)),
+        qk_rope_head_dim=draw(st.sampled_from([2, 4])),
+        qk_nope_head_dim=draw(st.integers(1, 8)),
+        v_head_dim=draw(st.integers(1, 8)),
+        moe_intermediate_size=draw(st.integers(2, 16)),
+        attention_bias=draw(st.booleans()),
+        tie_word_embeddings=draw(st.booleans()),
+    )
 
 
 CONFIGS = st.one_of(*(llama_like_configs(t) for t in ("llama", "mistral", "qwen2", "mixtral")), deepseek_configs())

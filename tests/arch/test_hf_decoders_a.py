@@ -71,8 +71,9 @@ def engine_counts(path: str, batch: int, seq: int) -> tuple[int, int, int]:
     m = load(path)
     t = totals(m.graph)
     values = {**m.values, B: batch, T: seq}
-    return tuple(as_int(evaluate(e, values), "count") for e in (t.params, t.forward.matmul_flops,
-                                                                 t.training.matmul_flops))
+    return tuple(
+        as_int(evaluate(e, values), "count") for e in (t.params, t.forward.matmul_flops, t.training.matmul_flops)
+    )
 
 
 def check(tmp_path, fields: dict, points=((2, 5), (3, 7))) -> None:
@@ -90,9 +91,19 @@ def check_cache(tmp_path, fields: dict, contexts=(2, 7)) -> None:
 
 
 def tiny(model_type: str, **over) -> dict:
-    base = {"model_type": model_type, "hidden_size": 32, "intermediate_size": 40, "num_hidden_layers": 3,
-            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 50, "max_position_embeddings": 64,
-            "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+    base = {
+        "model_type": model_type,
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "vocab_size": 50,
+        "max_position_embeddings": 64,
+        "pad_token_id": 0,
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    }
     if model_type.startswith("gemma") or model_type == "qwen3":
         base["head_dim"] = 12  # ≠ d/h = 8: these types have a head_dim field
     if model_type == "qwen3_moe":
@@ -105,24 +116,50 @@ HAND_PICKED = {
     "gemma-mha-bias-untied": tiny("gemma", num_key_value_heads=4, attention_bias=True, tie_word_embeddings=False),
     # layers 0 and 2 slide (W = 4), layer 1 is full: the pattern "sf" and a tail "s"
     "gemma2-alternating-odd": tiny("gemma2", sliding_window=4),
-    "gemma2-layer-types-no-caps": tiny("gemma2", num_hidden_layers=4, sliding_window=3, attn_logit_softcapping=None,
-                                       final_logit_softcapping=None, layer_types=["full_attention"] * 2
-                                       + ["sliding_attention"] * 2),
+    "gemma2-layer-types-no-caps": tiny(
+        "gemma2",
+        num_hidden_layers=4,
+        sliding_window=3,
+        attn_logit_softcapping=None,
+        final_logit_softcapping=None,
+        layer_types=["full_attention"] * 2 + ["sliding_attention"] * 2,
+    ),
     # 8 layers, 5 local : 1 global: one unit "sssssf" and a tail "ss"
     "gemma3-5to1-tail": tiny("gemma3_text", num_hidden_layers=8, sliding_window=4, final_logit_softcapping=30.0),
-    "gemma3-pattern2-bias": tiny("gemma3_text", num_hidden_layers=4, sliding_window=3, sliding_window_pattern=2,
-                                 attention_bias=True, num_key_value_heads=1, tie_word_embeddings=False),
+    "gemma3-pattern2-bias": tiny(
+        "gemma3_text",
+        num_hidden_layers=4,
+        sliding_window=3,
+        sliding_window_pattern=2,
+        attention_bias=True,
+        num_key_value_heads=1,
+        tie_word_embeddings=False,
+    ),
     "phi3-mha": tiny("phi3", num_key_value_heads=None, tie_word_embeddings=False),
     "phi3-gqa-window-head-dim": tiny("phi3", sliding_window=4, head_dim=6, tie_word_embeddings=True),
     "qwen3-tied": tiny("qwen3", tie_word_embeddings=True),
     # layer 0 full, layers 1 and 2 slide: the pattern "fss" once
-    "qwen3-window-bias": tiny("qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=1,
-                              attention_bias=True),
+    "qwen3-window-bias": tiny(
+        "qwen3", use_sliding_window=True, sliding_window=4, max_window_layers=1, attention_bias=True
+    ),
     "qwen3-moe": tiny("qwen3_moe"),
-    "qwen3-moe-dense-layer-bias-tied": tiny("qwen3_moe", mlp_only_layers=[1], attention_bias=True,
-                                            tie_word_embeddings=True, num_experts=5, num_experts_per_tok=3),
-    "qwen3-moe-sparse-step-window": tiny("qwen3_moe", num_hidden_layers=4, decoder_sparse_step=2, head_dim=6,
-                                         use_sliding_window=True, sliding_window=4, norm_topk_prob=False),
+    "qwen3-moe-dense-layer-bias-tied": tiny(
+        "qwen3_moe",
+        mlp_only_layers=[1],
+        attention_bias=True,
+        tie_word_embeddings=True,
+        num_experts=5,
+        num_experts_per_tok=3,
+    ),
+    "qwen3-moe-sparse-step-window": tiny(
+        "qwen3_moe",
+        num_hidden_layers=4,
+        decoder_sparse_step=2,
+        head_dim=6,
+        use_sliding_window=True,
+        sliding_window=4,
+        norm_topk_prob=False,
+    ),
     "olmo2-mha": tiny("olmo2", num_key_value_heads=None, tie_word_embeddings=False),
     "olmo2-gqa-bias-tied": tiny("olmo2", attention_bias=True, tie_word_embeddings=True),
 }
@@ -147,8 +184,16 @@ def test_sliding_layers_keep_w_minus_1_tokens(tmp_path):
     check_cache(tmp_path, fields, contexts=(7,))
 
 
-@pytest.mark.parametrize("name", ["gemma2-alternating-odd", "gemma3-5to1-tail", "phi3-gqa-window-head-dim",
-                                  "qwen3-window-bias", "qwen3-moe-sparse-step-window"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gemma2-alternating-odd",
+        "gemma3-5to1-tail",
+        "phi3-gqa-window-head-dim",
+        "qwen3-window-bias",
+        "qwen3-moe-sparse-step-window",
+    ],
+)
 def test_windowed_decode_step_matches_transformers(tmp_path, name):
     # window=W counts what a model with a sliding cache computes in a decode step: a local layer's new
     # token meets min(C, W) keys (the W − 1 kept and its own), a global layer's all C = prompt + 1
@@ -176,9 +221,16 @@ def decoder_configs(draw, model_type: str) -> dict:
     h = kv * draw(st.sampled_from([1, 2]))
     head_dim = draw(st.sampled_from([4, 6]))
     layers = draw(st.integers(1, 7 if model_type == "gemma3_text" else 4))
-    fields = tiny(model_type, num_attention_heads=h, num_key_value_heads=kv, hidden_size=8 * h,
-                  intermediate_size=draw(st.integers(4, 24)), num_hidden_layers=layers,
-                  vocab_size=draw(st.integers(8, 40)), tie_word_embeddings=draw(st.booleans()))
+    fields = tiny(
+        model_type,
+        num_attention_heads=h,
+        num_key_value_heads=kv,
+        hidden_size=8 * h,
+        intermediate_size=draw(st.integers(4, 24)),
+        num_hidden_layers=layers,
+        vocab_size=draw(st.integers(8, 40)),
+        tie_word_embeddings=draw(st.booleans()),
+    )
     if model_type in ("gemma", "gemma2", "gemma3_text", "qwen3") or draw(st.booleans()):
         fields["head_dim"] = head_dim
     if model_type != "phi3":
@@ -186,8 +238,9 @@ def decoder_configs(draw, model_type: str) -> dict:
     window = draw(st.integers(2, 6))
     if model_type in ("gemma2", "gemma3_text"):
         fields["sliding_window"] = window
-        kinds = draw(st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers,
-                              max_size=layers))
+        kinds = draw(
+            st.lists(st.sampled_from(["sliding_attention", "full_attention"]), min_size=layers, max_size=layers)
+        )
         if draw(st.booleans()):
             fields["layer_types"] = kinds
     if model_type == "gemma3_text":
@@ -198,12 +251,17 @@ def decoder_configs(draw, model_type: str) -> dict:
         fields.update(use_sliding_window=True, sliding_window=window, max_window_layers=draw(st.integers(0, layers)))
     if model_type == "qwen3_moe":
         experts = draw(st.integers(1, 6))
-        fields.update(num_experts=experts, num_experts_per_tok=draw(st.integers(1, experts)),
-                      moe_intermediate_size=draw(st.integers(2, 12)), norm_topk_prob=draw(st.booleans()),
-                      decoder_sparse_step=draw(st.integers(1, 2)),
-                      mlp_only_layers=draw(st.lists(st.integers(1, layers), max_size=2, unique=True)))
-        if not any((i + 1) % fields["decoder_sparse_step"] == 0 and i not in fields["mlp_only_layers"]
-                   for i in range(layers)):
+        fields.update(
+            num_experts=experts,
+            num_experts_per_tok=draw(st.integers(1, experts)),
+            moe_intermediate_size=draw(st.integers(2, 12)),
+            norm_topk_prob=draw(st.booleans()),
+            decoder_sparse_step=draw(st.integers(1, 2)),
+            mlp_only_layers=draw(st.lists(st.integers(1, layers), max_size=2, unique=True)),
+        )
+        if not any(
+            (i + 1) % fields["decoder_sparse_step"] == 0 and i not in fields["mlp_only_layers"] for i in range(layers)
+        ):
             fields["mlp_only_layers"], fields["decoder_sparse_step"] = [], 1  # at least one MoE layer
     return fields
 
@@ -244,23 +302,29 @@ def test_a_pattern_must_tile_the_layers():
     from costmodel import load as load_model
 
     with pytest.raises(CostModelError, match="count .* is not a positive whole number"):
-        estimate(load_model("gemma3", {"L": 26, "d": 8, "h": 2, "n_kv": 1, "d_head": 4, "d_ff": 8, "V": 16, "W": 4}),
-                 seq=8, inference=True)  # 26 layers are not units of 6 (gemma3-1b: tail="ss")
+        estimate(
+            load_model("gemma3", {"L": 26, "d": 8, "h": 2, "n_kv": 1, "d_head": 4, "d_ff": 8, "V": 16, "W": 4}),
+            seq=8,
+            inference=True,
+        )  # 26 layers are not units of 6 (gemma3-1b: tail="ss")
     assert load_model("gemma3", {"L": 8, "tail": "ss"}).graph.graph["blocks"]["sliding_tail"] == 2
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({**tiny("gemma"), "head_dim": None}, "missing field 'head_dim'"),
-    ({k: v for k, v in tiny("qwen3").items() if k != "head_dim"}, "missing field 'head_dim'"),
-    ({**tiny("gemma2"), "sliding_window": None}, "missing field 'sliding_window'"),
-    (tiny("gemma2", sliding_window=4, layer_types=["full_attention"]), "field 'layer_types' must list"),
-    (tiny("gemma2", sliding_window=4, attn_logit_softcapping="50"), "'attn_logit_softcapping' must be a positive"),
-    (tiny("gemma3_text", sliding_window=4, use_bidirectional_attention=True), "is an encoder"),
-    (tiny("phi3", sliding_window=1), "'sliding_window' must be at least 2"),
-    (tiny("qwen3_moe", mlp_only_layers=[0, 1, 2]), "no MoE layer"),
-    (tiny("qwen3_moe", mlp_only_layers="1"), "'mlp_only_layers' must be a list"),
-    (tiny("qwen3_moe", num_experts_per_tok=5), "exceeds num_experts"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({**tiny("gemma"), "head_dim": None}, "missing field 'head_dim'"),
+        ({k: v for k, v in tiny("qwen3").items() if k != "head_dim"}, "missing field 'head_dim'"),
+        ({**tiny("gemma2"), "sliding_window": None}, "missing field 'sliding_window'"),
+        (tiny("gemma2", sliding_window=4, layer_types=["full_attention"]), "field 'layer_types' must list"),
+        (tiny("gemma2", sliding_window=4, attn_logit_softcapping="50"), "'attn_logit_softcapping' must be a positive"),
+        (tiny("gemma3_text", sliding_window=4, use_bidirectional_attention=True), "is an encoder"),
+        (tiny("phi3", sliding_window=1), "'sliding_window' must be at least 2"),
+        (tiny("qwen3_moe", mlp_only_layers=[0, 1, 2]), "no MoE layer"),
+        (tiny("qwen3_moe", mlp_only_layers="1"), "'mlp_only_layers' must be a list"),
+        (tiny("qwen3_moe", num_experts_per_tok=5), "exceeds num_experts"),
+    ],
+)
 def test_config_json_is_read_strictly(tmp_path, fields, message):
     from costmodel import CostModelError
     from costmodel import load as load_model
@@ -269,12 +333,32 @@ def test_config_json_is_read_strictly(tmp_path, fields, message):
         load_model(write(tmp_path, fields))
 
 
-MESSY_FIELDS = ["num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "vocab_size",
-                "intermediate_size", "max_position_embeddings", "head_dim", "tie_word_embeddings", "attention_bias",
-                "sliding_window", "layer_types", "sliding_window_pattern", "attn_logit_softcapping",
-                "final_logit_softcapping", "use_sliding_window", "max_window_layers", "num_experts",
-                "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step", "mlp_only_layers",
-                "norm_topk_prob", "use_bidirectional_attention"]
+MESSY_FIELDS = [
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "intermediate_size",
+    "max_position_embeddings",
+    "head_dim",
+    "tie_word_embeddings",
+    "attention_bias",
+    "sliding_window",
+    "layer_types",
+    "sliding_window_pattern",
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "use_sliding_window",
+    "max_window_layers",
+    "num_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "norm_topk_prob",
+    "use_bidirectional_attention",
+]
 
 
 @st.composite
@@ -285,8 +369,14 @@ def messy_configs(draw) -> dict:
         if choice == 0:
             continue  # missing
         if choice == 1:  # anything JSON
-            cfg[key] = draw(st.none() | st.booleans() | st.integers(-5, 10**20) | st.floats() | st.text(max_size=3)
-                            | st.lists(st.none() | st.integers(-1, 3) | st.sampled_from(["full_attention"])))
+            cfg[key] = draw(
+                st.none()
+                | st.booleans()
+                | st.integers(-5, 10**20)
+                | st.floats()
+                | st.text(max_size=3)
+                | st.lists(st.none() | st.integers(-1, 3) | st.sampled_from(["full_attention"]))
+            )
         elif key in ("tie_word_embeddings", "attention_bias", "use_sliding_window", "norm_topk_prob"):
             cfg[key] = draw(st.booleans())
         else:  # small sizes, sometimes ones that do not divide

@@ -82,8 +82,7 @@ def engine_counts(path: str, shapes) -> list[tuple[int, int, int]]:
     out = []
     for batch, seq in shapes:
         values = {**model.values, symbols.B: batch, symbols.T: seq}
-        out.append(tuple(int(evaluate(x, values)) for x in (t.params, t.forward.matmul_flops,
-                                                             t.training.matmul_flops)))
+        out.append(tuple(int(evaluate(x, values)) for x in (t.params, t.forward.matmul_flops, t.training.matmul_flops)))
     return out
 
 
@@ -106,56 +105,112 @@ def check(tmp_path, fields: dict, shapes=SHAPES) -> None:
 
 
 def neox(**over) -> dict:
-    return {"model_type": "gpt_neox", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 64, "vocab_size": 64, "max_position_embeddings": 64, **over}
+    return {
+        "model_type": "gpt_neox",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 64,
+        "vocab_size": 64,
+        "max_position_embeddings": 64,
+        **over,
+    }
 
 
 def falcon(**over) -> dict:
-    return {"model_type": "falcon", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "vocab_size": 64, **over}
+    return {
+        "model_type": "falcon",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 64,
+        **over,
+    }
 
 
 def starcoder2(**over) -> dict:
-    return {"model_type": "starcoder2", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "intermediate_size": 48, "vocab_size": 64, "max_position_embeddings": 64,
-            **over}
+    return {
+        "model_type": "starcoder2",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 48,
+        "vocab_size": 64,
+        "max_position_embeddings": 64,
+        **over,
+    }
 
 
 def gpt_oss(**over) -> dict:
-    return {"model_type": "gpt_oss", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "head_dim": 8, "num_local_experts": 4, "num_experts_per_tok": 2,
-            "intermediate_size": 16, "vocab_size": 64, "sliding_window": 4, "max_position_embeddings": 64, **over}
+    return {
+        "model_type": "gpt_oss",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 8,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "intermediate_size": 16,
+        "vocab_size": 64,
+        "sliding_window": 4,
+        "max_position_embeddings": 64,
+        **over,
+    }
 
 
 def llama4(**over) -> dict:
-    return {"model_type": "llama4_text", "hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "head_dim": 8, "intermediate_size": 16, "intermediate_size_mlp": 48,
-            "num_local_experts": 4, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 64,
-            "attention_chunk_size": 4, "max_position_embeddings": 64, **over}
+    return {
+        "model_type": "llama4_text",
+        "hidden_size": 32,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 8,
+        "intermediate_size": 16,
+        "intermediate_size_mlp": 48,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 1,
+        "interleave_moe_layer_step": 2,
+        "vocab_size": 64,
+        "attention_chunk_size": 4,
+        "max_position_embeddings": 64,
+        **over,
+    }
 
 
 HAND_PICKED = {
     "gpt-neox-parallel-quarter-rope": neox(),
-    "gpt-neox-sequential-full-rope-tied": neox(use_parallel_residual=False, attention_bias=False, rotary_pct=1.0,
-                                               tie_word_embeddings=True),
+    "gpt-neox-sequential-full-rope-tied": neox(
+        use_parallel_residual=False, attention_bias=False, rotary_pct=1.0, tie_word_embeddings=True
+    ),
     "gpt-neox-half-rope-v5-field": neox(rope_parameters={"partial_rotary_factor": 0.5, "rope_theta": 10000.0}),
     "gpt-neox-no-rope": neox(rotary_pct=0.0, num_attention_heads=2),
     "falcon-7b-style-mqa": falcon(),
     "falcon-40b-style-copied-kv": falcon(new_decoder_architecture=True, num_kv_heads=2),
-    "falcon-new-one-norm": falcon(new_decoder_architecture=True, num_kv_heads=1, num_ln_in_parallel_attn=1,
-                                  bias=True, ffn_hidden_size=40),
+    "falcon-new-one-norm": falcon(
+        new_decoder_architecture=True, num_kv_heads=1, num_ln_in_parallel_attn=1, bias=True, ffn_hidden_size=40
+    ),
     "falcon-rw-style-alibi": falcon(alibi=True, bias=True, multi_query=False, parallel_attn=False),
     "falcon-mha-untied": falcon(multi_query=False, tie_word_embeddings=False, ffn_hidden_size=48),
     "starcoder2": starcoder2(),
     "starcoder2-window-no-bias-untied": starcoder2(sliding_window=4, use_bias=False, tie_word_embeddings=False),
     "gpt-oss": gpt_oss(),
-    "gpt-oss-3-layers-no-bias-tied": gpt_oss(num_hidden_layers=3, attention_bias=False, tie_word_embeddings=True,
-                                             num_local_experts=3, num_experts_per_tok=3),
+    "gpt-oss-3-layers-no-bias-tied": gpt_oss(
+        num_hidden_layers=3, attention_bias=False, tie_word_embeddings=True, num_local_experts=3, num_experts_per_tok=3
+    ),
     "llama4-interleaved-chunked": llama4(),
-    "llama4-all-moe-top2-no-chunks": llama4(num_experts_per_tok=2, interleave_moe_layer_step=1,
-                                            attention_chunk_size=None, use_qk_norm=False),
-    "llama4-no-temperature-bias": llama4(attn_temperature_tuning=False, attention_bias=True, num_hidden_layers=8,
-                                         no_rope_layer_interval=2, interleave_moe_layer_step=4),
+    "llama4-all-moe-top2-no-chunks": llama4(
+        num_experts_per_tok=2, interleave_moe_layer_step=1, attention_chunk_size=None, use_qk_norm=False
+    ),
+    "llama4-no-temperature-bias": llama4(
+        attn_temperature_tuning=False,
+        attention_bias=True,
+        num_hidden_layers=8,
+        no_rope_layer_interval=2,
+        interleave_moe_layer_step=4,
+    ),
 }
 
 
@@ -175,9 +230,11 @@ def test_kv_cache_bytes_match_transformers(tmp_path, name):
 
 def test_kv_cache_golden_numbers(tmp_path):
     """The cache bounds, as arithmetic (fp32, B = 2, T = 9, windows and chunks of 4 keep 3 tokens)."""
+
     def kv(fields):
-        return estimate(config_file(tmp_path, fields), batch=2, seq=9, inference=True, context=9,
-                        kv_dtype="fp32")["memory_bytes"]["kv_cache"]
+        return estimate(config_file(tmp_path, fields), batch=2, seq=9, inference=True, context=9, kv_dtype="fp32")[
+            "memory_bytes"
+        ]["kv_cache"]
 
     # Falcon-40B style: 2 groups copied to all 4 heads of 8 dims, cached at 4 heads: 2 layers × (k, v)
     assert kv(HAND_PICKED["falcon-40b-style-copied-kv"]) == 2 * 2 * 2 * 4 * 9 * 8 * 4
@@ -189,25 +246,28 @@ def test_kv_cache_golden_numbers(tmp_path):
     assert kv(HAND_PICKED["llama4-interleaved-chunked"]) == 2 * 2 * 2 * 8 * (3 * 3 + 9) * 4
 
 
-@pytest.mark.parametrize("fields, message", [
-    (neox(hidden_size=None), "hidden_size"),
-    (neox(rotary_pct="0.25"), "rotary_pct"),
-    (neox(rotary_pct=0.1875, hidden_size=64), "odd"),  # int(16 · 0.1875) = 3 rotary dims
-    (falcon(n_head=4, num_attention_heads=None), "n_head"),
-    (falcon(multi_query=False, num_kv_heads=2), "num_kv_heads"),
-    (falcon(new_decoder_architecture=True, num_kv_heads=2, parallel_attn=False), "parallel_attn"),
-    (falcon(num_ln_in_parallel_attn=2), "num_ln_in_parallel_attn"),
-    (starcoder2(sliding_window="4096"), "sliding_window"),
-    (starcoder2(num_key_value_heads=None), "num_key_value_heads"),
-    (gpt_oss(layer_types=["full_attention", "sliding_attention"]), "layer_types"),
-    (gpt_oss(head_dim=None), "head_dim"),
-    (gpt_oss(num_hidden_layers=1), "no full-attention layer"),
-    (gpt_oss(num_experts_per_tok=5), "num_experts_per_tok"),
-    (llama4(moe_layers=[0, 1]), "moe_layers"),
-    (llama4(attn_temperature_tuning=4), "attn_temperature_tuning"),
-    (llama4(layer_types=["full_attention"] * 4), "layer_types"),
-    (llama4(interleave_moe_layer_step=3, num_hidden_layers=5), "NoPE MoE"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (neox(hidden_size=None), "hidden_size"),
+        (neox(rotary_pct="0.25"), "rotary_pct"),
+        (neox(rotary_pct=0.1875, hidden_size=64), "odd"),  # int(16 · 0.1875) = 3 rotary dims
+        (falcon(n_head=4, num_attention_heads=None), "n_head"),
+        (falcon(multi_query=False, num_kv_heads=2), "num_kv_heads"),
+        (falcon(new_decoder_architecture=True, num_kv_heads=2, parallel_attn=False), "parallel_attn"),
+        (falcon(num_ln_in_parallel_attn=2), "num_ln_in_parallel_attn"),
+        (starcoder2(sliding_window="4096"), "sliding_window"),
+        (starcoder2(num_key_value_heads=None), "num_key_value_heads"),
+        (gpt_oss(layer_types=["full_attention", "sliding_attention"]), "layer_types"),
+        (gpt_oss(head_dim=None), "head_dim"),
+        (gpt_oss(num_hidden_layers=1), "no full-attention layer"),
+        (gpt_oss(num_experts_per_tok=5), "num_experts_per_tok"),
+        (llama4(moe_layers=[0, 1]), "moe_layers"),
+        (llama4(attn_temperature_tuning=4), "attn_temperature_tuning"),
+        (llama4(layer_types=["full_attention"] * 4), "layer_types"),
+        (llama4(interleave_moe_layer_step=3, num_hidden_layers=5), "NoPE MoE"),
+    ],
+)
 def test_config_json_is_read_strictly(tmp_path, fields, message):
     from costmodel.errors import CostModelError
 
@@ -218,27 +278,42 @@ def test_config_json_is_read_strictly(tmp_path, fields, message):
 
 # -- hypothesis: a few drawn configs per family ------------------------------------------------------
 
+
 @st.composite
 def neox_configs(draw) -> dict:
     heads, head_dim = draw(st.sampled_from([1, 2, 4])), draw(st.sampled_from([8, 16]))
-    return neox(num_attention_heads=heads, hidden_size=heads * head_dim, num_hidden_layers=draw(st.integers(1, 2)),
-                intermediate_size=draw(st.integers(4, 48)), vocab_size=draw(st.integers(8, 64)),
-                rotary_pct=draw(st.sampled_from([0.0, 0.25, 0.5, 1.0])),
-                use_parallel_residual=draw(st.booleans()), attention_bias=draw(st.booleans()),
-                tie_word_embeddings=draw(st.booleans()))
+    return neox(
+        num_attention_heads=heads,
+        hidden_size=heads * head_dim,
+        num_hidden_layers=draw(st.integers(1, 2)),
+        intermediate_size=draw(st.integers(4, 48)),
+        vocab_size=draw(st.integers(8, 64)),
+        rotary_pct=draw(st.sampled_from([0.0, 0.25, 0.5, 1.0])),
+        use_parallel_residual=draw(st.booleans()),
+        attention_bias=draw(st.booleans()),
+        tie_word_embeddings=draw(st.booleans()),
+    )
 
 
 @st.composite
 def falcon_configs(draw) -> dict:
     heads = draw(st.sampled_from([2, 4]))
     layout = draw(st.sampled_from(["mqa", "copied", "rw", "mha"]))
-    fields = falcon(num_attention_heads=heads, hidden_size=heads * draw(st.sampled_from([4, 8])),
-                    num_hidden_layers=draw(st.integers(1, 2)), vocab_size=draw(st.integers(8, 64)),
-                    bias=draw(st.booleans()), tie_word_embeddings=draw(st.booleans()),
-                    ffn_hidden_size=draw(st.one_of(st.none(), st.integers(4, 48))))
+    fields = falcon(
+        num_attention_heads=heads,
+        hidden_size=heads * draw(st.sampled_from([4, 8])),
+        num_hidden_layers=draw(st.integers(1, 2)),
+        vocab_size=draw(st.integers(8, 64)),
+        bias=draw(st.booleans()),
+        tie_word_embeddings=draw(st.booleans()),
+        ffn_hidden_size=draw(st.one_of(st.none(), st.integers(4, 48))),
+    )
     if layout == "copied":
-        fields.update(new_decoder_architecture=True, num_kv_heads=draw(st.sampled_from([1, heads])),
-                      num_ln_in_parallel_attn=draw(st.sampled_from([1, 2])))
+        fields.update(
+            new_decoder_architecture=True,
+            num_kv_heads=draw(st.sampled_from([1, heads])),
+            num_ln_in_parallel_attn=draw(st.sampled_from([1, 2])),
+        )
     elif layout in ("rw", "mha"):
         fields.update(multi_query=False, alibi=layout == "rw", parallel_attn=layout == "mha")
     return {k: v for k, v in fields.items() if v is not None}
@@ -248,37 +323,60 @@ def falcon_configs(draw) -> dict:
 def starcoder2_configs(draw) -> dict:
     kv = draw(st.sampled_from([1, 2]))
     heads = kv * draw(st.sampled_from([1, 2]))
-    return starcoder2(num_attention_heads=heads, num_key_value_heads=kv, hidden_size=heads * 8,
-                      intermediate_size=draw(st.integers(4, 48)), num_hidden_layers=draw(st.integers(1, 2)),
-                      vocab_size=draw(st.integers(8, 64)), use_bias=draw(st.booleans()),
-                      tie_word_embeddings=draw(st.booleans()), sliding_window=draw(st.sampled_from([None, 2, 4])))
+    return starcoder2(
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        hidden_size=heads * 8,
+        intermediate_size=draw(st.integers(4, 48)),
+        num_hidden_layers=draw(st.integers(1, 2)),
+        vocab_size=draw(st.integers(8, 64)),
+        use_bias=draw(st.booleans()),
+        tie_word_embeddings=draw(st.booleans()),
+        sliding_window=draw(st.sampled_from([None, 2, 4])),
+    )
 
 
 @st.composite
 def gpt_oss_configs(draw) -> dict:
     experts, kv = draw(st.integers(2, 6)), draw(st.sampled_from([1, 2]))
-    return gpt_oss(num_hidden_layers=draw(st.integers(2, 3)), num_key_value_heads=kv,
-                   num_attention_heads=kv * draw(st.sampled_from([1, 2])), head_dim=draw(st.sampled_from([4, 8])),
-                   num_local_experts=experts, num_experts_per_tok=draw(st.integers(1, experts)),
-                   intermediate_size=draw(st.integers(2, 16)), vocab_size=draw(st.integers(8, 64)),
-                   attention_bias=draw(st.booleans()), tie_word_embeddings=draw(st.booleans()),
-                   sliding_window=draw(st.integers(2, 6)))
+    return gpt_oss(
+        num_hidden_layers=draw(st.integers(2, 3)),
+        num_key_value_heads=kv,
+        num_attention_heads=kv * draw(st.sampled_from([1, 2])),
+        head_dim=draw(st.sampled_from([4, 8])),
+        num_local_experts=experts,
+        num_experts_per_tok=draw(st.integers(1, experts)),
+        intermediate_size=draw(st.integers(2, 16)),
+        vocab_size=draw(st.integers(8, 64)),
+        attention_bias=draw(st.booleans()),
+        tie_word_embeddings=draw(st.booleans()),
+        sliding_window=draw(st.integers(2, 6)),
+    )
 
 
 @st.composite
 def llama4_configs(draw) -> dict:
     experts = draw(st.integers(2, 5))
-    return llama4(num_hidden_layers=draw(st.sampled_from([2, 4])), num_local_experts=experts,
-                  num_experts_per_tok=draw(st.integers(1, experts)),
-                  interleave_moe_layer_step=draw(st.sampled_from([1, 2])),
-                  no_rope_layer_interval=draw(st.sampled_from([2, 4])),
-                  attention_chunk_size=draw(st.sampled_from([None, 3])), use_qk_norm=draw(st.booleans()),
-                  attention_bias=draw(st.booleans()), tie_word_embeddings=draw(st.booleans()),
-                  intermediate_size=draw(st.integers(2, 16)), intermediate_size_mlp=draw(st.integers(2, 32)))
+    return llama4(
+        num_hidden_layers=draw(st.sampled_from([2, 4])),
+        num_local_experts=experts,
+        num_experts_per_tok=draw(st.integers(1, experts)),
+        interleave_moe_layer_step=draw(st.sampled_from([1, 2])),
+        no_rope_layer_interval=draw(st.sampled_from([2, 4])),
+        attention_chunk_size=draw(st.sampled_from([None, 3])),
+        use_qk_norm=draw(st.booleans()),
+        attention_bias=draw(st.booleans()),
+        tie_word_embeddings=draw(st.booleans()),
+        intermediate_size=draw(st.integers(2, 16)),
+        intermediate_size_mlp=draw(st.integers(2, 32)),
+    )
 
 
-@pytest.mark.parametrize("configs", [neox_configs(), falcon_configs(), starcoder2_configs(), gpt_oss_configs(),
-                                     llama4_configs()], ids=["gpt_neox", "falcon", "starcoder2", "gpt_oss", "llama4"])
+@pytest.mark.parametrize(
+    "configs",
+    [neox_configs(), falcon_configs(), starcoder2_configs(), gpt_oss_configs(), llama4_configs()],
+    ids=["gpt_neox", "falcon", "starcoder2", "gpt_oss", "llama4"],
+)
 def test_generated_configs_match_transformers(tmp_path_factory, configs):
     @settings(max_examples=4, deadline=None)
     @given(fields=configs, batch=st.integers(1, 2), seq=st.integers(1, 6))

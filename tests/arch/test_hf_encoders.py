@@ -89,16 +89,33 @@ def engine(tmp_path, fields: dict, **values) -> tuple[int, int, int]:
 
 
 def text(model_type: str, **over) -> dict:
-    base = {"model_type": model_type, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 48, "vocab_size": 60, "max_position_embeddings": 40, "type_vocab_size": 2}
+    base = {
+        "model_type": model_type,
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 48,
+        "vocab_size": 60,
+        "max_position_embeddings": 40,
+        "type_vocab_size": 2,
+    }
     if model_type == "roberta":
         base.update(type_vocab_size=1, pad_token_id=1)
     return {**base, **over}
 
 
 def image(**over) -> dict:
-    base = {"model_type": "vit", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-            "intermediate_size": 48, "image_size": 32, "patch_size": 8, "num_channels": 3, "num_labels": 5}
+    base = {
+        "model_type": "vit",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "intermediate_size": 48,
+        "image_size": 32,
+        "patch_size": 8,
+        "num_channels": 3,
+        "num_labels": 5,
+    }
     return {**base, **over}
 
 
@@ -141,8 +158,10 @@ IMAGES = {
     "vit": image(),
     "vit-head-dim-no-qkv-bias": image(qkv_bias=False, head_dim=6, num_channels=4, patch_size=4, num_labels=10),
     "vit-model-pooler": image(architectures=["ViTModel"], pooler_output_size=20),
-    "vit-id2label": {**{k: v for k, v in image().items() if k != "num_labels"},
-                     "id2label": {str(i): f"class{i}" for i in range(7)}},
+    "vit-id2label": {
+        **{k: v for k, v in image().items() if k != "num_labels"},
+        "id2label": {str(i): f"class{i}" for i in range(7)},
+    },
 }
 
 
@@ -175,12 +194,15 @@ def test_estimate_reads_a_config_json_and_counts_tokens(tmp_path):
     assert ours == counts(build(TEXT["roberta"]), text_run(2, 38, head=True))
 
 
-@pytest.mark.parametrize("argv, message", [
-    (("bert-base-uncased", "--inference"), "no KV cache"),
-    (("vit-base-patch16-224", "--inference"), "no KV cache"),
-    (("vit-base-patch16-224", "--seq", "128"), "no sequence length T"),
-    (("roberta-base", "--seq", "513"), "T + 2 cannot exceed the table T_max"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("bert-base-uncased", "--inference"), "no KV cache"),
+        (("vit-base-patch16-224", "--inference"), "no KV cache"),
+        (("vit-base-patch16-224", "--seq", "128"), "no sequence length T"),
+        (("roberta-base", "--seq", "513"), "T + 2 cannot exceed the table T_max"),
+    ],
+)
 def test_options_that_do_not_apply_are_one_clear_line(argv, message):
     import contextlib
     import io
@@ -193,13 +215,16 @@ def test_options_that_do_not_apply_are_one_clear_line(argv, message):
     assert code == 2 and out.getvalue() == "" and message in err.getvalue() and err.getvalue().count("\n") == 1
 
 
-@pytest.mark.parametrize("fields, message", [
-    (text("bert", tie_word_embeddings=False), "tie_word_embeddings false"),
-    (text("bert", hidden_act="tanh"), "hidden_act 'tanh'"),
-    (text("bert", architectures=["BertForPreTraining"]), "architectures"),
-    (image(image_size=[32, 48]), "not square"),
-    ({k: v for k, v in image().items() if k != "patch_size"}, "missing field 'patch_size'"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (text("bert", tie_word_embeddings=False), "tie_word_embeddings false"),
+        (text("bert", hidden_act="tanh"), "hidden_act 'tanh'"),
+        (text("bert", architectures=["BertForPreTraining"]), "architectures"),
+        (image(image_size=[32, 48]), "not square"),
+        ({k: v for k, v in image().items() if k != "patch_size"}, "missing field 'patch_size'"),
+    ],
+)
 def test_config_errors(tmp_path, fields, message):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(fields))
@@ -211,12 +236,17 @@ def test_config_errors(tmp_path, fields, message):
 def text_configs(draw) -> dict:
     model_type = draw(st.sampled_from(["bert", "roberta"]))
     heads = draw(st.sampled_from([1, 2, 4]))
-    return text(model_type, num_attention_heads=heads, hidden_size=heads * draw(st.sampled_from([2, 4, 6])),
-                num_hidden_layers=draw(st.integers(1, 2)), intermediate_size=draw(st.integers(4, 40)),
-                vocab_size=draw(st.integers(8, 64)), max_position_embeddings=draw(st.integers(12, 24)),
-                hidden_act=draw(st.sampled_from(["gelu", "relu", "silu"])),
-                **({"architectures": ["BertModel" if model_type == "bert" else "RobertaModel"]}
-                   if draw(st.booleans()) else {}))
+    return text(
+        model_type,
+        num_attention_heads=heads,
+        hidden_size=heads * draw(st.sampled_from([2, 4, 6])),
+        num_hidden_layers=draw(st.integers(1, 2)),
+        intermediate_size=draw(st.integers(4, 40)),
+        vocab_size=draw(st.integers(8, 64)),
+        max_position_embeddings=draw(st.integers(12, 24)),
+        hidden_act=draw(st.sampled_from(["gelu", "relu", "silu"])),
+        **({"architectures": ["BertModel" if model_type == "bert" else "RobertaModel"]} if draw(st.booleans()) else {}),
+    )
 
 
 @settings(max_examples=6, deadline=None)
@@ -229,11 +259,18 @@ def test_generated_text_encoders_match_transformers(tmp_path_factory, fields, ba
 def image_configs(draw) -> dict:
     heads = draw(st.sampled_from([1, 2, 4]))
     patch = draw(st.sampled_from([2, 4, 8]))
-    return image(num_attention_heads=heads, hidden_size=heads * draw(st.sampled_from([2, 4])),
-                 num_hidden_layers=draw(st.integers(1, 2)), intermediate_size=draw(st.integers(4, 40)),
-                 patch_size=patch, image_size=patch * draw(st.integers(1, 4)), num_channels=draw(st.integers(1, 3)),
-                 qkv_bias=draw(st.booleans()), num_labels=draw(st.integers(2, 9)),
-                 **({"architectures": ["ViTModel"]} if draw(st.booleans()) else {}))
+    return image(
+        num_attention_heads=heads,
+        hidden_size=heads * draw(st.sampled_from([2, 4])),
+        num_hidden_layers=draw(st.integers(1, 2)),
+        intermediate_size=draw(st.integers(4, 40)),
+        patch_size=patch,
+        image_size=patch * draw(st.integers(1, 4)),
+        num_channels=draw(st.integers(1, 3)),
+        qkv_bias=draw(st.booleans()),
+        num_labels=draw(st.integers(2, 9)),
+        **({"architectures": ["ViTModel"]} if draw(st.booleans()) else {}),
+    )
 
 
 @settings(max_examples=6, deadline=None)

@@ -37,33 +37,71 @@ from costmodel.symbols import B, C, T
 
 
 def mamba(**over) -> dict:
-    base = {"model_type": "mamba", "hidden_size": 32, "num_hidden_layers": 2, "vocab_size": 64, "state_size": 6,
-            "expand": 2, "conv_kernel": 4, "time_step_rank": 4}
+    base = {
+        "model_type": "mamba",
+        "hidden_size": 32,
+        "num_hidden_layers": 2,
+        "vocab_size": 64,
+        "state_size": 6,
+        "expand": 2,
+        "conv_kernel": 4,
+        "time_step_rank": 4,
+    }
     return {**base, **over}
 
 
 def jamba(**over) -> dict:
-    base = {"model_type": "jamba", "hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2, "intermediate_size": 16,
-            "vocab_size": 64, "max_position_embeddings": 64, "attn_layer_period": 2, "attn_layer_offset": 1,
-            "expert_layer_period": 3, "expert_layer_offset": 0, "mamba_dt_rank": 4, "mamba_d_state": 6,
-            "mamba_d_conv": 3, "mamba_expand": 2}
+    base = {
+        "model_type": "jamba",
+        "hidden_size": 32,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "intermediate_size": 16,
+        "vocab_size": 64,
+        "max_position_embeddings": 64,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 3,
+        "expert_layer_offset": 0,
+        "mamba_dt_rank": 4,
+        "mamba_d_state": 6,
+        "mamba_d_conv": 3,
+        "mamba_expand": 2,
+    }
     return {**base, **over}
 
 
 HAND_PICKED = {
     "mamba": mamba(),
-    "mamba-biases-untied-expand3-auto-rank": mamba(use_bias=True, use_conv_bias=False, tie_word_embeddings=False,
-                                                   expand=3, time_step_rank="auto", hidden_size=40, conv_kernel=3),
+    "mamba-biases-untied-expand3-auto-rank": mamba(
+        use_bias=True,
+        use_conv_bias=False,
+        tie_word_embeddings=False,
+        expand=3,
+        time_step_rank="auto",
+        hidden_size=40,
+        conv_kernel=3,
+    ),
     # layers: mamba + MoE, attention + MLP, mamba + MLP, attention + MoE (L = 4 is not a multiple of lcm(2, 3))
     "jamba-four-kinds": jamba(),
     # a period of 2 layers (attention + MLP, mamba + MoE) repeated twice; MQA
-    "jamba-period-2-twice": jamba(attn_layer_period=2, attn_layer_offset=0, expert_layer_period=2,
-                                  expert_layer_offset=1, num_key_value_heads=1),
-    "jamba-one-expert-tied-biases": jamba(num_experts=1, tie_word_embeddings=True, mamba_proj_bias=True,
-                                          mamba_conv_bias=False, num_key_value_heads=4),
-    "jamba-all-mamba-period-6": jamba(num_hidden_layers=6, attn_layer_period=8, attn_layer_offset=7,
-                                      expert_layer_period=2, expert_layer_offset=0, mamba_dt_rank="auto"),
+    "jamba-period-2-twice": jamba(
+        attn_layer_period=2, attn_layer_offset=0, expert_layer_period=2, expert_layer_offset=1, num_key_value_heads=1
+    ),
+    "jamba-one-expert-tied-biases": jamba(
+        num_experts=1, tie_word_embeddings=True, mamba_proj_bias=True, mamba_conv_bias=False, num_key_value_heads=4
+    ),
+    "jamba-all-mamba-period-6": jamba(
+        num_hidden_layers=6,
+        attn_layer_period=8,
+        attn_layer_offset=7,
+        expert_layer_period=2,
+        expert_layer_offset=0,
+        mamba_dt_rank="auto",
+    ),
 }
 
 
@@ -115,8 +153,11 @@ def hf_counts(fields: dict, batch: int, seq: int) -> tuple[int, int, int]:
     finally:
         torch.set_num_threads(threads)
     fwd, train = conv_extra(model.config, batch, seq)
-    return (sum(p.numel() for p in model.parameters()), forward.get_total_flops() - fwd,
-            training.get_total_flops() - train)
+    return (
+        sum(p.numel() for p in model.parameters()),
+        forward.get_total_flops() - fwd,
+        training.get_total_flops() - train,
+    )
 
 
 def config_path(tmp_path, fields: dict) -> str:
@@ -175,14 +216,21 @@ def hf_cache_bytes(fields: dict, batch: int, seq: int, dtype: torch.dtype) -> tu
 @pytest.mark.parametrize("dtype, precision", [(torch.float32, "fp32"), (torch.bfloat16, "bf16")])
 def test_cache_bytes_equal_transformers_cache(tmp_path, name, dtype, precision):
     fields, batch, seq = HAND_PICKED[name], 2, 9
-    r = estimate(config_path(tmp_path, fields), settings={"dtype": precision}, batch=batch, seq=seq,
-                 inference=True, context=seq)
+    r = estimate(
+        config_path(tmp_path, fields), settings={"dtype": precision}, batch=batch, seq=seq, inference=True, context=seq
+    )
     m = r["memory_bytes"]
     assert (m["kv_cache"], m["state_cache"]) == hf_cache_bytes(fields, batch, seq, dtype)
     assert m["total"] == m["params"] + m["kv_cache"] + m["state_cache"] + m["activations"]
     # the states do not grow with the context; the attention layers' keys and values do
-    longer = estimate(config_path(tmp_path, fields), settings={"dtype": precision}, batch=batch, seq=seq,
-                      inference=True, context=2 * seq)["memory_bytes"]
+    longer = estimate(
+        config_path(tmp_path, fields),
+        settings={"dtype": precision},
+        batch=batch,
+        seq=seq,
+        inference=True,
+        context=2 * seq,
+    )["memory_bytes"]
     assert (longer["kv_cache"], longer["state_cache"]) == (2 * m["kv_cache"], m["state_cache"])
 
 
@@ -196,8 +244,9 @@ def test_decode_step_matches_transformers(tmp_path, name):
         model(input_ids=ids[:, :1], cache=cache, use_cache=True)
     m = load(config_path(tmp_path, fields))
     # the new token attends to the prompt and itself: C = prompt + 1 keys
-    engine = evaluate(totals(decode_graph(m.graph)).forward.matmul_flops, {**m.values, B: batch, C: prompt + 1,
-                                                                           T: prompt})
+    engine = evaluate(
+        totals(decode_graph(m.graph)).forward.matmul_flops, {**m.values, B: batch, C: prompt + 1, T: prompt}
+    )
     # transformers' conv update convolves the W cached inputs and the new one: 2 outputs, the rule 1
     layers, u, w = mamba_layers(model.config)
     assert step.get_total_flops() == engine + layers * 2 * batch * u * w
@@ -205,8 +254,13 @@ def test_decode_step_matches_transformers(tmp_path, name):
 
 def test_published_parameter_counts():
     # Gu & Dao 2023 name the models by size: 130M, 370M, 790M, 1.4B, 2.8B (the counts of the -hf models)
-    for name, published in (("mamba-130m", 13), ("mamba-370m", 37), ("mamba-790m", 79), ("mamba-1.4b", 14),
-                            ("mamba-2.8b", 28)):
+    for name, published in (
+        ("mamba-130m", 13),
+        ("mamba-370m", 37),
+        ("mamba-790m", 79),
+        ("mamba-1.4b", 14),
+        ("mamba-2.8b", 28),
+    ):
         n = estimate(name)["params"]["total"]
         assert round(n / 10 ** (len(str(n)) - 2)) == published, (name, n)
     # Jamba v0.1 (Lieber et al. 2024, section 3): 52B total, 12B active; Jamba 1.5 Large (AI21 2024): 398B, 94B
@@ -219,22 +273,41 @@ def test_published_parameter_counts():
 
 @st.composite
 def ssm_configs(draw) -> dict:
-    common = {"hidden_size": draw(st.sampled_from([16, 24, 32])), "vocab_size": draw(st.integers(8, 48)),
-              "tie_word_embeddings": draw(st.booleans())}
+    common = {
+        "hidden_size": draw(st.sampled_from([16, 24, 32])),
+        "vocab_size": draw(st.integers(8, 48)),
+        "tie_word_embeddings": draw(st.booleans()),
+    }
     if draw(st.booleans()):
-        return mamba(**common, num_hidden_layers=draw(st.integers(1, 2)), state_size=draw(st.integers(1, 8)),
-                     expand=draw(st.integers(1, 3)), conv_kernel=draw(st.integers(2, 4)),
-                     time_step_rank=draw(st.sampled_from(["auto", 1, 3])), use_bias=draw(st.booleans()),
-                     use_conv_bias=draw(st.booleans()))
+        return mamba(
+            **common,
+            num_hidden_layers=draw(st.integers(1, 2)),
+            state_size=draw(st.integers(1, 8)),
+            expand=draw(st.integers(1, 3)),
+            conv_kernel=draw(st.integers(2, 4)),
+            time_step_rank=draw(st.sampled_from(["auto", 1, 3])),
+            use_bias=draw(st.booleans()),
+            use_conv_bias=draw(st.booleans()),
+        )
     experts = draw(st.integers(1, 4))
     attn_period, expert_period = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    return jamba(**common, num_hidden_layers=draw(st.integers(1, 4)), num_attention_heads=4,
-                 num_key_value_heads=draw(st.sampled_from([1, 2, 4])), num_experts=experts,
-                 num_experts_per_tok=draw(st.integers(1, experts)), intermediate_size=draw(st.integers(4, 24)),
-                 attn_layer_period=attn_period, attn_layer_offset=draw(st.integers(0, attn_period - 1)),
-                 expert_layer_period=expert_period, expert_layer_offset=draw(st.integers(0, expert_period - 1)),
-                 mamba_d_state=draw(st.integers(1, 6)), mamba_d_conv=draw(st.integers(2, 4)),
-                 mamba_expand=draw(st.integers(1, 2)), mamba_dt_rank=draw(st.sampled_from(["auto", 2])))
+    return jamba(
+        **common,
+        num_hidden_layers=draw(st.integers(1, 4)),
+        num_attention_heads=4,
+        num_key_value_heads=draw(st.sampled_from([1, 2, 4])),
+        num_experts=experts,
+        num_experts_per_tok=draw(st.integers(1, experts)),
+        intermediate_size=draw(st.integers(4, 24)),
+        attn_layer_period=attn_period,
+        attn_layer_offset=draw(st.integers(0, attn_period - 1)),
+        expert_layer_period=expert_period,
+        expert_layer_offset=draw(st.integers(0, expert_period - 1)),
+        mamba_d_state=draw(st.integers(1, 6)),
+        mamba_d_conv=draw(st.integers(2, 4)),
+        mamba_expand=draw(st.integers(1, 2)),
+        mamba_dt_rank=draw(st.sampled_from(["auto", 2])),
+    )
 
 
 @settings(max_examples=6, deadline=None)

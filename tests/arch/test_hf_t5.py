@@ -34,9 +34,19 @@ CHECKED_TYPES = {"t5"}
 
 
 def t5(**over) -> dict:
-    base = {"model_type": "t5", "vocab_size": 50, "d_model": 32, "d_kv": 8, "d_ff": 40, "num_layers": 2,
-            "num_heads": 4, "relative_attention_num_buckets": 8, "relative_attention_max_distance": 16,
-            "decoder_start_token_id": 0, "feed_forward_proj": "relu"}
+    base = {
+        "model_type": "t5",
+        "vocab_size": 50,
+        "d_model": 32,
+        "d_kv": 8,
+        "d_ff": 40,
+        "num_layers": 2,
+        "num_heads": 4,
+        "relative_attention_num_buckets": 8,
+        "relative_attention_max_distance": 16,
+        "decoder_start_token_id": 0,
+        "feed_forward_proj": "relu",
+    }
     return {**base, **over}
 
 
@@ -82,8 +92,16 @@ def check(tmp_path, fields: dict, batch: int, source: int, target: int) -> None:
 CONFIGS = {
     "relu": t5(),
     "gated-gelu-untied": t5(feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_heads=6),
-    "odd-sizes": t5(vocab_size=99, d_model=40, d_kv=6, d_ff=30, num_layers=3, num_decoder_layers=2, num_heads=5,
-                    relative_attention_num_buckets=16),
+    "odd-sizes": t5(
+        vocab_size=99,
+        d_model=40,
+        d_kv=6,
+        d_ff=30,
+        num_layers=3,
+        num_decoder_layers=2,
+        num_heads=5,
+        relative_attention_num_buckets=16,
+    ),
     "gated-silu-tied": t5(feed_forward_proj="gated-silu", num_decoder_layers=3),
 }
 
@@ -97,8 +115,9 @@ def test_t5_matches_transformers(tmp_path, name, batch, source, target):
 def test_estimate_of_a_config_json(tmp_path):
     r = estimate(config_json(tmp_path, CONFIGS["odd-sizes"]), batch=2, seq=11, settings={"T_src": 6})
     assert r["tokens"]["per_step"] == 2 * (6 + 11)  # the encoder's tokens and the decoder's
-    assert (r["params"]["total"], r["flops"]["matmul"]["forward"], r["flops"]["matmul"]["training"]) == \
-        hf_counts(CONFIGS["odd-sizes"], 2, 6, 11)
+    assert (r["params"]["total"], r["flops"]["matmul"]["forward"], r["flops"]["matmul"]["training"]) == hf_counts(
+        CONFIGS["odd-sizes"], 2, 6, 11
+    )
 
 
 def test_built_from_config_transformers_ties_the_head():
@@ -109,12 +128,29 @@ def test_built_from_config_transformers_ties_the_head():
     with torch.device("meta"):
         model = transformers.T5ForConditionalGeneration(cfg)
     assert model.lm_head.weight is model.shared.weight
-    r = estimate("t5", settings={"L": 2, "L_dec": 2, "d": 32, "d_head": 8, "d_ff": 40, "h": 4, "V": 50,
-                                 "n_buckets": 8, "gated": True, "act": "gelu", "tied": True}, seq=3)
+    r = estimate(
+        "t5",
+        settings={
+            "L": 2,
+            "L_dec": 2,
+            "d": 32,
+            "d_head": 8,
+            "d_ff": 40,
+            "h": 4,
+            "V": 50,
+            "n_buckets": 8,
+            "gated": True,
+            "act": "gelu",
+            "tied": True,
+        },
+        seq=3,
+    )
     assert r["params"]["total"] == sum(p.numel() for p in model.parameters())
     # read from the config.json, the checkpoint's own V × d head is counted
-    assert estimate("t5", settings={**r["config"], "gated": True, "act": "gelu", "tied": False}, seq=3)[
-        "params"]["total"] == r["params"]["total"] + 50 * 32
+    assert (
+        estimate("t5", settings={**r["config"], "gated": True, "act": "gelu", "tied": False}, seq=3)["params"]["total"]
+        == r["params"]["total"] + 50 * 32
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -129,15 +165,30 @@ def test_decoder_cache_and_decode_step_match_transformers(name):
     layers = [*cache.self_attention_cache.layers, *cache.cross_attention_cache.layers]
     cache_bytes = sum(t.numel() * t.element_size() for layer in layers for t in (layer.keys, layer.values))
     with torch.no_grad(), FlopCounterMode(display=False) as step:  # one new token against the cache
-        model(encoder_outputs=(out.encoder_last_hidden_state,), decoder_input_ids=ids(batch, 1),
-              cache=cache, use_cache=True)
+        model(
+            encoder_outputs=(out.encoder_last_hidden_state,),
+            decoder_input_ids=ids(batch, 1),
+            cache=cache,
+            use_cache=True,
+        )
 
-    config = {"L": fields["num_layers"], "L_dec": fields.get("num_decoder_layers", fields["num_layers"]),
-              "d": fields["d_model"], "d_head": fields["d_kv"], "d_ff": fields["d_ff"], "h": fields["num_heads"],
-              "V": fields["vocab_size"], "n_buckets": fields["relative_attention_num_buckets"], "T_src": source}
+    config = {
+        "L": fields["num_layers"],
+        "L_dec": fields.get("num_decoder_layers", fields["num_layers"]),
+        "d": fields["d_model"],
+        "d_head": fields["d_kv"],
+        "d_ff": fields["d_ff"],
+        "h": fields["num_heads"],
+        "V": fields["vocab_size"],
+        "n_buckets": fields["relative_attention_num_buckets"],
+        "T_src": source,
+    }
     proj = fields["feed_forward_proj"]
-    options = {"gated": proj.startswith("gated"), "act": proj.split("-")[-1],
-               "tied": fields.get("tie_word_embeddings", True)}
+    options = {
+        "gated": proj.startswith("gated"),
+        "act": proj.split("-")[-1],
+        "tied": fields.get("tie_word_embeddings", True),
+    }
     r = estimate("t5", settings={**config, **options}, batch=batch, seq=target, inference=True, kv_dtype="fp32")
     assert r["memory_bytes"]["kv_cache"] == cache_bytes  # fp32 on meta: 4 bytes each
     m = load("t5", options)
@@ -148,12 +199,18 @@ def test_decoder_cache_and_decode_step_match_transformers(name):
 @st.composite
 def configs(draw) -> dict:
     layers = draw(st.integers(1, 2))
-    return t5(vocab_size=draw(st.integers(8, 64)), d_model=draw(st.sampled_from([8, 16, 24])),
-              d_kv=draw(st.integers(2, 8)), d_ff=draw(st.integers(4, 32)), num_layers=layers,
-              num_decoder_layers=draw(st.integers(1, 2)), num_heads=draw(st.integers(1, 4)),
-              relative_attention_num_buckets=draw(st.sampled_from([4, 8, 32])),
-              feed_forward_proj=draw(st.sampled_from(["relu", "gelu", "gated-gelu", "gated-relu"])),
-              tie_word_embeddings=draw(st.booleans()))
+    return t5(
+        vocab_size=draw(st.integers(8, 64)),
+        d_model=draw(st.sampled_from([8, 16, 24])),
+        d_kv=draw(st.integers(2, 8)),
+        d_ff=draw(st.integers(4, 32)),
+        num_layers=layers,
+        num_decoder_layers=draw(st.integers(1, 2)),
+        num_heads=draw(st.integers(1, 4)),
+        relative_attention_num_buckets=draw(st.sampled_from([4, 8, 32])),
+        feed_forward_proj=draw(st.sampled_from(["relu", "gelu", "gated-gelu", "gated-relu"])),
+        tie_word_embeddings=draw(st.booleans()),
+    )
 
 
 @settings(max_examples=6, deadline=None)

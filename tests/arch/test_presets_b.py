@@ -32,63 +32,170 @@ def estimate_json(*argv: str) -> dict:
     assert code == 0, err.getvalue()
     return json.loads(out.getvalue())
 
-PYTHIA = {"model_type": "gpt_neox", "rotary_pct": 0.25, "use_parallel_residual": True, "tie_word_embeddings": False,
-          "max_position_embeddings": 2048, "vocab_size": 50304}
+
+PYTHIA = {
+    "model_type": "gpt_neox",
+    "rotary_pct": 0.25,
+    "use_parallel_residual": True,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 2048,
+    "vocab_size": 50304,
+}
 
 
 def _pythia(layers: int, width: int, heads: int, **over) -> dict:
-    return {**PYTHIA, "num_hidden_layers": layers, "hidden_size": width, "num_attention_heads": heads,
-            "intermediate_size": 4 * width, **over}
+    return {
+        **PYTHIA,
+        "num_hidden_layers": layers,
+        "hidden_size": width,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * width,
+        **over,
+    }
 
 
-STARCODER2 = {"model_type": "starcoder2", "vocab_size": 49152, "sliding_window": 4096, "use_bias": True,
-              "max_position_embeddings": 16384}
-GPT_OSS = {"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880, "head_dim": 64,
-           "num_attention_heads": 64, "num_key_value_heads": 8, "num_experts_per_tok": 4, "vocab_size": 201088,
-           "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False,
-           "max_position_embeddings": 131072}
-LLAMA4 = {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
-          "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
-          "vocab_size": 202048, "num_experts_per_tok": 1, "attention_chunk_size": 8192, "tie_word_embeddings": False,
-          "no_rope_layers": [], "max_position_embeddings": 10485760}
+STARCODER2 = {
+    "model_type": "starcoder2",
+    "vocab_size": 49152,
+    "sliding_window": 4096,
+    "use_bias": True,
+    "max_position_embeddings": 16384,
+}
+GPT_OSS = {
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "head_dim": 64,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "num_experts_per_tok": 4,
+    "vocab_size": 201088,
+    "sliding_window": 128,
+    "attention_bias": True,
+    "tie_word_embeddings": False,
+    "max_position_embeddings": 131072,
+}
+LLAMA4 = {
+    "model_type": "llama4_text",
+    "hidden_size": 5120,
+    "intermediate_size": 8192,
+    "intermediate_size_mlp": 16384,
+    "num_hidden_layers": 48,
+    "num_attention_heads": 40,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "vocab_size": 202048,
+    "num_experts_per_tok": 1,
+    "attention_chunk_size": 8192,
+    "tie_word_embeddings": False,
+    "no_rope_layers": [],
+    "max_position_embeddings": 10485760,
+}
 
 #: name -> the fields of its config.json that size the model
 HF_CONFIGS = {
-    "pythia-70m": _pythia(6, 512, 8), "pythia-160m": _pythia(12, 768, 12), "pythia-410m": _pythia(24, 1024, 16),
-    "pythia-1b": _pythia(16, 2048, 8), "pythia-1.4b": _pythia(24, 2048, 16), "pythia-2.8b": _pythia(32, 2560, 32),
-    "pythia-6.9b": _pythia(32, 4096, 32, vocab_size=50432), "pythia-12b": _pythia(36, 5120, 40, vocab_size=50688),
+    "pythia-70m": _pythia(6, 512, 8),
+    "pythia-160m": _pythia(12, 768, 12),
+    "pythia-410m": _pythia(24, 1024, 16),
+    "pythia-1b": _pythia(16, 2048, 8),
+    "pythia-1.4b": _pythia(24, 2048, 16),
+    "pythia-2.8b": _pythia(32, 2560, 32),
+    "pythia-6.9b": _pythia(32, 4096, 32, vocab_size=50432),
+    "pythia-12b": _pythia(36, 5120, 40, vocab_size=50688),
     "gpt-neox-20b": _pythia(44, 6144, 64, vocab_size=50432),
-    "falcon-7b": {"model_type": "falcon", "hidden_size": 4544, "num_attention_heads": 71, "num_hidden_layers": 32,
-                  "vocab_size": 65024, "multi_query": True, "parallel_attn": True, "bias": False, "alibi": False,
-                  "new_decoder_architecture": False},
-    "falcon-40b": {"model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128, "num_kv_heads": 8,
-                   "num_hidden_layers": 60, "vocab_size": 65024, "new_decoder_architecture": True,
-                   "parallel_attn": True, "bias": False, "alibi": False},
-    "falcon-180b": {"model_type": "falcon", "hidden_size": 14848, "num_attention_heads": 232, "num_kv_heads": 8,
-                    "num_hidden_layers": 80, "vocab_size": 65024, "new_decoder_architecture": True,
-                    "parallel_attn": True, "bias": False, "alibi": False},
-    "falcon-rw-1b": {"model_type": "falcon", "hidden_size": 2048, "num_attention_heads": 32, "num_hidden_layers": 24,
-                     "vocab_size": 50304, "multi_query": False, "parallel_attn": False, "bias": True, "alibi": True,
-                     "new_decoder_architecture": False},
-    "starcoder2-3b": {**STARCODER2, "hidden_size": 3072, "intermediate_size": 12288, "num_hidden_layers": 30,
-                      "num_attention_heads": 24, "num_key_value_heads": 2},
-    "starcoder2-7b": {**STARCODER2, "hidden_size": 4608, "intermediate_size": 18432, "num_hidden_layers": 32,
-                      "num_attention_heads": 36, "num_key_value_heads": 4},
-    "starcoder2-15b": {**STARCODER2, "hidden_size": 6144, "intermediate_size": 24576, "num_hidden_layers": 40,
-                       "num_attention_heads": 48, "num_key_value_heads": 4, "tie_word_embeddings": False},
+    "falcon-7b": {
+        "model_type": "falcon",
+        "hidden_size": 4544,
+        "num_attention_heads": 71,
+        "num_hidden_layers": 32,
+        "vocab_size": 65024,
+        "multi_query": True,
+        "parallel_attn": True,
+        "bias": False,
+        "alibi": False,
+        "new_decoder_architecture": False,
+    },
+    "falcon-40b": {
+        "model_type": "falcon",
+        "hidden_size": 8192,
+        "num_attention_heads": 128,
+        "num_kv_heads": 8,
+        "num_hidden_layers": 60,
+        "vocab_size": 65024,
+        "new_decoder_architecture": True,
+        "parallel_attn": True,
+        "bias": False,
+        "alibi": False,
+    },
+    "falcon-180b": {
+        "model_type": "falcon",
+        "hidden_size": 14848,
+        "num_attention_heads": 232,
+        "num_kv_heads": 8,
+        "num_hidden_layers": 80,
+        "vocab_size": 65024,
+        "new_decoder_architecture": True,
+        "parallel_attn": True,
+        "bias": False,
+        "alibi": False,
+    },
+    "falcon-rw-1b": {
+        "model_type": "falcon",
+        "hidden_size": 2048,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 24,
+        "vocab_size": 50304,
+        "multi_query": False,
+        "parallel_attn": False,
+        "bias": True,
+        "alibi": True,
+        "new_decoder_architecture": False,
+    },
+    "starcoder2-3b": {
+        **STARCODER2,
+        "hidden_size": 3072,
+        "intermediate_size": 12288,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 2,
+    },
+    "starcoder2-7b": {
+        **STARCODER2,
+        "hidden_size": 4608,
+        "intermediate_size": 18432,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 36,
+        "num_key_value_heads": 4,
+    },
+    "starcoder2-15b": {
+        **STARCODER2,
+        "hidden_size": 6144,
+        "intermediate_size": 24576,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 48,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+    },
     "gpt-oss-20b": {**GPT_OSS, "num_hidden_layers": 24, "num_local_experts": 32},
     "gpt-oss-120b": {**GPT_OSS, "num_hidden_layers": 36, "num_local_experts": 128},
     "llama4-scout": {**LLAMA4, "num_local_experts": 16, "interleave_moe_layer_step": 1, "use_qk_norm": True},
-    "llama4-maverick": {**LLAMA4, "num_local_experts": 128, "interleave_moe_layer_step": 2, "use_qk_norm": False,
-                        "max_position_embeddings": 1048576},
+    "llama4-maverick": {
+        **LLAMA4,
+        "num_local_experts": 128,
+        "interleave_moe_layer_step": 2,
+        "use_qk_norm": False,
+        "max_position_embeddings": 1048576,
+    },
 }
 
 
 def counts(spec: str) -> dict[str, int]:
     m = load(spec)
     t = totals(m.graph)
-    return {"total": as_int(evaluate(t.params, m.values), "params"),
-            "active": as_int(evaluate(t.params_active, m.values), "active")}
+    return {
+        "total": as_int(evaluate(t.params, m.values), "params"),
+        "active": as_int(evaluate(t.params_active, m.values), "active"),
+    }
 
 
 @pytest.mark.parametrize("name", sorted(HF_CONFIGS))
@@ -110,9 +217,16 @@ def test_config_json_gives_the_preset(tmp_path, name):
 def test_published_counts():
     # Biderman et al. 2023 (Pythia), Table 1, "Non-Embedding Params": Pythia leaves out both tables,
     # the input embedding and the untied embed_out, so it is total − 2·V·d
-    published = {"pythia-70m": 18_915_328, "pythia-160m": 85_056_000, "pythia-410m": 302_311_424,
-                 "pythia-1b": 805_736_448, "pythia-1.4b": 1_208_602_624, "pythia-2.8b": 2_517_652_480,
-                 "pythia-6.9b": 6_444_163_072, "pythia-12b": 11_327_027_200}
+    published = {
+        "pythia-70m": 18_915_328,
+        "pythia-160m": 85_056_000,
+        "pythia-410m": 302_311_424,
+        "pythia-1b": 805_736_448,
+        "pythia-1.4b": 1_208_602_624,
+        "pythia-2.8b": 2_517_652_480,
+        "pythia-6.9b": 6_444_163_072,
+        "pythia-12b": 11_327_027_200,
+    }
     for name, non_embedding in published.items():
         fields = HF_CONFIGS[name]
         assert counts(name)["total"] - 2 * fields["vocab_size"] * fields["hidden_size"] == non_embedding, name
@@ -131,8 +245,14 @@ def test_published_counts():
     assert round(maverick["total"] / 1e9, -1) == 400 and 107e9 < scout["total"] < 109e9
     # model cards that name a size only: Falcon "7B", "40B", "180B"; StarCoder2 "3B", "7B", "15B" (the
     # 15B model is untied: 15.96B): within 7% of the name
-    for name, size in (("falcon-7b", 7), ("falcon-40b", 40), ("falcon-180b", 180), ("starcoder2-3b", 3),
-                       ("starcoder2-7b", 7), ("starcoder2-15b", 15)):
+    for name, size in (
+        ("falcon-7b", 7),
+        ("falcon-40b", 40),
+        ("falcon-180b", 180),
+        ("starcoder2-3b", 3),
+        ("starcoder2-7b", 7),
+        ("starcoder2-15b", 15),
+    ):
         assert abs(counts(name)["total"] / (size * 1e9) - 1) < 0.07, name
 
 
@@ -147,8 +267,9 @@ def test_active_parameters_are_the_routed_top_k():
     assert mav["total"] - mav["active"] == 24 * 127 * 3 * 5120 * 8192
 
 
-@pytest.mark.parametrize("name", ["pythia-160m", "falcon-40b", "falcon-rw-1b", "starcoder2-3b", "gpt-oss-20b",
-                                  "llama4-maverick"])
+@pytest.mark.parametrize(
+    "name", ["pythia-160m", "falcon-40b", "falcon-rw-1b", "starcoder2-3b", "gpt-oss-20b", "llama4-maverick"]
+)
 def test_cli_estimates_the_preset_and_its_config_json(tmp_path, name):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(HF_CONFIGS[name]))
@@ -157,8 +278,10 @@ def test_cli_estimates_the_preset_and_its_config_json(tmp_path, name):
     assert preset["source"] and preset["flops"]["training"] > preset["flops"]["matmul"]["training"] > 0
 
 
-@pytest.mark.parametrize("name", ["pythia-160m", "falcon-40b", "falcon-rw-1b", "starcoder2-3b", "gpt-oss-20b",
-                                  "llama4-scout", "llama4-maverick"])
+@pytest.mark.parametrize(
+    "name",
+    ["pythia-160m", "falcon-40b", "falcon-rw-1b", "starcoder2-3b", "gpt-oss-20b", "llama4-scout", "llama4-maverick"],
+)
 def test_flash_attention_fuses_every_layer_and_keeps_the_counts(name):
     m = load(name)
     G, H = m.graph, flash_attention(m.graph)
@@ -166,8 +289,11 @@ def test_flash_attention_fuses_every_layer_and_keeps_the_counts(name):
     assert len(fused) == len({n.rsplit(".", 2)[0] for n in G if n.endswith("attn.softmax")}) > 0
     t, u = totals(G), totals(H)
     values = {**m.values, symbols.B: 1, symbols.T: 4096}
-    for a, b in ((t.params, u.params), (t.training.flops, u.training.flops),
-                 (t.training.matmul_flops, u.training.matmul_flops)):
+    for a, b in (
+        (t.params, u.params),
+        (t.training.flops, u.training.flops),
+        (t.training.matmul_flops, u.training.matmul_flops),
+    ):
         assert evaluate(a, values) == evaluate(b, values)  # gpt-oss's sinks stay, in the fused op
 
 

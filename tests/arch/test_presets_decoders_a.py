@@ -19,28 +19,84 @@ from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
 from costmodel.reports.estimate import estimate
 
-G1 = {"model_type": "gemma", "head_dim": 256, "hidden_act": "gelu", "vocab_size": 256000,
-      "max_position_embeddings": 8192}
-G2 = {"model_type": "gemma2", "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "vocab_size": 256000,
-      "max_position_embeddings": 8192, "query_pre_attn_scalar": 256, "sliding_window": 4096,
-      "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0}
-G3 = {"model_type": "gemma3_text", "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh", "vocab_size": 262208,
-      "max_position_embeddings": 131072, "query_pre_attn_scalar": 256, "sliding_window": 1024,
-      "sliding_window_pattern": 6, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
-      "final_logit_softcapping": None, "attn_logit_softcapping": None}
-P3 = {"model_type": "phi3", "vocab_size": 32064, "max_position_embeddings": 4096, "sliding_window": 2047,
-      "pad_token_id": 32000, "tie_word_embeddings": False}
-Q3 = {"model_type": "qwen3", "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
-      "num_key_value_heads": 8, "use_sliding_window": False, "sliding_window": None}
-QM = {**Q3, "model_type": "qwen3_moe", "num_key_value_heads": 4, "num_experts": 128, "num_experts_per_tok": 8,
-      "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [], "tie_word_embeddings": False}
-O2 = {"model_type": "olmo2", "vocab_size": 100352, "max_position_embeddings": 4096, "pad_token_id": 100277,
-      "eos_token_id": 100257, "tie_word_embeddings": False}
+G1 = {
+    "model_type": "gemma",
+    "head_dim": 256,
+    "hidden_act": "gelu",
+    "vocab_size": 256000,
+    "max_position_embeddings": 8192,
+}
+G2 = {
+    "model_type": "gemma2",
+    "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "vocab_size": 256000,
+    "max_position_embeddings": 8192,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 4096,
+    "attn_logit_softcapping": 50.0,
+    "final_logit_softcapping": 30.0,
+}
+G3 = {
+    "model_type": "gemma3_text",
+    "head_dim": 256,
+    "hidden_activation": "gelu_pytorch_tanh",
+    "vocab_size": 262208,
+    "max_position_embeddings": 131072,
+    "query_pre_attn_scalar": 256,
+    "sliding_window": 1024,
+    "sliding_window_pattern": 6,
+    "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "final_logit_softcapping": None,
+    "attn_logit_softcapping": None,
+}
+P3 = {
+    "model_type": "phi3",
+    "vocab_size": 32064,
+    "max_position_embeddings": 4096,
+    "sliding_window": 2047,
+    "pad_token_id": 32000,
+    "tie_word_embeddings": False,
+}
+Q3 = {
+    "model_type": "qwen3",
+    "head_dim": 128,
+    "vocab_size": 151936,
+    "max_position_embeddings": 40960,
+    "num_key_value_heads": 8,
+    "use_sliding_window": False,
+    "sliding_window": None,
+}
+QM = {
+    **Q3,
+    "model_type": "qwen3_moe",
+    "num_key_value_heads": 4,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "norm_topk_prob": True,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "tie_word_embeddings": False,
+}
+O2 = {
+    "model_type": "olmo2",
+    "vocab_size": 100352,
+    "max_position_embeddings": 4096,
+    "pad_token_id": 100277,
+    "eos_token_id": 100257,
+    "tie_word_embeddings": False,
+}
 
 
 def shape(L: int, d: int, h: int, kv: int, ff: int, **more: object) -> dict:
-    return {"num_hidden_layers": L, "hidden_size": d, "num_attention_heads": h, "num_key_value_heads": kv,
-            "intermediate_size": ff, **more}
+    return {
+        "num_hidden_layers": L,
+        "hidden_size": d,
+        "num_attention_heads": h,
+        "num_key_value_heads": kv,
+        "intermediate_size": ff,
+        **more,
+    }
 
 
 #: name -> the fields of its config.json that size the model
@@ -50,15 +106,39 @@ HF_CONFIGS = {
     "gemma2-2b": {**G2, **shape(26, 2304, 8, 4, 9216)},
     "gemma2-9b": {**G2, **shape(42, 3584, 16, 8, 14336)},
     "gemma2-27b": {**G2, **shape(46, 4608, 32, 16, 36864, head_dim=128, query_pre_attn_scalar=144)},
-    "gemma3-1b": {**G3, **shape(26, 1152, 4, 1, 6912, vocab_size=262144, sliding_window=512, rope_scaling=None,
-                                max_position_embeddings=32768)},
+    "gemma3-1b": {
+        **G3,
+        **shape(
+            26,
+            1152,
+            4,
+            1,
+            6912,
+            vocab_size=262144,
+            sliding_window=512,
+            rope_scaling=None,
+            max_position_embeddings=32768,
+        ),
+    },
     "gemma3-4b": {**G3, **shape(34, 2560, 8, 4, 10240)},
     "gemma3-12b": {**G3, **shape(48, 3840, 16, 8, 15360)},
     "gemma3-27b": {**G3, **shape(62, 5376, 32, 16, 21504, head_dim=128, query_pre_attn_scalar=168)},
     "phi3-mini-4k": {**P3, **shape(32, 3072, 32, 32, 8192)},
     "phi3-medium-4k": {**P3, **shape(40, 5120, 40, 10, 17920)},
-    "phi4": {**P3, **shape(40, 5120, 40, 10, 17920, vocab_size=100352, max_position_embeddings=16384,
-                           sliding_window=None, pad_token_id=100257)},
+    "phi4": {
+        **P3,
+        **shape(
+            40,
+            5120,
+            40,
+            10,
+            17920,
+            vocab_size=100352,
+            max_position_embeddings=16384,
+            sliding_window=None,
+            pad_token_id=100257,
+        ),
+    },
     "qwen3-0.6b": {**Q3, **shape(28, 1024, 16, 8, 3072, tie_word_embeddings=True, max_window_layers=28)},
     "qwen3-1.7b": {**Q3, **shape(28, 2048, 16, 8, 6144, tie_word_embeddings=True, max_window_layers=28)},
     "qwen3-4b": {**Q3, **shape(36, 2560, 32, 8, 9728, tie_word_embeddings=True, max_window_layers=36)},
@@ -98,8 +178,9 @@ def test_config_json_gives_the_preset(tmp_path, name):
     path.write_text(json.dumps(HF_CONFIGS[name]))
     assert params(str(path)) == params(name)
     assert params(str(path), "params_active") == params(name, "params_active")
-    config, preset = (estimate(spec, inference=True, context=5000)["memory_bytes"]["kv_cache"]
-                      for spec in (str(path), name))
+    config, preset = (
+        estimate(spec, inference=True, context=5000)["memory_bytes"]["kv_cache"] for spec in (str(path), name)
+    )
     assert config == preset  # the same window, the same layer pattern
 
 
@@ -128,16 +209,28 @@ def test_published_counts():
     assert params("gemma3-27b", V=262144) == 27_009_002_240  # gemma3_27b_text
     assert params("gemma3-27b") - params("gemma3-27b", V=262144) == 64 * 5376
     assert params("phi3-mini-4k") == 3_821_079_552  # phi3_mini_4k_instruct_en
-    for name, n in [("qwen3-0.6b", 596_049_920), ("qwen3-1.7b", 1_720_574_976), ("qwen3-4b", 4_022_468_096),
-                    ("qwen3-8b", 8_190_735_360), ("qwen3-14b", 14_768_307_200), ("qwen3-32b", 32_762_123_264),
-                    ("qwen3-30b-a3b", 30_532_122_624), ("qwen3-235b-a22b", 235_093_634_560)]:
+    for name, n in [
+        ("qwen3-0.6b", 596_049_920),
+        ("qwen3-1.7b", 1_720_574_976),
+        ("qwen3-4b", 4_022_468_096),
+        ("qwen3-8b", 8_190_735_360),
+        ("qwen3-14b", 14_768_307_200),
+        ("qwen3-32b", 32_762_123_264),
+        ("qwen3-30b-a3b", 30_532_122_624),
+        ("qwen3-235b-a22b", 235_093_634_560),
+    ]:
         assert params(name) == n, name
 
 
 def test_published_non_embedding_counts():
     # Gemma (2024) Table 2 and Gemma 2 (2024) Table 1, exact: total − V·d (the tied table, counted once)
-    for name, n in [("gemma-2b", 1_981_884_416), ("gemma-7b", 7_751_248_896), ("gemma2-2b", 2_024_517_888),
-                    ("gemma2-9b", 8_324_201_984), ("gemma2-27b", 26_047_480_320)]:
+    for name, n in [
+        ("gemma-2b", 1_981_884_416),
+        ("gemma-7b", 7_751_248_896),
+        ("gemma2-2b", 2_024_517_888),
+        ("gemma2-9b", 8_324_201_984),
+        ("gemma2-27b", 26_047_480_320),
+    ]:
         assert params(name, "params_non_embedding") == n, name
     # Gemma 3 Technical Report, Table 1, in millions: 698M, 3,209M, 10,759M, 25,600M (1B: 302M embedding)
     for name, millions in [("gemma3-1b", 698), ("gemma3-4b", 3209), ("gemma3-12b", 10759), ("gemma3-27b", 25600)]:
@@ -145,10 +238,16 @@ def test_published_non_embedding_counts():
     assert round((params("gemma3-1b") - params("gemma3-1b", "params_non_embedding")) / 1e6) == 302
     # Qwen3 model cards, "Number of Parameters (Non-Embedding)": Qwen counts an untied unembedding as
     # embedding too, so theirs is ours minus V·d where the head is untied (V = 151936)
-    for name, d, tied, billions in [("qwen3-0.6b", 1024, True, 0.44), ("qwen3-1.7b", 2048, True, 1.4),
-                                    ("qwen3-4b", 2560, True, 3.6), ("qwen3-8b", 4096, False, 6.95),
-                                    ("qwen3-14b", 5120, False, 13.2), ("qwen3-32b", 5120, False, 31.2),
-                                    ("qwen3-30b-a3b", 2048, False, 29.9), ("qwen3-235b-a22b", 4096, False, 234)]:
+    for name, d, tied, billions in [
+        ("qwen3-0.6b", 1024, True, 0.44),
+        ("qwen3-1.7b", 2048, True, 1.4),
+        ("qwen3-4b", 2560, True, 3.6),
+        ("qwen3-8b", 4096, False, 6.95),
+        ("qwen3-14b", 5120, False, 13.2),
+        ("qwen3-32b", 5120, False, 31.2),
+        ("qwen3-30b-a3b", 2048, False, 29.9),
+        ("qwen3-235b-a22b", 4096, False, 234),
+    ]:
         theirs = params(name, "params_non_embedding") - (0 if tied else 151936 * d)
         digits = len(str(billions).partition(".")[2])
         assert round(theirs / 1e9, digits) == billions, name
@@ -156,8 +255,15 @@ def test_published_non_embedding_counts():
 
 def test_published_rounded_and_active_counts():
     # Qwen3 model cards: 0.6B, 1.7B, 4.0B, 8.2B, 14.8B, 32.8B; 30.5B total / 3.3B activated; 235B / 22B
-    for name, billions in [("qwen3-0.6b", 0.6), ("qwen3-1.7b", 1.7), ("qwen3-4b", 4.0), ("qwen3-8b", 8.2),
-                           ("qwen3-14b", 14.8), ("qwen3-32b", 32.8), ("qwen3-30b-a3b", 30.5)]:
+    for name, billions in [
+        ("qwen3-0.6b", 0.6),
+        ("qwen3-1.7b", 1.7),
+        ("qwen3-4b", 4.0),
+        ("qwen3-8b", 8.2),
+        ("qwen3-14b", 14.8),
+        ("qwen3-32b", 32.8),
+        ("qwen3-30b-a3b", 30.5),
+    ]:
         assert round(params(name) / 1e9, 1) == billions, name
     assert int(params("qwen3-30b-a3b", "params_active") / 1e8) == 33  # 3.35B, which the card truncates to 3.3B
     assert round(params("qwen3-235b-a22b") / 1e9) == 235

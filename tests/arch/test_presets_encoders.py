@@ -19,18 +19,37 @@ from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
 from costmodel.reports.estimate import estimate
 
-BERT = {"model_type": "bert", "max_position_embeddings": 512, "type_vocab_size": 2,
-        "architectures": ["BertForMaskedLM"]}
+BERT = {
+    "model_type": "bert",
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "architectures": ["BertForMaskedLM"],
+}
 BASE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
 LARGE = {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096}
-ROBERTA = {"model_type": "roberta", "vocab_size": 50265, "max_position_embeddings": 514, "type_vocab_size": 1,
-           "pad_token_id": 1, "architectures": ["RobertaForMaskedLM"]}
-T5 = {"model_type": "t5", "vocab_size": 32128, "relative_attention_num_buckets": 32, "n_positions": 512,
-      "decoder_start_token_id": 0}
+ROBERTA = {
+    "model_type": "roberta",
+    "vocab_size": 50265,
+    "max_position_embeddings": 514,
+    "type_vocab_size": 1,
+    "pad_token_id": 1,
+    "architectures": ["RobertaForMaskedLM"],
+}
+T5 = {
+    "model_type": "t5",
+    "vocab_size": 32128,
+    "relative_attention_num_buckets": 32,
+    "n_positions": 512,
+    "decoder_start_token_id": 0,
+}
 V11 = {**T5, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False, "d_kv": 64}
 VIT = {"model_type": "vit", "image_size": 224, "num_channels": 3, "qkv_bias": True}
-IMAGENET = {**VIT, "patch_size": 16, "architectures": ["ViTForImageClassification"],
-            "id2label": {str(i): f"class {i}" for i in range(1000)}}
+IMAGENET = {
+    **VIT,
+    "patch_size": 16,
+    "architectures": ["ViTForImageClassification"],
+    "id2label": {str(i): f"class {i}" for i in range(1000)},
+}
 IN21K = {**VIT, "architectures": ["ViTModel"]}
 
 #: preset → the fields of its config.json that size the model
@@ -55,12 +74,22 @@ HF_CONFIGS = {
     "vit-large-patch16-224": {**IMAGENET, **LARGE},
     "vit-base-patch16-224-in21k": {**IN21K, **BASE, "patch_size": 16},
     "vit-large-patch16-224-in21k": {**IN21K, **LARGE, "patch_size": 16},
-    "vit-huge-patch14-224-in21k": {**IN21K, "hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16,
-                                   "intermediate_size": 5120, "patch_size": 14},
+    "vit-huge-patch14-224-in21k": {
+        **IN21K,
+        "hidden_size": 1280,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 16,
+        "intermediate_size": 5120,
+        "patch_size": 14,
+    },
 }
 
-CLASSES = {"BertForMaskedLM": transformers.BertForMaskedLM, "RobertaForMaskedLM": transformers.RobertaForMaskedLM,
-           "ViTForImageClassification": transformers.ViTForImageClassification, "ViTModel": transformers.ViTModel}
+CLASSES = {
+    "BertForMaskedLM": transformers.BertForMaskedLM,
+    "RobertaForMaskedLM": transformers.RobertaForMaskedLM,
+    "ViTForImageClassification": transformers.ViTForImageClassification,
+    "ViTModel": transformers.ViTModel,
+}
 
 
 def build(name: str):
@@ -101,8 +130,17 @@ def test_config_json_gives_the_preset(tmp_path, name):
     assert as_int(evaluate(totals(m.graph).params, m.values), "params") == preset_params(name)
 
 
-@pytest.mark.parametrize("name", ["bert-base-uncased", "roberta-base", "t5-small", "t5-v1.1-small",
-                                  "vit-base-patch16-224", "vit-base-patch16-224-in21k"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "bert-base-uncased",
+        "roberta-base",
+        "t5-small",
+        "t5-v1.1-small",
+        "vit-base-patch16-224",
+        "vit-base-patch16-224-in21k",
+    ],
+)
 def test_preset_flops_equal_flop_counter(name):
     r = estimate(name)  # one sequence (image) of the preset's own shape
     model, cfg = build(name), r["config"]
@@ -127,8 +165,10 @@ def test_preset_flops_equal_flop_counter(name):
 def test_published_counts():
     # BERT (Devlin et al. 2019, section 3): BERT-base 110M, BERT-large 340M, counted without the MLM head
     # (BertModel with its pooler): 109,482,240 and 335,141,888
-    bert = {n: estimate(n, settings={"head": "pooler"})["params"]["total"] for n in ("bert-base-uncased",
-                                                                                       "bert-large-uncased")}
+    bert = {
+        n: estimate(n, settings={"head": "pooler"})["params"]["total"]
+        for n in ("bert-base-uncased", "bert-large-uncased")
+    }
     assert bert == {"bert-base-uncased": 109_482_240, "bert-large-uncased": 335_141_888}
     assert round(bert["bert-base-uncased"] / 1e7) == 11 and round(bert["bert-large-uncased"] / 1e7) == 34
     # the MLM head's d × d transform (and bias) takes the pooler's place; it adds a LayerNorm (2d) and the
@@ -147,18 +187,31 @@ def test_published_counts():
     # matrices d·d_ff and 2 norms; 6 decoder layers with a second attention and a third norm; one
     # n_buckets × h bias table per stack and a final norm each
     d, inner, ff = 512, 8 * 64, 2048
-    assert t5["t5-small"] == 32128 * d + 6 * (4 * d * inner + 2 * d * ff + 2 * d) \
-        + 6 * (8 * d * inner + 2 * d * ff + 3 * d) + 2 * 32 * 8 + 2 * d
+    assert (
+        t5["t5-small"]
+        == 32128 * d
+        + 6 * (4 * d * inner + 2 * d * ff + 2 * d)
+        + 6 * (8 * d * inner + 2 * d * ff + 3 * d)
+        + 2 * 32 * 8
+        + 2 * d
+    )
     # v1.1 as released has its own LM head: V × d more than the tied model transformers builds from the config
-    assert preset_params("t5-v1.1-base") - estimate("t5-v1.1-base", settings={"tied": True})["params"]["total"] \
+    assert (
+        preset_params("t5-v1.1-base") - estimate("t5-v1.1-base", settings={"tied": True})["params"]["total"]
         == 32128 * 768
+    )
     # ViT (Dosovitskiy et al. 2021, Table 1): ViT-Base 86M, ViT-Huge 632M (the backbones, with pooler);
     # ViT-Large "307M" is not reproduced: the HF backbone has 304,351,232
-    assert [round(preset_params(n) / 1e6) for n in ("vit-base-patch16-224-in21k", "vit-huge-patch14-224-in21k")] \
-        == [86, 632]
+    assert [round(preset_params(n) / 1e6) for n in ("vit-base-patch16-224-in21k", "vit-huge-patch14-224-in21k")] == [
+        86,
+        632,
+    ]
     # by hand, ViT-B/16's classifier: patch embedding 768·3·16² + 768, [CLS] 768, 197 positions × 768,
     # 12 layers of 4·(768² + 768) attention, 2·768·3072 + 3072 + 768 MLP and 4·768 norms, a final norm, the
     # 1000-class head 768·1000 + 1000
     layer = 4 * (768**2 + 768) + 2 * 768 * 3072 + 3072 + 768 + 4 * 768
-    assert preset_params("vit-base-patch16-224") == 768 * 3 * 256 + 768 + 768 + 197 * 768 + 12 * layer \
-        + 2 * 768 + 768 * 1000 + 1000 == 86_567_656
+    assert (
+        preset_params("vit-base-patch16-224")
+        == 768 * 3 * 256 + 768 + 768 + 197 * 768 + 12 * layer + 2 * 768 + 768 * 1000 + 1000
+        == 86_567_656
+    )

@@ -92,8 +92,14 @@ def run_case(case: dict, folder: str, main) -> dict:
         out = fh.read()
     with open(err_path, encoding="utf-8", errors="replace") as fh:
         err = fh.read()
-    return {"id": case["id"], "code": code, "stdout": out[-200_000:], "stderr": err[-4000:], "seconds": seconds,
-            "growth_mb": max(0, usage.ru_maxrss - base_rss) / 1024}
+    return {
+        "id": case["id"],
+        "code": code,
+        "stdout": out[-200_000:],
+        "stderr": err[-4000:],
+        "seconds": seconds,
+        "growth_mb": max(0, usage.ru_maxrss - base_rss) / 1024,
+    }
 
 
 def main_worker(cases_path: str, folder: str) -> None:

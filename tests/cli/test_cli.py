@@ -11,10 +11,21 @@ import pytest
 from costmodel.cli import main
 
 REQUIRED_KEYS = [
-    "params.total", "params.embedding", "params.non_embedding",
-    "flops.forward", "flops.backward", "flops.training", "flops.training_total", "flops.six_nd",
-    "flops.matmul.forward", "flops.matmul.backward", "flops.matmul.training",
-    "memory_bytes.params", "memory_bytes.grads", "memory_bytes.optimizer", "memory_bytes.activations",
+    "params.total",
+    "params.embedding",
+    "params.non_embedding",
+    "flops.forward",
+    "flops.backward",
+    "flops.training",
+    "flops.training_total",
+    "flops.six_nd",
+    "flops.matmul.forward",
+    "flops.matmul.backward",
+    "flops.matmul.training",
+    "memory_bytes.params",
+    "memory_bytes.grads",
+    "memory_bytes.optimizer",
+    "memory_bytes.activations",
     "memory_bytes.total",
 ]
 
@@ -68,19 +79,22 @@ def test_set_overrides_symbols_and_options(capsys):
     assert json.loads(out)["params"]["total"] == 6 * 7_087_872 + 50257 * 768 + 1024 * 768 + 2 * 768 + 768 * 50257
 
 
-@pytest.mark.parametrize("argv,fragment", [
-    (["estimate", "gpt2-smal"], "did you mean 'gpt2-small'"),
-    (["estimate", "gpt2-small", "--batch", "0"], "--batch"),
-    (["estimate", "gpt2-small", "--tokens", "abc"], "--tokens"),
-    (["estimate", "gpt2-small", "--set", "foo=1"], "unknown setting 'foo'"),
-    (["estimate", "gpt2-small", "--set", "d_ff"], "expected NAME=VALUE"),
-    (["estimate", "gpt2-small", "--set", "d_ff=__import__('os')"], "unexpected"),
-    (["estimate", "gpt2-small", "--bogus"], "unrecognized arguments"),
-    (["estimate", "gpt2-small", "--set", "h=5"], "not a positive whole number"),
-    (["estimate", "gpt2-small", "--set", "d=-4"], "positive"),
-    (["derive", "nope"], "unknown model"),
-    (["frobnicate"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv,fragment",
+    [
+        (["estimate", "gpt2-smal"], "did you mean 'gpt2-small'"),
+        (["estimate", "gpt2-small", "--batch", "0"], "--batch"),
+        (["estimate", "gpt2-small", "--tokens", "abc"], "--tokens"),
+        (["estimate", "gpt2-small", "--set", "foo=1"], "unknown setting 'foo'"),
+        (["estimate", "gpt2-small", "--set", "d_ff"], "expected NAME=VALUE"),
+        (["estimate", "gpt2-small", "--set", "d_ff=__import__('os')"], "unexpected"),
+        (["estimate", "gpt2-small", "--bogus"], "unrecognized arguments"),
+        (["estimate", "gpt2-small", "--set", "h=5"], "not a positive whole number"),
+        (["estimate", "gpt2-small", "--set", "d=-4"], "positive"),
+        (["derive", "nope"], "unknown model"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
 def test_bad_input_is_one_line_on_stderr_exit_2(capsys, argv, fragment):
     code, out, err = run(capsys, *argv)
     assert code == 2
@@ -94,15 +108,32 @@ def test_console_script_and_module_entry_points():
         done = subprocess.run([*cmd, "estimate", "gpt2-small", "--json"], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["params"]["total"] == 124_439_808
-    bad = subprocess.run([sys.executable, "-m", "costmodel", "estimate", "nope"], capture_output=True, text=True,
-                         timeout=60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "costmodel", "estimate", "nope"], capture_output=True, text=True, timeout=60
+    )
     assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1
 
 
 def test_huge_model_stays_exact_in_json(capsys):
     # 10,000 layers of width 1e6: N = 12·L·d² + 13·L·d + 2·d, far beyond float64's 2^53 exact range
-    code, out, _ = run(capsys, "estimate", "gpt", "--set", "L=10000", "--set", "d=1e6", "--set", "h=1000", "--set", "T_max=4096",
-                       "--seq", "4096", "--tokens", "1e13", "--json")
+    code, out, _ = run(
+        capsys,
+        "estimate",
+        "gpt",
+        "--set",
+        "L=10000",
+        "--set",
+        "d=1e6",
+        "--set",
+        "h=1000",
+        "--set",
+        "T_max=4096",
+        "--seq",
+        "4096",
+        "--tokens",
+        "1e13",
+        "--json",
+    )
     assert code == 0
     r = json.loads(out)
     n = 12 * 10_000 * 10**12 + 13 * 10_000 * 10**6 + 2 * 10**6
@@ -112,12 +143,15 @@ def test_huge_model_stays_exact_in_json(capsys):
     assert r["flops"]["training_total"] % 10**13 == 0  # per-token FLOPs (an integer) × D
 
 
-@pytest.mark.parametrize("argv", [
-    ["estimate", "llama2-7b", "--inference", "--context", "128"],
-    ["estimate", "llama2-7b", "--inference", "--context", "128", "--hardware", "h100-sxm", "--devices", "2"],
-    ["estimate", "gpt2-small", "--hardware", "h100-sxm", "--devices", "8", "--mfu", "0.4"],
-    ["estimate", "mixtral-8x7b", "--seq", "256", "--batch", "8", "--dp", "2", "--ep", "2", "--zero", "1"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["estimate", "llama2-7b", "--inference", "--context", "128"],
+        ["estimate", "llama2-7b", "--inference", "--context", "128", "--hardware", "h100-sxm", "--devices", "2"],
+        ["estimate", "gpt2-small", "--hardware", "h100-sxm", "--devices", "8", "--mfu", "0.4"],
+        ["estimate", "mixtral-8x7b", "--seq", "256", "--batch", "8", "--dp", "2", "--ep", "2", "--zero", "1"],
+    ],
+)
 def test_text_reports_of_every_mode(capsys, argv):
     code, out, err = run(capsys, *argv)
     assert code == 0, err

@@ -51,5 +51,6 @@ def test_golden_case(path):
     missing = [k for k in old if k not in new]
     assert not missing, f"keys dropped: {missing[:10]}"
     changed = {k: (old[k], new[k]) for k in old if not _same(old[k], new[k])}
-    assert not changed, f"{len(changed)} values changed: " + "; ".join(f"{k}: {a!r} -> {b!r}"
-                                                                      for k, (a, b) in list(changed.items())[:8])
+    assert not changed, f"{len(changed)} values changed: " + "; ".join(
+        f"{k}: {a!r} -> {b!r}" for k, (a, b) in list(changed.items())[:8]
+    )

@@ -15,14 +15,17 @@ from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, T, d
 
 
-@pytest.mark.parametrize("pattern,message", [
-    ("b t d, d f -> b t f -> x", "more than one '->'"),
-    ("b (t d", "malformed"),
-    ("b t t -> b t", "duplicate"),
-    ("b ... d -> b d", "ellipsis"),
-    ("", "expected an einops pattern"),
-    (", d f -> b", "no axes"),
-])
+@pytest.mark.parametrize(
+    "pattern,message",
+    [
+        ("b t d, d f -> b t f -> x", "more than one '->'"),
+        ("b (t d", "malformed"),
+        ("b t t -> b t", "duplicate"),
+        ("b ... d -> b d", "ellipsis"),
+        ("", "expected an einops pattern"),
+        (", d f -> b", "no axes"),
+    ],
+)
 def test_malformed_patterns(pattern, message):
     with pytest.raises(CostModelError, match=message):
         parse(pattern)
@@ -84,15 +87,28 @@ def test_duplicate_node_name_raises():
         b.elementwise("f", "gelu", x, "n")
 
 
-@pytest.mark.parametrize("text", [
-    "__import__('os').system('touch /tmp/costmodel-pwned')",
-    "d.__class__", "lambda: 1", "d; 1", "[d]", "d if 1 else 2", "exec('1')", "2**10000", "open('x')",
-    "d @ d", "'d'", "1e999999",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('touch /tmp/costmodel-pwned')",
+        "d.__class__",
+        "lambda: 1",
+        "d; 1",
+        "[d]",
+        "d if 1 else 2",
+        "exec('1')",
+        "2**10000",
+        "open('x')",
+        "d @ d",
+        "'d'",
+        "1e999999",
+    ],
+)
 def test_hostile_expressions_are_rejected_without_effect(text, tmp_path):
     with pytest.raises(CostModelError):
         parse_expr(text)
     import os
+
     assert not os.path.exists("/tmp/costmodel-pwned")
 
 
@@ -107,14 +123,21 @@ def test_restricted_parser_reads_arithmetic_exactly():
         parse_expr("d/0")
 
 
-@pytest.mark.parametrize("build,fragment", [
-    (lambda b, x: b.op("a", "attention", [x, x, x], "b d, b d, b d -> b d", attrs={"scores": "b", "epilogue": ["?"]}),
-     "attribute epilogue must be the element-wise ops"),
-    (lambda b, x: b.matmul("m", x, "b d, d e -> b e", bias="zz"), "invalid attributes {'bias': 'zz'}"),
-    (lambda b, x: b.op("m", "matmul", [x], "b d, d e -> b e", dtype=5), "dtype: expected a name such as 'bf16'"),
-    (lambda b, x: b.gather("g", x, "b d, e d -> b d", tied="nonexistent"), "no op named 'nonexistent'"),
-    (lambda b, x: b.op("f", "elementwise", [x], "b d", attrs={"fn": ["gelu"]}), "unknown fn"),
-])
+@pytest.mark.parametrize(
+    "build,fragment",
+    [
+        (
+            lambda b, x: b.op(
+                "a", "attention", [x, x, x], "b d, b d, b d -> b d", attrs={"scores": "b", "epilogue": ["?"]}
+            ),
+            "attribute epilogue must be the element-wise ops",
+        ),
+        (lambda b, x: b.matmul("m", x, "b d, d e -> b e", bias="zz"), "invalid attributes {'bias': 'zz'}"),
+        (lambda b, x: b.op("m", "matmul", [x], "b d, d e -> b e", dtype=5), "dtype: expected a name such as 'bf16'"),
+        (lambda b, x: b.gather("g", x, "b d, e d -> b d", tied="nonexistent"), "no op named 'nonexistent'"),
+        (lambda b, x: b.op("f", "elementwise", [x], "b d", attrs={"fn": ["gelu"]}), "unknown fn"),
+    ],
+)
 def test_bad_attributes_at_the_builder_are_costmodel_errors(build, fragment):
     b = GraphBuilder("g", b=B, d=d, e=d)
     x = b.input("x", "b d", dtype="bf16")

@@ -22,12 +22,16 @@ from costmodel.graph.pattern import parse
 from costmodel.kit import GraphBuilder
 from costmodel.reports.estimate import estimate
 
-FUZZ_EXAMPLES = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES",
-                                   5000 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 1000))
+FUZZ_EXAMPLES = int(
+    os.environ.get("COSTMODEL_FUZZ_EXAMPLES", 5000 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 1000)
+)
 fuzz = settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**20, 10**20) | st.floats(allow_nan=True, allow_infinity=True)
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**20), 10**20)
+    | st.floats(allow_nan=True, allow_infinity=True)
     | st.text(max_size=8),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3),
     max_leaves=8,
@@ -87,14 +91,76 @@ def test_expression_parser_raises_only_costmodel_errors(text):
         pass
 
 
-ARGS = ["estimate", "derive", "models", "roofline", "fit", "compare", "sweep", "hardware",
-        "gpt2-small", "gpt", "gpt3-xl", "mixtral-8x7b", "deepseek-v3", "mistral-7b-swa", "llama3-8b",
-        "--batch", "--seq", "--tokens", "--set", "--json", "--format", "latex", "json", "--causal", "half",
-        "--precision", "fp32", "--optimizer", "sgd", "--hardware", "h100-sxm", "--fuse", "--decode", "--context",
-        "--flash", "--recompute", "full", "--inference", "--tp", "--pp", "--dp", "--zero", "--memory", "80GB",
-        "--grid", "L=1,2", "--metric", "flops.training", "--mfu", "0.5", "--achieved-tflops",
-        "0", "1", "-1", "2", "8", "3e11", "1e99", "x", "d=64", "L=2", "h=3", "d_ff=4*d", "tied=false", "dtype=true",
-        "top_k=9", "=", "--"]
+ARGS = [
+    "estimate",
+    "derive",
+    "models",
+    "roofline",
+    "fit",
+    "compare",
+    "sweep",
+    "hardware",
+    "gpt2-small",
+    "gpt",
+    "gpt3-xl",
+    "mixtral-8x7b",
+    "deepseek-v3",
+    "mistral-7b-swa",
+    "llama3-8b",
+    "--batch",
+    "--seq",
+    "--tokens",
+    "--set",
+    "--json",
+    "--format",
+    "latex",
+    "json",
+    "--causal",
+    "half",
+    "--precision",
+    "fp32",
+    "--optimizer",
+    "sgd",
+    "--hardware",
+    "h100-sxm",
+    "--fuse",
+    "--decode",
+    "--context",
+    "--flash",
+    "--recompute",
+    "full",
+    "--inference",
+    "--tp",
+    "--pp",
+    "--dp",
+    "--zero",
+    "--memory",
+    "80GB",
+    "--grid",
+    "L=1,2",
+    "--metric",
+    "flops.training",
+    "--mfu",
+    "0.5",
+    "--achieved-tflops",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "8",
+    "3e11",
+    "1e99",
+    "x",
+    "d=64",
+    "L=2",
+    "h=3",
+    "d_ff=4*d",
+    "tied=false",
+    "dtype=true",
+    "top_k=9",
+    "=",
+    "--",
+]
 
 
 @settings(max_examples=max(FUZZ_EXAMPLES // 5, 50), deadline=None, suppress_health_check=list(HealthCheck))

@@ -23,11 +23,52 @@ from costmodel.symbols import SYMBOLS
 EXAMPLES = int(os.environ.get("COSTMODEL_FUZZ_EXAMPLES", 40))
 bounded = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 
-HOSTILE = ["", " ", "\n", "x\ny", "0", "-1", "1e30", "1e31", "1e99", "(10**30)**11", "((9**64)**64)**64",
-           "(d+h+V+T+T_max+L+B)**64", "(d+L)**7", "d**64", "8*d/3", "d/0", "true", "nan", "inf", "\uff17\uff16\uff18",
-           "\u0668", "1_000", "0x10", "1" * 60, "((((((((d))))))))", "-(-(-d))", "d^-64", "2**64", "3e11", "8k"]
-FLAGS = ["--batch", "--seq", "--tokens", "--tp", "--dp", "--pp", "--micro-batch", "--context", "--devices",
-         "--mfu", "--achieved-tflops", "--tokens-per-s"]
+HOSTILE = [
+    "",
+    " ",
+    "\n",
+    "x\ny",
+    "0",
+    "-1",
+    "1e30",
+    "1e31",
+    "1e99",
+    "(10**30)**11",
+    "((9**64)**64)**64",
+    "(d+h+V+T+T_max+L+B)**64",
+    "(d+L)**7",
+    "d**64",
+    "8*d/3",
+    "d/0",
+    "true",
+    "nan",
+    "inf",
+    "\uff17\uff16\uff18",
+    "\u0668",
+    "1_000",
+    "0x10",
+    "1" * 60,
+    "((((((((d))))))))",
+    "-(-(-d))",
+    "d^-64",
+    "2**64",
+    "3e11",
+    "8k",
+]
+FLAGS = [
+    "--batch",
+    "--seq",
+    "--tokens",
+    "--tp",
+    "--dp",
+    "--pp",
+    "--micro-batch",
+    "--context",
+    "--devices",
+    "--mfu",
+    "--achieved-tflops",
+    "--tokens-per-s",
+]
 SET_NAMES = ["d", "L", "V", "h", "T_max", "d_ff", "tied", "dtype", "x"]
 
 
@@ -66,19 +107,57 @@ def test_hostile_flag_values_end_in_seconds_with_0_or_one_line(argv):
 
 S = SYMBOLS
 VALID = {"b": S["B"], "t": S["T"], "d": S["d"], "f": S["d_ff"], "h": S["h"], "k": 64}
-HOSTILE_SIZES = st.sampled_from([1, 2, 64, 10**30, 10**31, 2**200, 0, -3, True, "d", 1.5, None, S["d"], S["d"] / 2,
-                                 8 * S["d"] / 3, S["d"] * S["h"], (S["d"] + S["T"]) ** 3,
-                                 (S["d"] + S["T"] + S["L"]) ** 7, S["d"] ** 64, sympy.Integer(9) ** 200, sympy.nan,
-                                 sympy.oo, -S["d"], sympy.Min(S["T"], 4096)])
-PATTERNS = ["b t d, d f -> b t f", "b t d, d h k -> b h t k", "b t d, d d -> b t d", "b t d, d -> b t",
-            "b t d, f -> b t f", "x y -> z", "b t d", "", "b t d, d f -> b t f f"]
+HOSTILE_SIZES = st.sampled_from(
+    [
+        1,
+        2,
+        64,
+        10**30,
+        10**31,
+        2**200,
+        0,
+        -3,
+        True,
+        "d",
+        1.5,
+        None,
+        S["d"],
+        S["d"] / 2,
+        8 * S["d"] / 3,
+        S["d"] * S["h"],
+        (S["d"] + S["T"]) ** 3,
+        (S["d"] + S["T"] + S["L"]) ** 7,
+        S["d"] ** 64,
+        sympy.Integer(9) ** 200,
+        sympy.nan,
+        sympy.oo,
+        -S["d"],
+        sympy.Min(S["T"], 4096),
+    ]
+)
+PATTERNS = [
+    "b t d, d f -> b t f",
+    "b t d, d h k -> b h t k",
+    "b t d, d d -> b t d",
+    "b t d, d -> b t",
+    "b t d, f -> b t f",
+    "x y -> z",
+    "b t d",
+    "",
+    "b t d, d f -> b t f f",
+]
 ELEMENTWISE = ["b t d -> b t d", "b t d -> b d t", "b t d -> b t", "b t f -> b t f", "q -> q"]
 
 
 @bounded
-@given(st.dictionaries(st.sampled_from(sorted(VALID)), HOSTILE_SIZES, max_size=2),
-       st.lists(st.tuples(st.sampled_from(["matmul", "elementwise", "repeat"]), st.integers(0, 8), HOSTILE_SIZES),
-                min_size=1, max_size=4))
+@given(
+    st.dictionaries(st.sampled_from(sorted(VALID)), HOSTILE_SIZES, max_size=2),
+    st.lists(
+        st.tuples(st.sampled_from(["matmul", "elementwise", "repeat"]), st.integers(0, 8), HOSTILE_SIZES),
+        min_size=1,
+        max_size=4,
+    ),
+)
 def test_graph_builder_with_hostile_sizes_raises_only_costmodel_errors(hostile, ops):
     """Mostly valid sizes and ops, with a hostile size or count here and there: an error is one CostModelError
     line, and a graph that builds has totals that evaluate to numbers within seconds."""

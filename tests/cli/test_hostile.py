@@ -34,8 +34,14 @@ def _env(tmp: pathlib.Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> dict[str, dict]:
     tmp = tmp_path_factory.mktemp("hostile")
-    done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli" / "replay_worker.py"), str(CORPUS), str(tmp)],
-                          capture_output=True, text=True, timeout=600, env=_env(tmp), cwd=tmp)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "cli" / "replay_worker.py"), str(CORPUS), str(tmp)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(tmp),
+        cwd=tmp,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return {r["id"]: r for r in json.loads(done.stdout)}
 
@@ -43,9 +49,20 @@ def replayed(tmp_path_factory) -> dict[str, dict]:
 def test_corpus_covers_the_issue():
     ids = {c["id"] for c in CASES}
     assert len(ids) == len(CASES) >= 50
-    for needed in ("expr-power-of-unknown-sum", "expr-tower", "config-fifo", "config-dev-zero", "hardware-fifo",
-                   "hardware-sparse-2GB", "config-5000-digit-int", "builder-generator-exit", "builder-system-exit",
-                   "fit-solve-seq", "latex-empty-name", "config-duplicate-key"):
+    for needed in (
+        "expr-power-of-unknown-sum",
+        "expr-tower",
+        "config-fifo",
+        "config-dev-zero",
+        "hardware-fifo",
+        "hardware-sparse-2GB",
+        "config-5000-digit-int",
+        "builder-generator-exit",
+        "builder-system-exit",
+        "fit-solve-seq",
+        "latex-empty-name",
+        "config-duplicate-key",
+    ):
         assert needed in ids
 
 
@@ -68,22 +85,33 @@ def test_replayed_case(case, replayed):
 
 
 def _costmodel(args: list[str], tmp: pathlib.Path, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "costmodel", *args], capture_output=True, timeout=120,
-                          env={**_env(tmp), **kw.pop("env", {})}, cwd=ROOT, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "costmodel", *args],
+        capture_output=True,
+        timeout=120,
+        env={**_env(tmp), **kw.pop("env", {})},
+        cwd=ROOT,
+        **kw,
+    )
 
 
 def test_a_full_disk_on_stdout_is_exit_2_in_one_line(tmp_path):
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "costmodel", "estimate", "gpt2-small"], stdout=full,
-                              stderr=subprocess.PIPE, timeout=120, env=_env(tmp_path), cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "costmodel", "estimate", "gpt2-small"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            env=_env(tmp_path),
+            cwd=ROOT,
+        )
     err = done.stderr.decode()
     assert done.returncode == 2, err
     assert err.startswith("costmodel: error: cannot write the output") and err.count("\n") == 1, err
 
 
 def test_an_ascii_terminal_gets_escapes_not_a_crash(tmp_path):
-    done = _costmodel(["roofline", "gpt2-small", "--hardware", "h100-sxm"], tmp_path,
-                      env={"PYTHONIOENCODING": "ascii"})
+    done = _costmodel(["roofline", "gpt2-small", "--hardware", "h100-sxm"], tmp_path, env={"PYTHONIOENCODING": "ascii"})
     assert done.returncode == 0, done.stderr
     assert done.stderr == b""
     assert b"\\xb5s" in done.stdout  # µs, escaped
@@ -109,10 +137,13 @@ def test_a_file_size_limit_leaves_the_old_report_whole(tmp_path):
 def test_ctrl_c_at_any_moment_is_exit_130_without_a_traceback(delay, tmp_path):
     """The entry module is imported first (it installs the handler), then the command runs: SIGINT lands in the
     imports of costmodel, sympy and networkx, or in the estimate itself."""
-    code = ("import sys, costmodel_entry; sys.stdout.write('ready\\n'); sys.stdout.flush(); "
-            "sys.exit(costmodel_entry.main(['estimate', 'llama3-8b', '--set', 'L=3', '--seq', '64']))")
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=_env(tmp_path), cwd=ROOT)
+    code = (
+        "import sys, costmodel_entry; sys.stdout.write('ready\\n'); sys.stdout.flush(); "
+        "sys.exit(costmodel_entry.main(['estimate', 'llama3-8b', '--set', 'L=3', '--seq', '64']))"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path), cwd=ROOT
+    )
     assert proc.stdout.readline() == b"ready\n"
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
@@ -124,10 +155,19 @@ def test_ctrl_c_at_any_moment_is_exit_130_without_a_traceback(delay, tmp_path):
 
 
 def test_python_dash_m_installs_the_handler_before_the_imports():
-    done = subprocess.run([sys.executable, "-c", "import signal, sys; sys.argv[0] = '-m'; "
-                           "sys.orig_argv[1:3] = ['-m', 'costmodel']; import costmodel; "
-                           "print(signal.getsignal(signal.SIGINT).__name__)"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys; sys.argv[0] = '-m'; "
+            "sys.orig_argv[1:3] = ['-m', 'costmodel']; import costmodel; "
+            "print(signal.getsignal(signal.SIGINT).__name__)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.stdout.strip() == "_leave", done.stderr
 
 

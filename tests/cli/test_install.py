@@ -29,10 +29,16 @@ def test_version():
     assert code == 0 and out.strip() == f"costmodel {costmodel.__version__}"
 
 
-@pytest.mark.parametrize("flag,text,value", [
-    ("--tokens", "300B", 300 * 10**9), ("--tokens", "15T", 15 * 10**12), ("--tokens", "3e11", 3 * 10**11),
-    ("--seq", "1k", 1024), ("--seq", "512", 512),
-])
+@pytest.mark.parametrize(
+    "flag,text,value",
+    [
+        ("--tokens", "300B", 300 * 10**9),
+        ("--tokens", "15T", 15 * 10**12),
+        ("--tokens", "3e11", 3 * 10**11),
+        ("--seq", "1k", 1024),
+        ("--seq", "512", 512),
+    ],
+)
 def test_sizes_with_suffixes_are_exact(flag, text, value):
     code, out, err = run(["estimate", "gpt2-small", flag, text, "--json"])
     assert code == 0, err
@@ -81,8 +87,15 @@ def test_a_plain_checkout_loads_the_graphs_folder(monkeypatch):
 
     for name in [m for m in sys.modules if m == "costmodel_graphs" or m.startswith("costmodel_graphs.")]:
         monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if "editable" not in type(f).__name__.lower()
-                                           and "editable" not in getattr(f, "__module__", "")])
+    monkeypatch.setattr(
+        sys,
+        "meta_path",
+        [
+            f
+            for f in sys.meta_path
+            if "editable" not in type(f).__name__.lower() and "editable" not in getattr(f, "__module__", "")
+        ],
+    )
     monkeypatch.setattr(fams, "entry_points", lambda group: [])
     fams.families.cache_clear()
     try:

@@ -11,8 +11,23 @@ from costmodel.units import duration
 CASES = [
     ("llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12"),
     ("gpt3-175b", "--tokens", "3e11", "--hardware", "h100-sxm", "--achieved-tflops", "400"),
-    ("mixtral-8x7b", "--hardware", "h100-sxm", "--devices", "64", "--dp", "8", "--tp", "8", "--zero", "1",
-     "--batch", "64", "--recompute", "selective"),
+    (
+        "mixtral-8x7b",
+        "--hardware",
+        "h100-sxm",
+        "--devices",
+        "64",
+        "--dp",
+        "8",
+        "--tp",
+        "8",
+        "--zero",
+        "1",
+        "--batch",
+        "64",
+        "--recompute",
+        "selective",
+    ),
     ("gpt2-small", "--inference", "--context", "1024", "--hardware", "h100-sxm"),
 ]
 
@@ -26,15 +41,31 @@ def test_estimate_text_fits_100_columns(argv, capsys):
 
 
 def test_estimate_text_says_what_it_chose(capsys):
-    assert main(["estimate", "llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12", "--time-model", "roofline"]) == 0
+    assert (
+        main(["estimate", "llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12", "--time-model", "roofline"]) == 0
+    )
     out = capsys.readouterr().out
     first = out.splitlines()[0]
     assert first == "llama2-7b (llama)  B=1 (default), T=4,096 (the config's context), micro-batch 1"
     assert "time on 1 device × h100-sxm" in out and "1 x h100" not in out
     # the training time in years of 365.25 days (31,557,600 s), 3 significant digits, as every report says it
     line = next(x for x in out.splitlines() if x.startswith("  training "))
-    assert main(["estimate", "llama2-7b", "--hardware", "h100-sxm", "--tokens", "2e12", "--time-model", "roofline",
-                 "--json"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                "llama2-7b",
+                "--hardware",
+                "h100-sxm",
+                "--tokens",
+                "2e12",
+                "--time-model",
+                "roofline",
+                "--json",
+            ]
+        )
+        == 0
+    )
     seconds = json.loads(capsys.readouterr().out)["time"]["training_s"]
     assert 5.85 < seconds / 31_557_600 < 5.95  # 5.9 years: 6.7e9 params, 2e12 tokens on one H100 at the roofline
     assert line.startswith(f"  training      {duration(seconds)}  (") and duration(seconds) == "5.9 years"

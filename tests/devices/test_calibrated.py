@@ -89,9 +89,20 @@ def test_calibrate_recovers_a_known_curve():
         for n in (256, 2048, 8192):
             for k in (128, 1024, 8192):
                 F = 2 * m * n * k
-                c = (F + 2 * (true["m0"] * k * n + true["n0"] * m * k + true["k0"] * m * n)) / (peak * true["efficiency"])
-                rows.append({"kind": "gemm", "dtype": "bf16", "batch": 1.0, "m": m, "n": n, "k": k,
-                             "seconds": max(c, 2 * (m * k + k * n + m * n) / (bw * 0.9)) + true["overhead_s"]})
+                c = (F + 2 * (true["m0"] * k * n + true["n0"] * m * k + true["k0"] * m * n)) / (
+                    peak * true["efficiency"]
+                )
+                rows.append(
+                    {
+                        "kind": "gemm",
+                        "dtype": "bf16",
+                        "batch": 1.0,
+                        "m": m,
+                        "n": n,
+                        "k": k,
+                        "seconds": max(c, 2 * (m * k + k * n + m * n) / (bw * 0.9)) + true["overhead_s"],
+                    }
+                )
     fit = fit_gemm(rows, peak, bw)
     assert fit["efficiency"] == pytest.approx(true["efficiency"], rel=1e-3)
     assert fit["k0"] == pytest.approx(true["k0"], rel=1e-2)
@@ -112,8 +123,7 @@ def test_layout_options_schedule_and_cp_alias():
 
 
 def test_calibrated_estimate_is_the_sum_of_its_parts():
-    r = estimate("gpt2-small", batch=16, seq=1024, hardware="a100-80gb", tp=2, pp=2, dp=2, micro_batch=2,
-                 devices=8)
+    r = estimate("gpt2-small", batch=16, seq=1024, hardware="a100-80gb", tp=2, pp=2, dp=2, micro_batch=2, devices=8)
     t = r["time"]
     assert t["basis"] == "calibrated"
     b = t["breakdown"]
@@ -121,8 +131,18 @@ def test_calibrated_estimate_is_the_sum_of_its_parts():
     assert t["step_s"] == pytest.approx(parts, rel=1e-12)
     assert t["step_s"] > t["roofline_step_s"]  # attained rates are below peak: slower than the bound
     assert 0 < r["mfu"] < 1 and r["hfu"] >= r["mfu"]
-    roof = estimate("gpt2-small", batch=16, seq=1024, hardware="a100-80gb", tp=2, pp=2, dp=2, micro_batch=2,
-                    devices=8, time_model="roofline")["time"]
+    roof = estimate(
+        "gpt2-small",
+        batch=16,
+        seq=1024,
+        hardware="a100-80gb",
+        tp=2,
+        pp=2,
+        dp=2,
+        micro_batch=2,
+        devices=8,
+        time_model="roofline",
+    )["time"]
     assert roof["basis"] == "roofline" and roof["roofline_step_s"] == pytest.approx(t["roofline_step_s"])
 
 
@@ -140,8 +160,15 @@ def test_calibrate_cli_writes_a_hardware_file_estimate_reads(tmp_path):
 
     csv = tmp_path / "kernels.csv"
     lines = ["kind,dtype,batch,m,n,k,bytes,group,tier,seconds"]
-    for m, n, k in ((4096, 4096, 4096), (1024, 1024, 1024), (8192, 8192, 8192), (256, 256, 256),
-                    (2048, 8192, 1024), (512, 4096, 4096), (1024, 2048, 128)):
+    for m, n, k in (
+        (4096, 4096, 4096),
+        (1024, 1024, 1024),
+        (8192, 8192, 8192),
+        (256, 256, 256),
+        (2048, 8192, 1024),
+        (512, 4096, 4096),
+        (1024, 2048, 128),
+    ):
         lines.append(f"gemm,bf16,1,{m},{n},{k},,,,{2 * m * n * k / 7e14 + 6e-6:.6g}")  # 700 TFLOP/s + 6 µs
     lines += ["all_reduce,,,,,,268435456,8,scale_up,1.4e-3", "all_reduce,,,,,,1048576,8,scale_up,6.0e-5"]
     csv.write_text("\n".join(lines) + "\n")

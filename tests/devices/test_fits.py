@@ -25,8 +25,7 @@ def _est(model="llama", settings=TINY, **kw) -> dict:
 
 def test_gpt3_175b_on_one_h100_does_not_fit_and_says_so():
     # the example: 2,949 GB of training state and activations on one 80 GB device
-    r = costmodel.estimate("gpt3-175b", options=O(tokens=3 * 10**11, hardware="h100-sxm",
-                                                  achieved_flops=400 * 10**12))
+    r = costmodel.estimate("gpt3-175b", options=O(tokens=3 * 10**11, hardware="h100-sxm", achieved_flops=400 * 10**12))
     m = r["memory"]
     assert m["capacity_bytes"] == 80 * 10**9 and m["fits"] is False and r["time"]["fits"] is False
     assert m["shortfall_bytes"] == r["memory_bytes"]["peak"] - 80 * 10**9
@@ -34,6 +33,7 @@ def test_gpt3_175b_on_one_h100_does_not_fit_and_says_so():
 
 def test_text_marks_a_time_that_does_not_fit(capsys):
     from costmodel.cli import main
+
     assert main(["estimate", "llama2-70b", "--inference", "--hardware", "h100-sxm"]) == 0
     text = capsys.readouterr().out
     assert "DOES NOT FIT one h100-sxm" in text and "does not fit" in text.split("time on")[1]
@@ -80,8 +80,9 @@ def test_sliding_window_memory_grows_with_the_window_and_stays_under_dense(conte
     # a window's unfolded keys are a view: memory never decreases when W grows, and never passes dense attention
     seen = []
     for W in (256, 1024, 4096):
-        r = costmodel.estimate("mistral-7b-swa", settings={"W": str(W)},
-                               options=O(inference=True, context=context, seq=context))
+        r = costmodel.estimate(
+            "mistral-7b-swa", settings={"W": str(W)}, options=O(inference=True, context=context, seq=context)
+        )
         seen.append(r["memory_bytes"]["total"])
     dense = costmodel.estimate("mistral-7b", options=O(inference=True, context=context, seq=context))
     assert seen == sorted(seen) and seen[-1] <= dense["memory_bytes"]["total"]
@@ -93,8 +94,10 @@ def test_kv_cache_per_device_under_tp_and_pp():
     assert _est(inference=True, context=64, tp=2)["memory_bytes"]["kv_cache"] == base // 2
     assert _est(inference=True, context=64, pp=2)["memory_bytes"]["kv_cache"] == base // 2
     # 4 layers over 3 stages: 1, 2, 1 (stage_layers); uneven stages are given as --stage-layers FIRST,LAST
-    assert _est(inference=True, context=64, pp=3, stage_layers=stage_layers(4, 3)[::2])["memory_bytes"]["kv_cache"] \
+    assert (
+        _est(inference=True, context=64, pp=3, stage_layers=stage_layers(4, 3)[::2])["memory_bytes"]["kv_cache"]
         == base // 2
+    )
 
 
 def test_llama3_405b_uneven_stages():
@@ -113,14 +116,19 @@ def test_recompute_fraction_between_none_and_full():
     assert _est(**kw, recompute_fraction=1)["memory_bytes"]["activations"] == full
     part = _est(**kw, recompute_fraction=Fraction(3, 4))
     assert full <= part["memory_bytes"]["activations"] <= sel
-    assert _est(batch=2, recompute="full")["flops"]["recompute"] >= part["flops"]["recompute"] \
+    assert (
+        _est(batch=2, recompute="full")["flops"]["recompute"]
+        >= part["flops"]["recompute"]
         >= _est(**kw)["flops"]["recompute"]
+    )
 
 
 def test_mfu_basis_counts_palm_6n():
     # MFU on PaLM's basis: 6N (N with the tied table) per token, with or without 12·L·H·Q·T
-    rows = {b: _est(settings=TINY, tokens=10**6, hardware="h100-sxm", mfu_basis=b, mfu=Fraction(1, 2))
-            for b in ("engine", "6n", "6n-attention")}
+    rows = {
+        b: _est(settings=TINY, tokens=10**6, hardware="h100-sxm", mfu_basis=b, mfu=Fraction(1, 2))
+        for b in ("engine", "6n", "6n-attention")
+    }
     per_token = {b: r["flops"]["mfu_basis"] / r["tokens"]["per_step"] for b, r in rows.items()}
     assert per_token["6n-attention"] - per_token["6n"] == 12 * 4 * 4 * 16 * 64  # 12·L·H·Q·T
     assert rows["engine"]["flops"]["mfu_basis"] == rows["engine"]["flops"]["training"]
@@ -131,7 +139,8 @@ def test_decode_throughput_table_stops_at_the_batch_that_fits():
     d = r["decode"]
     n = d["max_batch_fits"]
     total = lambda b: costmodel.estimate("llama2-7b", options=O(inference=True, context=4096, batch=b))[  # noqa: E731
-        "memory_bytes"]["total"]
+        "memory_bytes"
+    ]["total"]
     assert total(n) <= 80 * 10**9 < total(n + 1)
     assert all(row["fits"] == (row["batch"] <= n) for row in d["throughput"])
 

@@ -128,8 +128,10 @@ def test_sliding_window_decode_reads_min_c_w_keys():
 
     m, H = _decoded("mistral-7b-swa")
     v = {k: val for k, val in m.values.items() if k not in (B, C, T)}
-    attn = sum((op_cost(H.nodes[f"layers.attn.{n}"]["op"]).forward.matmul_flops for n in ("scores", "context")),
-               sympy.Integer(0))
+    attn = sum(
+        (op_cost(H.nodes[f"layers.attn.{n}"]["op"]).forward.matmul_flops for n in ("scores", "context")),
+        sympy.Integer(0),
+    )
     # one new query per sequence meets min(C, W) keys: scores and context, 2 FLOPs per multiply-add,
     # 32 heads of 128: 2·2·B·h·min(C, W)·d_head
     for c in (1000, 4096, 16384):
@@ -158,8 +160,20 @@ def test_roofline_cli_decode_sliding_window(capsys):
 
     from costmodel.cli import main
 
-    main(["roofline", "mistral-7b-swa", "--hardware", "h100-sxm", "--decode", "--context", "16384",
-          "--batch", "8", "--json"])
+    main(
+        [
+            "roofline",
+            "mistral-7b-swa",
+            "--hardware",
+            "h100-sxm",
+            "--decode",
+            "--context",
+            "16384",
+            "--batch",
+            "8",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     ops = {o["name"]: o for o in out["ops"]}
     # 32 layers × 2·B·h·min(C, W)·d_head = 32 · 2·8·32·4096·128 for each of scores and context
@@ -188,8 +202,11 @@ def test_mla_decode_absorbs_the_up_projections():
     from costmodel.symbols import d_nope, d_rope, d_v, h, r_kv
 
     _, H = _decoded("deepseek-v3")
-    flops = {n.removeprefix("layers.attn."): sympy.expand(op_cost(d["op"]).forward.matmul_flops)
-             for n, d in H.nodes(data=True) if n.startswith("layers.attn.") and "op" in d}
+    flops = {
+        n.removeprefix("layers.attn."): sympy.expand(op_cost(d["op"]).forward.matmul_flops)
+        for n, d in H.nodes(data=True)
+        if n.startswith("layers.attn.") and "op" in d
+    }
     # absorbed MLA decode (DeepSeek-V2 §2.1.2): q·(c W_uk)ᵀ = (q W_ukᵀ)·cᵀ, p·(c W_uv) = (p·c) W_uv; per layer:
     assert flops["kv_b_k"] == 2 * B * h * d_nope * r_kv  # W_uk folded into the one new query
     assert flops["kv_b_v"] == 2 * B * h * r_kv * d_v  # W_uv applied to the one output
@@ -228,9 +245,17 @@ def test_sliding_window_decode_matches_transformers_flop_counter():
     transformers = pytest.importorskip("transformers")
     from torch.utils.flop_counter import FlopCounterMode
 
-    cfg = transformers.MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=2, sliding_window=8,
-                                     max_position_embeddings=64, attn_implementation="eager")
+    cfg = transformers.MistralConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=8,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     model = transformers.MistralForCausalLM(cfg).eval()
     m = load("mistral", {"L": 2, "d": 32, "h": 4, "n_kv": 2, "d_ff": 48, "V": 64, "T": 64, "window": s.W, "W": 8})

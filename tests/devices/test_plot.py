@@ -25,8 +25,11 @@ def _texts(fig):
 
 
 def _labels(fig):
-    return [t.get_text() for t in fig.axes[0].texts if t.get_text() not in ("memory-bound", "compute-bound")
-            and not t.get_text().startswith("ridge")]
+    return [
+        t.get_text()
+        for t in fig.axes[0].texts
+        if t.get_text() not in ("memory-bound", "compute-bound") and not t.get_text().startswith("ridge")
+    ]
 
 
 def test_roofline_png(tmp_path, rows):
@@ -68,6 +71,7 @@ def test_few_ops_are_all_named(tmp_path):
 
 def test_overlap_check_sees_overlaps():
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots()
     ax.text(0.5, 0.5, "one label")
     ax.text(0.52, 0.5, "another label")
@@ -87,8 +91,7 @@ def test_roofline_svg_names_ops(tmp_path):
 
 def test_memory_chart(tmp_path):
     out = tmp_path / "m.png"
-    fig = memory_chart({"params": 14 * 10**9, "grads": 14 * 10**9, "optimizer": 84 * 10**9}, out,
-                       capacity=80 * 10**9)
+    fig = memory_chart({"params": 14 * 10**9, "grads": 14 * 10**9, "optimizer": 84 * 10**9}, out, capacity=80 * 10**9)
     assert out.read_bytes()[:4] == b"\x89PNG"
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert labels == ["params", "grads", "optimizer"]
@@ -99,13 +102,32 @@ def test_memory_chart(tmp_path):
 
 def test_sweep_chart_and_cli(tmp_path, capsys):
     out = tmp_path / "s.svg"
-    assert main(["sweep", "gpt2-small", "--grid", "B=1,2,4,8,16,32,64", "--grid", "T=256,512,1024",
-                 "--metric", "flops.training", "--plot", str(out)]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "gpt2-small",
+                "--grid",
+                "B=1,2,4,8,16,32,64",
+                "--grid",
+                "T=256,512,1024",
+                "--metric",
+                "flops.training",
+                "--plot",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert f"wrote the sweep chart to {out}" in capsys.readouterr().err
     assert "flops.training" in out.read_text() and "T = 1,024" in out.read_text()
     r = sweep("gpt2-small", ["B=1,2,4,8,16,32,64", "T=256,512,1024"], ["flops.training"])
-    fig = sweep_chart({k: r.column(k) for k in ["B", "T", "flops.training", "valid"]}, ["B", "T"],
-                      "flops.training", tmp_path / "s.png")
+    fig = sweep_chart(
+        {k: r.column(k) for k in ["B", "T", "flops.training", "valid"]},
+        ["B", "T"],
+        "flops.training",
+        tmp_path / "s.png",
+    )
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log"  # 1..64 and 2e11..6e13: log helps
     assert ax.get_xlabel() == "B" and ax.get_ylabel() == "flops.training" and len(ax.get_lines()) == 3

@@ -9,8 +9,21 @@ from costmodel import CostModelError
 from costmodel.cli import main
 from costmodel.devices.table import PEAK_DTYPES, builtin, device, devices, read_file
 
-REQUIRED = ("h100-sxm", "h100-pcie", "h200", "a100-40gb", "a100-80gb", "b200", "mi300x", "tpu-v4", "tpu-v5e",
-            "tpu-v5p", "l4", "rtx-4090", "v100")
+REQUIRED = (
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "a100-40gb",
+    "a100-80gb",
+    "b200",
+    "mi300x",
+    "tpu-v4",
+    "tpu-v5e",
+    "tpu-v5p",
+    "l4",
+    "rtx-4090",
+    "v100",
+)
 
 
 def test_h100_sxm_ridge_is_peak_over_bandwidth():
@@ -22,14 +35,17 @@ def test_h100_sxm_ridge_is_peak_over_bandwidth():
     assert round(float(h.ridge("bf16"))) == 295  # the "≈ 295"; the lecture's round 1000/3 ≈ 333
 
 
-@pytest.mark.parametrize("name, dtype, tflops, tb_s, ridge", [
-    ("a100-80gb", "bf16", 312, 2.039, 153),  # A100 datasheet: 312 TFLOP/s, 2,039 GB/s
-    ("a100-40gb", "bf16", 312, 1.555, 201),  # 1,555 GB/s
-    ("h200", "bf16", 989.4, 4.8, 206),  # same Hopper compute, 4.8 TB/s HBM3e
-    ("mi300x", "bf16", 1307.4, 5.3, 247),  # AMD datasheet
-    ("tpu-v5e", "bf16", 197, 0.819, 241),  # Cloud TPU docs
-    ("v100", "fp16", 125, 0.9, 139),  # V100: fp16 tensor cores, no bf16
-])
+@pytest.mark.parametrize(
+    "name, dtype, tflops, tb_s, ridge",
+    [
+        ("a100-80gb", "bf16", 312, 2.039, 153),  # A100 datasheet: 312 TFLOP/s, 2,039 GB/s
+        ("a100-40gb", "bf16", 312, 1.555, 201),  # 1,555 GB/s
+        ("h200", "bf16", 989.4, 4.8, 206),  # same Hopper compute, 4.8 TB/s HBM3e
+        ("mi300x", "bf16", 1307.4, 5.3, 247),  # AMD datasheet
+        ("tpu-v5e", "bf16", 197, 0.819, 241),  # Cloud TPU docs
+        ("v100", "fp16", 125, 0.9, 139),  # V100: fp16 tensor cores, no bf16
+    ],
+)
 def test_published_peaks_and_ridges(name, dtype, tflops, tb_s, ridge):
     d = device(name)
     assert float(d.peak(dtype)) == pytest.approx(tflops * 1e12, rel=1e-12)
@@ -63,8 +79,10 @@ def test_unknown_hardware_suggests_names():
 
 def test_user_toml_is_read_exactly(tmp_path):
     f = tmp_path / "mine.toml"
-    f.write_text('[devices.my-chip]\nabout = "a test chip"\nmemory_bytes = 96e9\nmemory_bandwidth = 3.35e12\n'
-                 '[devices.my-chip.peak_flops]\nbf16 = 989.4e12\n[devices.my-chip.sources]\npeak_flops = "me"\n')
+    f.write_text(
+        '[devices.my-chip]\nabout = "a test chip"\nmemory_bytes = 96e9\nmemory_bandwidth = 3.35e12\n'
+        '[devices.my-chip.peak_flops]\nbf16 = 989.4e12\n[devices.my-chip.sources]\npeak_flops = "me"\n'
+    )
     d = devices(f)["my-chip"]
     assert d.peak("bf16") == 989_400_000_000_000  # read as decimal text, never a binary float
     assert d.ridge("bf16") == device("h100-sxm").ridge("bf16")
@@ -74,24 +92,40 @@ def test_user_toml_is_read_exactly(tmp_path):
 
 def test_user_json_single_device(tmp_path):
     f = tmp_path / "one.json"
-    f.write_text(json.dumps({"name": "x1", "peak_flops": {"fp16": "100e12"}, "memory_bytes": 16 * 10**9,
-                             "memory_bandwidth": "1e12"}))
+    f.write_text(
+        json.dumps(
+            {"name": "x1", "peak_flops": {"fp16": "100e12"}, "memory_bytes": 16 * 10**9, "memory_bandwidth": "1e12"}
+        )
+    )
     assert read_file(f)["x1"].ridge("fp16") == 100
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"name": "x", "peak_flops": {"bf16": "1e14"}, "memory_bytes": "1e10"}, "missing memory_bandwidth"),
-    ({"name": "x", "peak_flops": {"bf16": "1e30"}, "memory_bytes": "1e10", "memory_bandwidth": "1e12"},
-     r"peak_flops.bf16 = 1e30 is outside"),
-    ({"name": "x", "peak_flops": {"bf16": "-5"}, "memory_bytes": "1e10", "memory_bandwidth": "1e12"},
-     "= -5 is outside"),
-    ({"name": "x", "peak_flops": {"bfloat16": "1e14"}, "memory_bytes": "1e10", "memory_bandwidth": "1e12"},
-     "unknown dtype 'bfloat16'"),
-    ({"name": "x", "peak_flops": {"bf16": "1e14"}, "memory_bytes": "1e10", "memory_bandwith": "1e12"},
-     "unknown field 'memory_bandwith'"),
-    ({"name": "x", "peak_flops": {"bf16": "1e14"}, "memory_bytes": "10", "memory_bandwidth": "1e12"},
-     "memory_bytes = 10 is outside"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"name": "x", "peak_flops": {"bf16": "1e14"}, "memory_bytes": "1e10"}, "missing memory_bandwidth"),
+        (
+            {"name": "x", "peak_flops": {"bf16": "1e30"}, "memory_bytes": "1e10", "memory_bandwidth": "1e12"},
+            r"peak_flops.bf16 = 1e30 is outside",
+        ),
+        (
+            {"name": "x", "peak_flops": {"bf16": "-5"}, "memory_bytes": "1e10", "memory_bandwidth": "1e12"},
+            "= -5 is outside",
+        ),
+        (
+            {"name": "x", "peak_flops": {"bfloat16": "1e14"}, "memory_bytes": "1e10", "memory_bandwidth": "1e12"},
+            "unknown dtype 'bfloat16'",
+        ),
+        (
+            {"name": "x", "peak_flops": {"bf16": "1e14"}, "memory_bytes": "1e10", "memory_bandwith": "1e12"},
+            "unknown field 'memory_bandwith'",
+        ),
+        (
+            {"name": "x", "peak_flops": {"bf16": "1e14"}, "memory_bytes": "10", "memory_bandwidth": "1e12"},
+            "memory_bytes = 10 is outside",
+        ),
+    ],
+)
 def test_bad_user_devices_are_errors(tmp_path, entry, message):
     f = tmp_path / "bad.json"
     f.write_text(json.dumps(entry))

@@ -47,8 +47,14 @@ def test_megatron_gpt3_on_1024_a100_is_34_days():
     # n = 1024 A100s, X = 140 TFLOP/s each: "about 34 days". 8 = 6 (model) + 2 (activation recompute).
     their = training_time(8 * 300 * 10**9 * 175 * 10**9, 1024, 140 * 10**12)
     assert float(their / DAY) == pytest.approx(34, abs=0.5)
-    r = estimate("gpt3-175b", tokens=300 * 10**9, hardware="a100-80gb", devices=1024,
-                 achieved_flops=140 * 10**12, recompute="full")
+    r = estimate(
+        "gpt3-175b",
+        tokens=300 * 10**9,
+        hardware="a100-80gb",
+        devices=1024,
+        achieved_flops=140 * 10**12,
+        recompute="full",
+    )
     assert r["time"]["training_days"] == pytest.approx(34, rel=0.05)  # the engine's exact count
     assert r["hfu"] == pytest.approx(140 / 312)  # every executed FLOP ÷ A100 bf16 peak
     assert r["mfu"] < r["hfu"]
@@ -137,8 +143,11 @@ def _step_with(keys, **options):
 def test_time_uses_the_memory_sections_layout_and_volumes():
     layout = {"dp": 4, "tp": 2, "pp": 2}
     # dp gradients over the network (50 GB/s per direction): 25 GB → 0.5 s; tp over NVLink (450 GB/s): 450 GB → 1 s
-    volumes = {"communication_bytes.dp": 25 * 10**9, "communication_bytes.tp": 450 * 10**9,
-               "communication_bytes.total": 475 * 10**9}
+    volumes = {
+        "communication_bytes.dp": 25 * 10**9,
+        "communication_bytes.tp": 450 * 10**9,
+        "communication_bytes.total": 475 * 10**9,
+    }
     report, t = _step_with({"memory.layout.micro_batches": 8, **volumes, "flops.recompute": 10**12}, **layout)
     assert t["time.devices"] == 16
     assert t["time.comm_by_kind.dp"] == 0.5 and t["time.comm_by_kind.tp"] == 1.0 and t["time.comm_s"] == 1.5

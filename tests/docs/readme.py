@@ -29,8 +29,8 @@ def setup_commands() -> list[str]:
 def use_commands() -> list[list[str]]:
     """Each ``costmodel ...`` line of the "Use" section as an argv (without ``costmodel``), comments stripped."""
     text = README.read_text()
-    section = text[text.index("## Use"):]
-    section = section[:section.index("\n## ", 4)] if "\n## " in section[4:] else section
+    section = text[text.index("## Use") :]
+    section = section[: section.index("\n## ", 4)] if "\n## " in section[4:] else section
     out = []
     for lang, body in blocks(section):
         if lang != "bash":

@@ -14,7 +14,7 @@ TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 
 def test_the_rules_section_registers_a_working_kind():
     text = TUTORIAL.read_text()
-    section = text[text.index("## 4. The rules an author must know"):]
+    section = text[text.index("## 4. The rules an author must know") :]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     kinds, functions = dict(registry.KINDS), dict(rules.ELEMENTWISE)
     try:

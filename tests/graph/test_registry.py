@@ -34,8 +34,19 @@ def test_no_kind_tests_outside_the_registry():
 
 def test_every_kind_is_one_record_and_unknown_facts_are_refused():
     assert all(isinstance(k, Kind) and k.name == name for name, k in KINDS.items())
-    assert {"matmul", "contraction", "elementwise", "softmax", "norm", "gather", "loss", "reshape", "attention",
-            "routed_matmul", "fused"} <= set(KINDS)
+    assert {
+        "matmul",
+        "contraction",
+        "elementwise",
+        "softmax",
+        "norm",
+        "gather",
+        "loss",
+        "reshape",
+        "attention",
+        "routed_matmul",
+        "fused",
+    } <= set(KINDS)
     with pytest.raises(CostModelError, match="unknown fact 'pointwize'.*did you mean 'pointwise'"):
         rule("never_registered", pointwize=True)
     with pytest.raises(CostModelError, match="weight_use"):
@@ -99,8 +110,9 @@ def test_a_graph_without_attention_is_left_as_it_is():
 
 def test_repeated_literal_axes_are_distinct_axes():
     # "3 3 d, d f -> 3 3 f": nine rows of d, each times a d×f weight: 2·9·d·f FLOPs (not 2·3·d·f)
-    op = Op("matmul", "3 3 d, d f -> 3 3 f", (("3", sympy.Integer(3)), ("3#2", sympy.Integer(3)),
-                                               ("d", d), ("f", 4 * d)))
+    op = Op(
+        "matmul", "3 3 d, d f -> 3 3 f", (("3", sympy.Integer(3)), ("3#2", sympy.Integer(3)), ("d", d), ("f", 4 * d))
+    )
     assert op_cost(op).forward.matmul_flops == 2 * 3 * 3 * d * 4 * d
     b = GraphBuilder("lit", d=d, f=4 * d)
     y = b.matmul("fc", b.input("x", "3 3 d", dtype="bf16"), "3 3 d, d f -> 3 3 f")

@@ -34,8 +34,11 @@ def test_t5_attention_fuses_with_its_bias():
     assert tuple(o.attr("fn") for o in ops["decoder.layers.self_attn.context"].attr("epilogue")) == ("add", "mask")
 
 
-@pytest.mark.parametrize("counting", [Counting(), Counting(causal="half"), Counting(elementwise="softmax"),
-                                      Counting(elementwise="none")], ids=["default", "half", "softmax", "none"])
+@pytest.mark.parametrize(
+    "counting",
+    [Counting(), Counting(causal="half"), Counting(elementwise="softmax"), Counting(elementwise="none")],
+    ids=["default", "half", "softmax", "none"],
+)
 def test_fusing_keeps_every_flop(counting):
     before, after = totals(T5, counting), totals(flash_attention(T5), counting)
     for phase in ("forward", "backward"):

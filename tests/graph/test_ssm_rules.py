@@ -23,8 +23,29 @@ from costmodel.errors import CostModelError
 from costmodel.graph.registry import Op, op_cost, state_bytes
 
 POINTWISE = {"add", "mul", "exp"}
-MOVES = {"view", "unsqueeze", "select", "stack", "zeros", "expand", "transpose", "squeeze", "_unsafe_view",
-         "detach", "clone", "copy_", "_to_copy", "slice", "t", "alias", "zeros_like", "empty", "full", "lift_fresh", "fill_"}
+MOVES = {
+    "view",
+    "unsqueeze",
+    "select",
+    "stack",
+    "zeros",
+    "expand",
+    "transpose",
+    "squeeze",
+    "_unsafe_view",
+    "detach",
+    "clone",
+    "copy_",
+    "_to_copy",
+    "slice",
+    "t",
+    "alias",
+    "zeros_like",
+    "empty",
+    "full",
+    "lift_fresh",
+    "fill_",
+}
 
 
 class Counted(TorchDispatchMode):
@@ -50,7 +71,12 @@ class Counted(TorchDispatchMode):
 
 
 def scan_op(b, t, u, n, *, trainable=True, skip=True) -> Op:
-    attrs = {"state": "n", "along": "t", **({"skip": "u"} if skip else {}), **({} if trainable else {"trainable": False})}
+    attrs = {
+        "state": "n",
+        "along": "t",
+        **({"skip": "u"} if skip else {}),
+        **({} if trainable else {"trainable": False}),
+    }
     sizes = tuple((k, sympy.Integer(v)) for k, v in dict(b=b, t=t, u=u, n=n).items())
     return Op("scan", "b t u, b t u, b t n, b t n, u n -> b t u", sizes, "fp32", tuple(sorted(attrs.items())))
 
@@ -97,9 +123,14 @@ def reference_backward(x, dt, A, Bm, Cm, D, abar, dtb, hs, dy, weights=True):
 
 def inputs(b, t, u, n, dtype=torch.float64):
     g = torch.Generator().manual_seed(0)
-    return (torch.randn(b, t, u, generator=g, dtype=dtype), torch.rand(b, t, u, generator=g, dtype=dtype),
-            -torch.rand(u, n, generator=g, dtype=dtype), torch.randn(b, t, n, generator=g, dtype=dtype),
-            torch.randn(b, t, n, generator=g, dtype=dtype), torch.randn(u, generator=g, dtype=dtype))
+    return (
+        torch.randn(b, t, u, generator=g, dtype=dtype),
+        torch.rand(b, t, u, generator=g, dtype=dtype),
+        -torch.rand(u, n, generator=g, dtype=dtype),
+        torch.randn(b, t, n, generator=g, dtype=dtype),
+        torch.randn(b, t, n, generator=g, dtype=dtype),
+        torch.randn(u, generator=g, dtype=dtype),
+    )
 
 
 @pytest.mark.parametrize("shape", [(2, 5, 3, 4), (1, 3, 6, 2)])
@@ -172,19 +203,30 @@ def test_scan_state_is_fp32_and_saved_inputs_are_the_activations():
     b, t, u, n = 2, 7, 3, 4
     op = scan_op(b, t, u, n)
     assert state_bytes(op) == b * u * n * 4  # h: B·U·N float32, whatever T
-    assert [(s.name, s.elements) for s in op_cost(op).saved] == [("x", b * t * u), ("dt", b * t * u),
-                                                                  ("B", b * t * n), ("C", b * t * n)]
+    assert [(s.name, s.elements) for s in op_cost(op).saved] == [
+        ("x", b * t * u),
+        ("dt", b * t * u),
+        ("B", b * t * n),
+        ("C", b * t * n),
+    ]
     plain, step = op_cost(op).forward, op_cost(op.with_attrs(decode=True)).forward  # a decode step: ± the state
-    assert (step.flops, step.bytes_read, step.bytes_written) == (plain.flops, plain.bytes_read + b * u * n * 4,
-                                                                 plain.bytes_written + b * u * n * 4)
+    assert (step.flops, step.bytes_read, step.bytes_written) == (
+        plain.flops,
+        plain.bytes_read + b * u * n * 4,
+        plain.bytes_written + b * u * n * 4,
+    )
 
 
 # -- the depthwise causal convolution ------------------------------------------------------------
 
 
 def conv_op(b, t, u, w, *, bias=True, trainable=True) -> Op:
-    attrs = {"window": "w", "along": "t", **({"bias": "u"} if bias else {}),
-             **({} if trainable else {"trainable": False})}
+    attrs = {
+        "window": "w",
+        "along": "t",
+        **({"bias": "u"} if bias else {}),
+        **({} if trainable else {"trainable": False}),
+    }
     sizes = tuple((k, sympy.Integer(v)) for k, v in dict(b=b, t=t, u=u, w=w).items())
     return Op("conv", "b t u, w u -> b t u", sizes, "bf16", tuple(sorted(attrs.items())))
 
@@ -225,8 +267,9 @@ def test_conv_computes_the_causal_filter_and_has_the_modules_parameters():
     b, t, u, w = 2, 6, 3, 4
     x, weight = torch.randn(b, u, t, dtype=torch.float64), torch.randn(u, 1, w, dtype=torch.float64)
     # y[b, t, u] = Σ_w x[b, t − W + 1 + w, u] · k[w, u], zeros before the first token
-    by_hand = torch.stack([sum(weight[:, 0, j] * x[:, :, i - w + 1 + j] for j in range(w) if i - w + 1 + j >= 0)
-                           for i in range(t)], -1)
+    by_hand = torch.stack(
+        [sum(weight[:, 0, j] * x[:, :, i - w + 1 + j] for j in range(w) if i - w + 1 + j >= 0) for i in range(t)], -1
+    )
     torch.testing.assert_close(causal_conv(x, weight, padded=False), by_hand)
     torch.testing.assert_close(causal_conv(x, weight, padded=True), by_hand)
     with torch.device("meta"):
@@ -242,15 +285,18 @@ def test_conv_state_and_frozen_weight():
     assert frozen.backward.matmul_flops == 2 * b * t * u * w and frozen.saved == ()  # input gradient only
 
 
-@pytest.mark.parametrize("kind, pattern, attrs, needle", [
-    ("conv", "b t u, w u -> b t u", {"window": "t", "along": "t"}, "window="),
-    ("conv", "b t u, w u -> b t u", {"window": "w", "along": "s"}, "along="),
-    ("conv", "b t u -> b t u", {"window": "w", "along": "t"}, "expected 'input, filter"),
-    ("scan", "b t u, b t u, b t n, b t n -> b t u", {"state": "n", "along": "t"}, "expected 'x, Δ, B, C, A"),
-    ("scan", "b t u, b t u, b t n, b t n, u n -> b t u", {"state": "u", "along": "t"}, "state="),
-    ("scan", "b t u, b t u, b t n, b t n, u n -> b t u", {"state": "n", "along": "n"}, "along="),
-    ("scan", "b t u, b t u, b t n, b t n, u n -> b t u", {"state": "n", "along": "t", "skip": "t"}, "skip="),
-])
+@pytest.mark.parametrize(
+    "kind, pattern, attrs, needle",
+    [
+        ("conv", "b t u, w u -> b t u", {"window": "t", "along": "t"}, "window="),
+        ("conv", "b t u, w u -> b t u", {"window": "w", "along": "s"}, "along="),
+        ("conv", "b t u -> b t u", {"window": "w", "along": "t"}, "expected 'input, filter"),
+        ("scan", "b t u, b t u, b t n, b t n -> b t u", {"state": "n", "along": "t"}, "expected 'x, Δ, B, C, A"),
+        ("scan", "b t u, b t u, b t n, b t n, u n -> b t u", {"state": "u", "along": "t"}, "state="),
+        ("scan", "b t u, b t u, b t n, b t n, u n -> b t u", {"state": "n", "along": "n"}, "along="),
+        ("scan", "b t u, b t u, b t n, b t n, u n -> b t u", {"state": "n", "along": "t", "skip": "t"}, "skip="),
+    ],
+)
 def test_malformed_ssm_ops_are_refused(kind, pattern, attrs, needle):
     sizes = tuple((a, sympy.Integer(2)) for a in "btuwns")
     with pytest.raises(CostModelError, match=needle):

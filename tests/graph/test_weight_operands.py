@@ -36,8 +36,13 @@ def run_json(capsys, *argv):
 
 
 def routed(attrs=()):
-    return Op("routed_matmul", "b t d, e d f -> b t r f", (("b", B), ("t", T), ("d", d), ("e", E), ("r", K), ("f", F)),
-              "bf16", tuple(sorted(ROUTE + attrs)))
+    return Op(
+        "routed_matmul",
+        "b t d, e d f -> b t r f",
+        (("b", B), ("t", T), ("d", d), ("e", E), ("r", K), ("f", F)),
+        "bf16",
+        tuple(sorted(ROUTE + attrs)),
+    )
 
 
 def test_registry_names_the_weight_operand():
@@ -52,12 +57,17 @@ def test_registry_names_the_weight_operand():
 
 # A kind registered with its weight *first*: every analysis finds the weight through the registry.
 if "test_weight_first" not in KINDS:
+
     @rule("test_weight_first", weight_operand=0)
     def _weight_first(op, conventions):
         w, x = op.parsed.inputs
         y = op.parsed.output
-        return OpCost(contraction(op, (x, w), y), contraction(op, (y, w), x) + contraction(op, (x, y), w),
-                      (matrix(op, w, y),), (Saved("input", "input0", elements_of(op, x), op.dtype),))
+        return OpCost(
+            contraction(op, (x, w), y),
+            contraction(op, (y, w), x) + contraction(op, (x, y), w),
+            (matrix(op, w, y),),
+            (Saved("input", "input0", elements_of(op, x), op.dtype),),
+        )
 
 
 def test_a_new_weighted_kind_is_a_weight_everywhere():
@@ -153,5 +163,7 @@ def test_lora_and_freeze_leave_moe_experts_frozen():
     assert frozen["trainable"] == 0 and frozen["frozen"] == totals(MIXTRAL).params
     experts = freeze(MIXTRAL, ["*.mlp.gate", "*.mlp.up", "*.mlp.down"])
     # the three expert matmuls lose their weight gradients: 2 · B·T·top_k · d·d_ff FLOPs each, per layer
-    assert sympy.expand(totals(MIXTRAL).backward.flops - totals(experts).backward.flops) == L * 3 * 2 * B * T * K * d * F
+    assert (
+        sympy.expand(totals(MIXTRAL).backward.flops - totals(experts).backward.flops) == L * 3 * 2 * B * T * K * d * F
+    )
     assert model_state(experts)["frozen"] == L * 3 * E * d * F

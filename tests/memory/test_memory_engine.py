@@ -61,8 +61,11 @@ def test_korthikanti_tensor_and_sequence_parallel():
     tensors = [k for k in activations(GPT3).tensors.values() if k.savers[0].startswith("layers.")]
     for megatron_sp, expected in ((False, 10 + sympy.Rational(24, t)), (True, sympy.Rational(34, t))):
         layout = Layout(tp=t, megatron_sp=megatron_sp)
-        kept = sum(k.bytes / L * activation_share(GPT3, k, layout, "first", 1)
-                   for k in tensors if k.saved.role in ("activation", "mask"))
+        kept = sum(
+            k.bytes / L * activation_share(GPT3, k, layout, "first", 1)
+            for k in tensors
+            if k.saved.role in ("activation", "mask")
+        )
         assert sympy.expand(kept - T * B * d * (expected + sympy.Rational(5, t) * h * T / d)) == 0
 
 
@@ -101,6 +104,7 @@ def test_model_state_from_graph_matches_parameter_count():
 
 # --- ZeRO (Rajbhandari et al. 2020, fig. 1): Ψ = 7.5B, N_d = 64, K = 12 (fp16 + Adam) ------------------------
 
+
 def test_zero_worked_example():
     psi = sympy.Integer(7_500_000_000)
     states = model_state_bytes(psi, "fp16-mixed", "adam")
@@ -122,6 +126,7 @@ def test_peak_is_at_least_the_sum():
 
 
 # --- communication, inference ------------------------------------------------------------------------------
+
 
 def test_communication_volumes():
     G = load("gpt").graph
@@ -158,6 +163,7 @@ def test_int4_weights_with_group_scales():
 
 
 # --- report, CLI, fit ----------------------------------------------------------------------------------------
+
 
 def run_json(capsys, *argv):
     assert main([*argv, "--json"]) == 0
@@ -207,8 +213,10 @@ def test_pipeline_first_stage_holds_all_layers_of_one_micro_batch():
     from costmodel.memory.parallel import stage_of
 
     tensors = activations(GPT3).tensors.values()
-    where = {id(k): ("block" if all(stage_of(GPT3, x) == "block" for x in k.savers) else stage_of(GPT3, k.savers[0]))
-             for k in tensors}
+    where = {
+        id(k): ("block" if all(stage_of(GPT3, x) == "block" for x in k.savers) else stage_of(GPT3, k.savers[0]))
+        for k in tensors
+    }
     part = {w: sum(k.bytes for k in tensors if where[id(k)] == w) for w in ("block", "first", "last")}
     layout = Layout(pp=4)
     first = sum(k.bytes * activation_share(GPT3, k, layout, "first", 4) for k in tensors)
@@ -300,4 +308,8 @@ def test_report_states_agree_with_the_parameter_count(capsys):
     """With no frozen weights the graph-derived states are the N-based ones: 2 + 2 + 12 bytes per parameter."""
     r = run_json(capsys, "estimate", "gpt2-small")
     n = r["params"]["total"]
-    assert (r["memory_bytes"]["params"], r["memory_bytes"]["grads"], r["memory_bytes"]["optimizer"]) == (2 * n, 2 * n, 12 * n)
+    assert (r["memory_bytes"]["params"], r["memory_bytes"]["grads"], r["memory_bytes"]["optimizer"]) == (
+        2 * n,
+        2 * n,
+        12 * n,
+    )

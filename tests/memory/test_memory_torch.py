@@ -109,7 +109,9 @@ def _values():
 
 def _batch():
     torch.manual_seed(0)
-    return torch.randint(0, SIZES["V"], (SIZES["B"], SIZES["T"])), torch.randint(0, SIZES["V"], (SIZES["B"], SIZES["T"]))
+    return torch.randint(0, SIZES["V"], (SIZES["B"], SIZES["T"])), torch.randint(
+        0, SIZES["V"], (SIZES["B"], SIZES["T"])
+    )
 
 
 def saved_bytes(model, *inputs):
@@ -233,8 +235,15 @@ def gqa_graph():
 
 
 def test_kv_cache_equals_transformers_gqa():
-    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg = transformers.LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+    )
     model = transformers.LlamaForCausalLM(cfg).eval()
     batch, context = 3, 11
     with torch.no_grad():
@@ -289,8 +298,16 @@ def test_peak_brackets_the_measured_cpu_peak(recompute):
     import sys
 
     sizes = dict(B=4, T=64, d=64, h=4, L=4, V=512, T_max=64)
-    out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, __file__, recompute, json.dumps(sizes)],
-                         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    out = (
+        subprocess.run(
+            [sys.executable, "-c", _PEAK_SCRIPT, __file__, recompute, json.dumps(sizes)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     measured = json.loads(out)
     values = {getattr(s, k): v for k, v in sizes.items()}
     engine, _ = peak(load("gpt", {"dropout_p": True, "dtype": "fp32"}).graph, recompute).at(values)
@@ -299,9 +316,16 @@ def test_peak_brackets_the_measured_cpu_peak(recompute):
 
 def test_kv_cache_equals_transformers_sliding_window(tmp_path):
     # transformers keeps the last sliding_window − 1 tokens per layer (the new token's key makes the window)
-    cfg = transformers.MistralConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                                     sliding_window=16)
+    cfg = transformers.MistralConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        sliding_window=16,
+    )
     model = transformers.MistralForCausalLM(cfg).eval()
     batch, context = 2, 40
     with torch.no_grad():

@@ -34,14 +34,33 @@ COMBOS = [
     ("gpt2-small", {"recompute": "full", "flash": True, "dropout_p": True}),
     ("gpt2-small", {"precision": "fp32", "optimizer": "adafactor", "dp": 4, "zero": 2}),
     ("gpt2-medium", {"precision": "bf16-pure", "optimizer": "adam-8bit", "recompute": "selective"}),
-    ("llama2-7b", {"tp": 2, "pp": 2, "dp": 2, "megatron_sp": True, "micro_batch": 1, "hardware": "h100-sxm",
-                   "time_model": "roofline"}),
+    (
+        "llama2-7b",
+        {
+            "tp": 2,
+            "pp": 2,
+            "dp": 2,
+            "megatron_sp": True,
+            "micro_batch": 1,
+            "hardware": "h100-sxm",
+            "time_model": "roofline",
+        },
+    ),
     ("llama3-8b", {"inference": True, "context": 4096, "weights_dtype": "int4", "hardware": "h100-sxm"}),
     ("mixtral-8x7b", {"ep": 2, "dp": 2, "zero": 1, "precision": "fp8-mixed"}),
     ("mistral-7b-swa", {"sp": 2, "flash": True, "hardware": "h100-sxm", "time_model": "roofline"}),
     ("qwen2-7b", {"hardware": "a100-80gb", "mfu": "0.4", "tokens": 10**12, "causal": "half"}),
-    ("gpt3-xl", {"hardware": "h100-sxm", "dp": 8, "zero": 3, "optimizer": "sgd-momentum", "tokens": 3 * 10**11,
-                 "time_model": "roofline"}),
+    (
+        "gpt3-xl",
+        {
+            "hardware": "h100-sxm",
+            "dp": 8,
+            "zero": 3,
+            "optimizer": "sgd-momentum",
+            "tokens": 3 * 10**11,
+            "time_model": "roofline",
+        },
+    ),
     ("deepseek-v3", {"recompute": "full", "precision": "fp8-bf16-states"}),
 ]
 BUILDER = {"dropout_p"}  # builder options among the keys above (settings of the model, not Options)
@@ -72,11 +91,21 @@ def _derived(i: int) -> dict:
     # evaluated by sympy's own lambdify with exact Python numbers (mpmath-free: fractions), independent of
     # costmodel's code generator
     symbols = sorted({s for e in exprs.values() for s in e.free_symbols}, key=str)
-    exact = {"maximum": max, "roundup": lambda x: -(-x // 1), "choose": lambda x, y, a, b: a if x >= y else b,
-             "Min": min, "Max": max, "ceiling": lambda x: -(-x // 1), "floor": lambda x: x // 1}
-    fn = sympy.lambdify(symbols, list(exprs.values()), modules=[exact, {"Fraction": Fraction}],
-                        printer=_ExactPrinter({"fully_qualified_modules": False, "inline": True,
-                                               "allow_unknown_functions": True}))
+    exact = {
+        "maximum": max,
+        "roundup": lambda x: -(-x // 1),
+        "choose": lambda x, y, a, b: a if x >= y else b,
+        "Min": min,
+        "Max": max,
+        "ceiling": lambda x: -(-x // 1),
+        "floor": lambda x: x // 1,
+    }
+    fn = sympy.lambdify(
+        symbols,
+        list(exprs.values()),
+        modules=[exact, {"Fraction": Fraction}],
+        printer=_ExactPrinter({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True}),
+    )
     return {"keys": list(exprs), "symbols": [str(s) for s in symbols], "fn": fn}
 
 

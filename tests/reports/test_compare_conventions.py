@@ -19,6 +19,7 @@ def flops(name):
 
 def test_non_embedding_params_are_what_the_formulas_call_n():
     from costmodel.kit import totals
+
     assert totals(G).params_non_embedding == N
 
 
@@ -57,7 +58,9 @@ def test_chinchilla_appendix_f():
     # Hoffmann et al. 2022, Appendix F, forward FLOPs of one sequence (key_size × heads = d, ffw_size = 4d):
     k, ff = d / h, 4 * d
     embeddings = 2 * T * V * d
-    attention = 2 * 3 * T * d * (k * h) + 2 * T * T * (k * h) + 3 * h * T * T + 2 * T * T * (k * h) + 2 * T * (k * h) * d
+    attention = (
+        2 * 3 * T * d * (k * h) + 2 * T * T * (k * h) + 3 * h * T * T + 2 * T * T * (k * h) + 2 * T * (k * h) * d
+    )
     dense = 2 * T * (d * ff + d * ff)
     logits = 2 * T * d * V
     forward = embeddings + L * (attention + dense) + logits
@@ -68,6 +71,7 @@ def test_chinchilla_appendix_f():
 
 def test_engine_is_the_default_count_and_differences_are_exact():
     from costmodel.kit import totals
+
     assert flops("engine") == totals(G).training.flops
     # the attention term (full square) and the tied unembedding's 6·V·d per token, which 6ND leaves out
     assert difference(G, "palm", "6nd") == 12 * B * L * T**2 * d + 6 * B * T * V * d
@@ -102,6 +106,7 @@ def test_cli_compare(capsys):
 
 def test_cli_compare_json_numbers(capsys):
     import json
+
     assert main(["compare", "gpt3-175b", "--tokens", "3e11", "--conventions", "6nd", "--json"]) == 0
     r = json.loads(capsys.readouterr().out)["conventions"]["6nd"]
     assert r["flops.training_total"] == 6 * 173_961_535_488 * 300_000_000_000  # 6 N D, N non-embedding
@@ -111,4 +116,5 @@ def test_cli_compare_json_numbers(capsys):
 def test_fusing_attention_changes_no_convention(name):
     # FlashAttention computes the same FLOPs (its score recompute is kept out of flops)
     from costmodel.graph.passes import flash_attention
+
     assert training_flops(flash_attention(G), CONVENTIONS[name]) == flops(name)

@@ -12,8 +12,16 @@ from costmodel.reports.compare import CONVENTIONS, training_flops
 
 @pytest.mark.parametrize("L, d, h, V, T, B", [(2, 64, 4, 100, 32, 2), (3, 96, 6, 257, 48, 1)])
 def test_flopcounter_convention_matches_flopcountermode(L, d, h, V, T, B):
-    cfg = transformers.GPT2Config(n_layer=L, n_embd=d, n_head=h, vocab_size=V, n_positions=T, bos_token_id=0,
-                                  eos_token_id=0, attn_implementation="eager")
+    cfg = transformers.GPT2Config(
+        n_layer=L,
+        n_embd=d,
+        n_head=h,
+        vocab_size=V,
+        n_positions=T,
+        bos_token_id=0,
+        eos_token_id=0,
+        attn_implementation="eager",
+    )
     with torch.device("meta"):
         model = transformers.GPT2LMHeadModel(cfg)
     ids = torch.zeros((B, T), dtype=torch.long, device="meta")

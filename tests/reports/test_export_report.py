@@ -28,17 +28,38 @@ def test_latex_report_compiles_unchanged(model, tmp_path):
         if os.environ.get("COSTMODEL_REQUIRE_PDFLATEX"):
             pytest.fail("pdflatex is required here (COSTMODEL_REQUIRE_PDFLATEX is set) but not installed")
         pytest.skip("pdflatex not installed (.ci/run installs it: texlive-latex-base, texlive-latex-recommended)")
-    assert main(["report", model, "--tokens", "3e11", "--hardware", "h100-sxm", "--devices", "1024",
-                 "--latex", str(tmp_path / "report.tex")]) == 0
-    run = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "report.tex"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    assert (
+        main(
+            [
+                "report",
+                model,
+                "--tokens",
+                "3e11",
+                "--hardware",
+                "h100-sxm",
+                "--devices",
+                "1024",
+                "--latex",
+                str(tmp_path / "report.tex"),
+            ]
+        )
+        == 0
+    )
+    run = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "report.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout[-3000:]
     assert (tmp_path / "report.pdf").stat().st_size > 10_000
     assert "Overfull \\hbox" not in (tmp_path / "report.log").read_text(errors="replace")  # nothing runs off the page
     if PDFTOTEXT is None:  # poppler-utils: with texlive on Debian, not everywhere
         return
-    first = subprocess.run([PDFTOTEXT, "-f", "1", "-l", "1", "report.pdf", "-"], cwd=tmp_path, capture_output=True,
-                           text=True, timeout=60).stdout
+    first = subprocess.run(
+        [PDFTOTEXT, "-f", "1", "-l", "1", "report.pdf", "-"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    ).stdout
     # the answer first: the summary leads page 1, the number a person asks for in the unit they would say
     assert first.index("Summary") < first.index("Derivation")
     for what in ("Training FLOPs", "Time", "Memory per device", "Binding resource", "of 80.00 GB", "devices ×"):
@@ -50,8 +71,15 @@ def test_document_has_the_sections_and_exact_numbers():
     doc = report("gpt3-175b", tokens=3 * 10**11)
     titles = [s.title for s in doc.sections]
     # the answer first; no time section without a device, no communication rows when nothing is sent
-    assert titles == ["Summary", "Derivation", "Memory per device", "Ops", "Training FLOPs, term by term",
-                      "Every number", "Conventions"]
+    assert titles == [
+        "Summary",
+        "Derivation",
+        "Memory per device",
+        "Ops",
+        "Training FLOPs, term by term",
+        "Every number",
+        "Conventions",
+    ]
     text = doc.to_latex()
     assert r"\usepackage{booktabs}" in text and r"\toprule" in text
     assert "174\\,604\\,259\\,328" in text  # params.total, exact
@@ -71,8 +99,10 @@ def test_derivation_sums_to_the_total():
     # each op's line is count × one run; the lines add up to the total the engine reports
     G = load("gpt").graph
     from costmodel.kit import breakdown
-    rows = [(n, G.nodes[n]["count"], sympy.expand(c.training.flops / G.nodes[n]["count"]))
-            for n, c in breakdown(G).items()]
+
+    rows = [
+        (n, G.nodes[n]["count"], sympy.expand(c.training.flops / G.nodes[n]["count"])) for n, c in breakdown(G).items()
+    ]
     total = totals(G).training.flops
     assert sympy.expand(sum(c * r for _, c, r in rows) - total) == 0
     tex = derivation(rows, "F", total)
@@ -103,12 +133,18 @@ def test_time_section_with_a_device():
 def test_any_quantity_as_an_equation_compiles(tmp_path):
     from costmodel import CostModelError
     from costmodel.reports.document import PREAMBLE, equation
+
     eqs = "\n".join(equation("gpt", k) for k in ("flops.training", "memory_bytes.total", "params.non_embedding"))
     with pytest.raises(CostModelError, match="did you mean 'flops.training'"):
         equation("gpt", "flops.trainig")
     if PDFLATEX is None:
         pytest.skip("pdflatex not installed")
     (tmp_path / "eq.tex").write_text(PREAMBLE + "\\begin{document}\n" + eqs + "\n\\end{document}\n")
-    run = subprocess.run([PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "eq.tex"], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "eq.tex"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout[-3000:]

@@ -38,17 +38,20 @@ def fresh(model, **options):
     return fast.report(estimate_formulas(model, None, opts), opts)
 
 
-@pytest.mark.parametrize("model, options", [
-    ("gpt2-small", {"batch": 8, "seq": 512}),
-    ("llama2-7b", {"recompute": "selective", "flash": True, "tp": 2, "dp": 4, "batch": 8}),
-    ("mixtral-8x7b", {"inference": True, "context": 4096, "batch": 4}),
-    ("gpt3-175b", {"tokens": 300_000_000_000, "hardware": "a100-80gb", "mfu": "0.5"}),
-])
+@pytest.mark.parametrize(
+    "model, options",
+    [
+        ("gpt2-small", {"batch": 8, "seq": 512}),
+        ("llama2-7b", {"recompute": "selective", "flash": True, "tp": 2, "dp": 4, "batch": 8}),
+        ("mixtral-8x7b", {"inference": True, "context": 4096, "batch": 4}),
+        ("gpt3-175b", {"tokens": 300_000_000_000, "hardware": "a100-80gb", "mfu": "0.5"}),
+    ],
+)
 def test_cached_equals_fresh(cache, model, options):
-    first = costmodel.estimate(model, **options)          # derives and stores
+    first = costmodel.estimate(model, **options)  # derives and stores
     assert list(cache.glob("*.json")), "nothing was cached"
     fast._MEMO.clear()
-    second = costmodel.estimate(model, **options)         # read back from disk
+    second = costmodel.estimate(model, **options)  # read back from disk
     assert dict(first) == dict(second) == fresh(model, **options)
 
 
@@ -107,8 +110,10 @@ def run_py(code: str, cache_dir: Path) -> subprocess.CompletedProcess:
 
 
 def test_a_cached_estimate_imports_neither_sympy_nor_networkx(tmp_path):
-    code = ("import sys, costmodel\nr = costmodel.estimate('gpt2-small', batch=2)\n"
-            "print(r['params']['total'], 'sympy' in sys.modules, 'networkx' in sys.modules)")
+    code = (
+        "import sys, costmodel\nr = costmodel.estimate('gpt2-small', batch=2)\n"
+        "print(r['params']['total'], 'sympy' in sys.modules, 'networkx' in sys.modules)"
+    )
     cold = run_py(code, tmp_path)
     assert cold.returncode == 0, cold.stderr
     assert cold.stdout.split() == ["124439808", "True", "True"]  # the first run derives
@@ -120,8 +125,12 @@ def test_a_cached_estimate_imports_neither_sympy_nor_networkx(tmp_path):
 def test_concurrent_writers_leave_a_valid_cache(tmp_path):
     code = "import costmodel\nprint(costmodel.estimate('gpt2-small', seq=256)['flops']['training'])"
     env = {**os.environ, "COSTMODEL_CACHE_DIR": str(tmp_path)}
-    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(4)
+    ]
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
     assert len({o.strip() for o, _ in outs}) == 1

@@ -25,8 +25,10 @@ from costmodel.reports.estimate import estimate, model_for, resolve
 from costmodel.reports.quantities import quantities
 
 # the roofline time is a formula in the devices N, so the page has a devices control (the calibrated step fixes N)
-MODEL, OPTIONS = "gpt2-small", {"hardware": "h100-sxm", "devices": 8, "batch": 4, "seq": 512, "tokens": 10**10,
-                                "time_model": "roofline"}
+MODEL, OPTIONS = (
+    "gpt2-small",
+    {"hardware": "h100-sxm", "devices": 8, "batch": 4, "seq": 512, "tokens": 10**10, "time_model": "roofline"},
+)
 
 
 class _Cells(HTMLParser):
@@ -84,8 +86,29 @@ def _summary(model: str = MODEL, **options) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     path = tmp_path_factory.mktemp("html") / "report.html"
-    assert main(["report", MODEL, "--hardware", "h100-sxm", "--devices", "8", "--batch", "4", "--seq", "512",
-                 "--tokens", "1e10", "--time-model", "roofline", "--html", str(path)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                MODEL,
+                "--hardware",
+                "h100-sxm",
+                "--devices",
+                "8",
+                "--batch",
+                "4",
+                "--seq",
+                "512",
+                "--tokens",
+                "1e10",
+                "--time-model",
+                "roofline",
+                "--html",
+                str(path),
+            ]
+        )
+        == 0
+    )
     return path
 
 
@@ -99,9 +122,30 @@ def test_page_is_self_contained_with_mathml_and_svg(page):
 
 def test_golden_page_numbers_equal_the_json(page, capsys):
     # the page as written (before any script runs) shows the numbers of `costmodel estimate --json`
-    assert main(["estimate", MODEL, "--hardware", "h100-sxm", "--devices", "8", "--batch", "4", "--seq", "512",
-                 "--tokens", "1e10", "--time-model", "roofline", "--json"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                MODEL,
+                "--hardware",
+                "h100-sxm",
+                "--devices",
+                "8",
+                "--batch",
+                "4",
+                "--seq",
+                "512",
+                "--tokens",
+                "1e10",
+                "--time-model",
+                "roofline",
+                "--json",
+            ]
+        )
+        == 0
+    )
     from costmodel.reports.results import flatten
+
     flat = flatten(json.loads(capsys.readouterr().out))
     cells = _Cells()
     cells.feed(page.read_text())
@@ -121,8 +165,10 @@ def test_unknown_control_is_one_clear_error(capsys):
 
 
 def _browser_paths() -> tuple[str | None, str | None]:
-    return (shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome"),
-            shutil.which("chromedriver"))
+    return (
+        shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome"),
+        shutil.which("chromedriver"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,8 +186,7 @@ def browser():
         pytest.skip(why)
     opts = webdriver.ChromeOptions()
     opts.binary_location = chrome
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900"):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(service=Service(driver), options=opts)
@@ -165,16 +210,24 @@ def _wait(d, updates: int):
 
 
 def _shown(d) -> tuple[dict[str, str], dict[str, str]]:
-    values = d.execute_script("const o = {}; for (const td of document.querySelectorAll('td[data-key]')) "
-                              "o[td.dataset.key] = td.dataset.value; return o;")
-    rows = d.execute_script("const o = {}; for (const td of document.querySelectorAll('td[data-summary]')) "
-                            "o[td.dataset.summary] = td.textContent; return o;")
+    values = d.execute_script(
+        "const o = {}; for (const td of document.querySelectorAll('td[data-key]')) "
+        "o[td.dataset.key] = td.dataset.value; return o;"
+    )
+    rows = d.execute_script(
+        "const o = {}; for (const td of document.querySelectorAll('td[data-summary]')) "
+        "o[td.dataset.summary] = td.textContent; return o;"
+    )
     return values, rows
 
 
 def _set(d, symbol: str, value: int, updates: int):
-    d.execute_script("const i = document.querySelector(`input[data-symbol='${arguments[0]}']`); i.value = arguments[1];"
-                     "i.dispatchEvent(new Event('change'));", symbol, str(value))
+    d.execute_script(
+        "const i = document.querySelector(`input[data-symbol='${arguments[0]}']`); i.value = arguments[1];"
+        "i.dispatchEvent(new Event('change'));",
+        symbol,
+        str(value),
+    )
     _wait(d, updates)
 
 
@@ -208,15 +261,38 @@ def test_a_bad_value_says_so_and_keeps_the_numbers(browser, page):
 
 def test_units_js_is_units_py(browser, page):
     _open(browser, page)
-    numbers = [0.0, 1e-9, 0.00117, 0.0015, 0.9995, 1.0, 59.99, 119.5, 7199.0, 86399.0, 787_500_000.0, 8.705e23,
-               1001, 999_999, 1_000_000, 16_060_522_496, 0.776, 0.0005, 1.25, 2.675, 1e15, 123456.5]
+    numbers = [
+        0.0,
+        1e-9,
+        0.00117,
+        0.0015,
+        0.9995,
+        1.0,
+        59.99,
+        119.5,
+        7199.0,
+        86399.0,
+        787_500_000.0,
+        8.705e23,
+        1001,
+        999_999,
+        1_000_000,
+        16_060_522_496,
+        0.776,
+        0.0005,
+        1.25,
+        2.675,
+        1e15,
+        123456.5,
+    ]
     fns = ("duration", "sci", "nbytes", "gb", "rate", "amount")
     got = browser.execute_script("return arguments[0].map((x) => arguments[1].map((f) => Units[f](x)));", numbers, fns)
     want = [[getattr(units, f)(x) for f in fns] for x in numbers]
     assert got == want
     shares = [0.0, 0.776, 0.5005, 0.12345, 1.0]
-    assert browser.execute_script("return arguments[0].map((x) => Units.percent(x));", shares) == \
-        [units.percent(x) for x in shares]
+    assert browser.execute_script("return arguments[0].map((x) => Units.percent(x));", shares) == [
+        units.percent(x) for x in shares
+    ]
     big = 2**70 + 1  # beyond a double: the page's integers are BigInt
     assert browser.execute_script(f"return Units.grouped({big}n)") == units.grouped(big)
 
@@ -228,14 +304,17 @@ def test_nothing_overflows(browser, page, width, tmp_path):
     inner = browser.execute_script("return document.documentElement.clientWidth")
     assert browser.execute_script("return document.documentElement.scrollWidth") <= inner
     # every element outside a scrolling box lies within the page's width
-    out = browser.execute_script("""
+    out = browser.execute_script(
+        """
         const bad = [];
         for (const e of document.querySelectorAll('main *')) {
           if (e.closest('.scroll, .formula') || e.closest('svg') && e.tagName !== 'svg') continue;
           const r = e.getBoundingClientRect();
           if (r.width && (r.left < -1 || r.right > arguments[0] + 1)) bad.push(e.tagName + ' ' + e.id + ' ' + r.right);
         }
-        return bad;""", inner)
+        return bad;""",
+        inner,
+    )
     assert out == []
     # chart text stays inside its chart and no two labels of the roofline overlap
     boxes = browser.execute_script("""
@@ -253,16 +332,20 @@ def test_nothing_overflows(browser, page, width, tmp_path):
             assert left >= l0 - 1 and right <= r0 + 1 and top >= t0 - 1 and bottom <= b0 + 1, name
         labels = [t for t in b["text"] if t[4] == "oplabel"]
         for i, a in enumerate(labels):
-            for c in labels[i + 1:]:
+            for c in labels[i + 1 :]:
                 assert a[2] <= c[0] or c[2] <= a[0] or a[3] <= c[1] or c[3] <= a[1], (name, a, c)
     browser.save_screenshot(str(tmp_path / f"report-{width}.png"))
     browser.set_window_size(1280, 900)
 
 
-@pytest.mark.parametrize("model, options", [
-    ("gpt2-small", {"batch": 2}),  # no device: no time, no devices control
-    ("gpt2-small", {"hardware": "a100-80gb", "inference": True, "context": 512, "batch": 2}),  # prefill and decode
-], ids=["no-device", "inference"])
+@pytest.mark.parametrize(
+    "model, options",
+    [
+        ("gpt2-small", {"batch": 2}),  # no device: no time, no devices control
+        ("gpt2-small", {"hardware": "a100-80gb", "inference": True, "context": 512, "batch": 2}),  # prefill and decode
+    ],
+    ids=["no-device", "inference"],
+)
 def test_other_pages_follow_their_controls(browser, model, options, tmp_path):
     from costmodel.reports.document import report
 

@@ -16,8 +16,9 @@ TINY = {"L": 4, "d": 64, "h": 4, "V": 100, "T_max": 256}
 
 @pytest.fixture(scope="module")
 def planned():
-    return plan("gpt", settings=TINY, hardware="h100-sxm", devices=16, batch=32, seq=256, top=6, verify=True,
-                progress=False)
+    return plan(
+        "gpt", settings=TINY, hardware="h100-sxm", devices=16, batch=32, seq=256, top=6, verify=True, progress=False
+    )
 
 
 def test_every_layout_divides():
@@ -51,8 +52,21 @@ def test_pareto_front_is_not_dominated(planned):
 def test_plan_cli_json_and_csv(capsys):
     from costmodel.cli import main
 
-    argv = ["plan", "gpt", *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), []), "--hardware", "h100-sxm",
-            "--devices", "8", "--batch", "16", "--seq", "256", "--top", "3"]
+    argv = [
+        "plan",
+        "gpt",
+        *sum((["--set", f"{k}={v}"] for k, v in TINY.items()), []),
+        "--hardware",
+        "h100-sxm",
+        "--devices",
+        "8",
+        "--batch",
+        "16",
+        "--seq",
+        "256",
+        "--top",
+        "3",
+    ]
     assert main([*argv, "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
     assert len(r["layouts"]) == 3 and {"step_s", "memory_bytes", "schedule"} <= set(r["layouts"][0])

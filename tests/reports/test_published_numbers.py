@@ -36,8 +36,7 @@ def test_palm_8b_flops_per_token():
     # Chowdhery et al. 2022, Appendix B / Table 22: PaLM 8B (L = 32, d = 4096, 16 heads of Q = 256, one kv head,
     # SwiGLU d_ff = 16384, V = 256k, tied unembedding) at T = 2048: 6N + 12·L·H·Q·T = 5.5e10 FLOPs per token,
     # N = 8.63B counting the shared embedding, which the logits matmul reads.
-    settings = dict(tied="true", d_head="256", L="32", d="4096", h="16", n_kv="1", d_ff="16384", V="256000",
-                    T="2048")
+    settings = dict(tied="true", d_head="256", L="32", d="4096", h="16", n_kv="1", d_ff="16384", V="256000", T="2048")
     row = _compare("llama", "palm", settings=settings)
     per_layer = 2 * 4096 * 4096 + 2 * 4096 * 256 + 3 * 4096 * 16384 + 2 * 4096  # q, o; k, v; SwiGLU; norm gains
     N = 32 * per_layer + 4096 + 256000 * 4096  # + the final norm + the shared table
@@ -75,8 +74,14 @@ def test_megatron_core_moe_formula():
     # NVIDIA/Megatron-LM training.py num_floating_point_operations (core_r0.8.0), Mixtral 8x7B at s = 4096:
     # 12·B·s·L·h²·((1 + g/a + s/h)·q/h + f/h·k·3/2 + V/(2·L·h)); no router term, the full attention square
     h, a, g, L, f, k, V, s = 4096, 32, 8, 32, 14336, 2, 32000, 4096
-    ref = 12 * s * L * h * h * ((1 + Fraction(g, a) + Fraction(s, h)) + Fraction(f, h) * k * Fraction(3, 2)
-                                + Fraction(V, 2 * L * h))
+    ref = (
+        12
+        * s
+        * L
+        * h
+        * h
+        * ((1 + Fraction(g, a) + Fraction(s, h)) + Fraction(f, h) * k * Fraction(3, 2) + Fraction(V, 2 * L * h))
+    )
     assert _compare("mixtral-8x7b", "megatron-core", seq=s)["flops.training"] == ref
 
 
@@ -88,8 +93,9 @@ def test_korthikanti_table_2_per_layer_activations():
     settings = {"dropout_p": "true", "L": "4", "d": str(h), "h": str(a), "V": "64", "T": str(s), "T_max": str(s)}
 
     def per_layer(**kw) -> int:
-        r = costmodel.estimate("gpt", settings=settings, options=costmodel.Options.make(batch=b, norm_stats=False,
-                                                                                          **kw))
+        r = costmodel.estimate(
+            "gpt", settings=settings, options=costmodel.Options.make(batch=b, norm_stats=False, **kw)
+        )
         return r["memory_bytes"]["activations_per_layer"]
 
     assert per_layer() == s * b * h * (34 + 5 * a * s // h)

@@ -17,8 +17,12 @@ METRICS = ["flops.training", "memory_bytes.total", "params.total", "bytes.forwar
 
 def _estimate(d, L, h=96, seq=2048):
     r = estimate("gpt3-175b", seq=seq, settings={"d": d, "L": L, "h": h})
-    return {"flops.training": r["flops"]["training"], "memory_bytes.total": r["memory_bytes"]["total"],
-            "params.total": r["params"]["total"], "bytes.forward": r["bytes"]["forward"]}
+    return {
+        "flops.training": r["flops"]["training"],
+        "memory_bytes.total": r["memory_bytes"]["total"],
+        "params.total": r["params"]["total"],
+        "bytes.forward": r["bytes"]["forward"],
+    }
 
 
 def test_exact_sweep_equals_estimate():
@@ -80,9 +84,40 @@ def test_cli_sweep_csv_and_json(capsys):
     assert r["columns"]["L"] == [12, 24, 12, 24] and r["optimal"]["tokens_per_param"] == 20
 
 
-ARGS = ["sweep", "compare", "report", "gpt2-small", "gpt", "--grid", "d=64:256:64", "L=1,2", "h=0", "d=1:1e99",
-        "T=3:1", "--metric", "flops.training", "params.x", "--csv", "--json", "--exact", "--budget", "1e20", "--ratio",
-        "0", "--conventions", "6nd,palm", "nope", "--set", "d=64", "h=3", "--tokens", "3e11", "--batch", "x", "--"]
+ARGS = [
+    "sweep",
+    "compare",
+    "report",
+    "gpt2-small",
+    "gpt",
+    "--grid",
+    "d=64:256:64",
+    "L=1,2",
+    "h=0",
+    "d=1:1e99",
+    "T=3:1",
+    "--metric",
+    "flops.training",
+    "params.x",
+    "--csv",
+    "--json",
+    "--exact",
+    "--budget",
+    "1e20",
+    "--ratio",
+    "0",
+    "--conventions",
+    "6nd,palm",
+    "nope",
+    "--set",
+    "d=64",
+    "h=3",
+    "--tokens",
+    "3e11",
+    "--batch",
+    "x",
+    "--",
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

@@ -24,8 +24,19 @@ from costmodel.symbols import d, h
 
 # -- exact arithmetic: int64 with checked overflow equals Python ints, or says it cannot ----------------------
 
-EXPRS = [d * h + 3, d / h, sympy.Eq(sympy.Mod(d / h, 1), 0), sympy.ceiling(d / h), sympy.floor(8 * d / 3),
-         sympy.Max(d, 2 * h), d**3 - h, 8 * d / 3 - h / 7, sympy.Mod(d, h), d <= 4 * h, (d + h) ** 2 / (d * h)]
+EXPRS = [
+    d * h + 3,
+    d / h,
+    sympy.Eq(sympy.Mod(d / h, 1), 0),
+    sympy.ceiling(d / h),
+    sympy.floor(8 * d / 3),
+    sympy.Max(d, 2 * h),
+    d**3 - h,
+    8 * d / 3 - h / 7,
+    sympy.Mod(d, h),
+    d <= 4 * h,
+    (d + h) ** 2 / (d * h),
+]
 _F = compile_exprs(EXPRS, (d, h))
 SIZES = st.one_of(st.integers(1, 100), st.integers(1, 2**31), st.integers(2**60, 2**63 - 1))
 
@@ -83,8 +94,20 @@ def test_exact_metrics_equal_estimate_on_both_sides_of_int64():
 
 # -- formats and spreading ----------------------------------------------------------------------------------
 
-ARGS = ["sweep", "gpt2-small", "--grid", "d=64:1280:64", "--grid", "L=1:12", "--metric", "params.total",
-        "--metric", "flops.training", "--chunk", "37"]
+ARGS = [
+    "sweep",
+    "gpt2-small",
+    "--grid",
+    "d=64:1280:64",
+    "--grid",
+    "L=1:12",
+    "--metric",
+    "params.total",
+    "--metric",
+    "flops.training",
+    "--chunk",
+    "37",
+]
 
 
 def _run(args, capsys) -> str:
@@ -161,8 +184,11 @@ def test_unknown_names_and_budgets_are_refused_before_any_work(capsys):
         tracemalloc.stop()
     assert code == 2 and peak < 20e6  # no grid expanded (25 ranges of 1e7 are 8 GB as lists)
     assert "configs" in capsys.readouterr().err
-    many = [a for k in ("params.total", "flops.training", "flops.forward", "flops.backward", "bytes.forward")
-            for a in ("--metric", k)]
+    many = [
+        a
+        for k in ("params.total", "flops.training", "flops.forward", "flops.backward", "bytes.forward")
+        for a in ("--metric", k)
+    ]
     assert main(["sweep", "gpt2-small", "--grid", "d=1:1e7", *many]) == 2
     assert "values" in capsys.readouterr().err  # 1e7 configs × 5 metrics: points × metrics is budgeted
     assert main(["sweep", "gpt2-small", "--grid", "q=1:4"]) == 2
@@ -226,9 +252,11 @@ def test_cached_plan_equals_the_derived_one_and_needs_no_sympy(tmp_path, monkeyp
     warm, name2 = plans.plan("gpt2-small", grid, metrics, options=None)
     derived, m = plan("gpt2-small", grid, metrics)
     assert cold == warm == derived and name == name2 == m.name
-    code = ("import sys; from costmodel.cli import main; rc = main(['sweep', 'gpt2-small', '--grid', 'd=64:640:64', "
-            "'--grid', 'L=2,4', '--metric', 'params.total', '--metric', 'flops.training', '--csv']); "
-            "assert rc == 0; print(sorted(k for k in ('sympy', 'networkx') if k in sys.modules))")
+    code = (
+        "import sys; from costmodel.cli import main; rc = main(['sweep', 'gpt2-small', '--grid', 'd=64:640:64', "
+        "'--grid', 'L=2,4', '--metric', 'params.total', '--metric', 'flops.training', '--csv']); "
+        "assert rc == 0; print(sorted(k for k in ('sympy', 'networkx') if k in sys.modules))"
+    )
     env = {**os.environ, "COSTMODEL_CACHE_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.splitlines()[-1] == "[]"

@@ -18,7 +18,7 @@ def test_korthikanti_table5_within_its_recorded_error():
 
 
 def test_recorded_errors_are_the_documented_ones():
-    text = (validation.__file__.rsplit("/costmodel/", 1)[0] + "/docs/validation.md")
+    text = validation.__file__.rsplit("/costmodel/", 1)[0] + "/docs/validation.md"
     doc = open(text, encoding="utf-8").read()
     for group, (mean, worst) in validation.RECORDED.items():
         assert f"| {group} |" in doc and f"{100 * mean:.2f}%" in doc and f"{100 * worst:.2f}%" in doc

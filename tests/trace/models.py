@@ -47,20 +47,46 @@ def traced(name: str, attn: str = "eager"):
     return trace(built(name, attn), inputs, dynamic, ranges=ranges, name=name)
 
 
-def _conv_backward(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed, output_padding,
-                   groups, output_mask, out_shape, **kwargs) -> int:
+def _conv_backward(
+    grad_out_shape,
+    x_shape,
+    w_shape,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    out_shape,
+    **kwargs,
+) -> int:
     """torch's convolution-backward formula with its weight-gradient term divided by ``groups``.
 
     torch 2.13's ``conv_backward_flop`` counts the weight gradient as ``conv(inp, grad_out)`` over every
     input channel, skipping groups ("I skip those for the sake of brevity"): a depthwise convolution's is
     counted ``groups`` times over. The true count is the forward's, as for any matmul-like op.
     """
+
     def t(shape):
         return [shape[1], shape[0], *shape[2:]]
 
     raw = getattr(flop_counter.conv_backward_flop, "__wrapped__", flop_counter.conv_backward_flop)
-    flops = raw(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation,
-                transposed, output_padding, groups, output_mask, out_shape)
+    flops = raw(
+        grad_out_shape,
+        x_shape,
+        w_shape,
+        bias,
+        stride,
+        padding,
+        dilation,
+        transposed,
+        output_padding,
+        groups,
+        output_mask,
+        out_shape,
+    )
     if output_mask[1] and groups > 1 and not transposed:
         counted = flop_counter.conv_flop_count(t(x_shape), t(grad_out_shape), t(out_shape[1]), transposed=False)
         flops -= counted - counted // groups

@@ -31,8 +31,9 @@ class Block(nn.Module):
     def forward(self, x):
         b, t, _ = x.shape
         q, k, v = self.qkv(self.norm(x)).view(b, t, 3, 2, D // 2).unbind(2)
-        y = nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                       is_causal=True)
+        y = nn.functional.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+        )
         x = x + self.out(y.transpose(1, 2).reshape(b, t, D))
         return x + self.down(nn.functional.gelu(self.up(x)))
 
@@ -94,9 +95,11 @@ def test_example_sizes_must_not_be_specialised():
 
 def test_cli_trace_prints_json_of_the_traced_model(tmp_path, capsys):
     path = tmp_path / "net.py"
-    path.write_text("import torch\nfrom torch import nn\n\ndef factory():\n    with torch.device('meta'):\n"
-                    "        m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))\n"
-                    "    return m, {'input': torch.zeros(2, 5, 8, device='meta')}\n")
+    path.write_text(
+        "import torch\nfrom torch import nn\n\ndef factory():\n    with torch.device('meta'):\n"
+        "        m = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))\n"
+        "    return m, {'input': torch.zeros(2, 5, 8, device='meta')}\n"
+    )
     assert main(["trace", f"{path}:factory", "--dynamic", "B,T", "--format", "json", "--batch", "2", "--seq", "5"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["estimate"]["flops"]["matmul"]["forward"] == 2 * 2 * 5 * (8 * 16 + 16 * 8)  # 2·B·T·(8·16 + 16·8)
@@ -110,6 +113,8 @@ def test_cli_derive_from_config_class_needs_sizes(capsys):
 
 
 def test_the_engine_imports_torch_only_inside_the_tracer():
-    code = ("import sys, costmodel, costmodel.tracer, costmodel.tracer.aten, costmodel.tracer.recover, "
-            "costmodel.cli.trace; costmodel.trace; assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, costmodel, costmodel.tracer, costmodel.tracer.aten, costmodel.tracer.recover, "
+        "costmodel.cli.trace; costmodel.trace; assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

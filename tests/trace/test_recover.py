@@ -16,8 +16,15 @@ from costmodel.tracer.fit import fit_sparse
 from costmodel.tracer.recover import sample_configs
 
 KEYS = ("params.total", "flops.matmul.forward", "flops.matmul.training", "memory_bytes.kv_cache")
-LLAMA = ["hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-         "intermediate_size", "vocab_size"]
+LLAMA = [
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+]
 GPT2 = ["n_embd", "n_layer", "n_head", "vocab_size", "n_positions"]
 
 
@@ -29,15 +36,17 @@ def same(recovered, family: str, settings: dict) -> None:
 
 
 def test_recovered_llama_equals_the_llama_family():
-    r = costmodel.recover("transformers:LlamaConfig", LLAMA, samples=5, checks=2, labels=False,
-                          base={"max_position_embeddings": 256})
+    r = costmodel.recover(
+        "transformers:LlamaConfig", LLAMA, samples=5, checks=2, labels=False, base={"max_position_embeddings": 256}
+    )
     assert not r.not_polynomial and len(r.checks) == 2
     same(r, "llama", {"d_head": "d_head"})  # the family with the head dim a size of its own, as the config has it
 
 
 def test_recovered_gpt2_equals_the_gpt_family():
-    r = costmodel.recover("transformers:GPT2Config", GPT2, samples=5, checks=2, labels=False,
-                          base={"bos_token_id": 1, "eos_token_id": 2})
+    r = costmodel.recover(
+        "transformers:GPT2Config", GPT2, samples=5, checks=2, labels=False, base={"bos_token_id": 1, "eos_token_id": 2}
+    )
     same(r, "gpt", {})
 
 
@@ -52,5 +61,7 @@ def test_samples_keep_models_buildable():
 def test_a_size_that_is_no_short_polynomial_is_not_fitted():
     points = [{"d": d} for d in (8, 12, 20, 28, 44, 52)]
     assert fit_sparse(["d"], points, [-(-d["d"] // 3) for d in points]) is None  # ceil(d/3)
-    assert fit_sparse(["d"], points, [3 * d["d"] ** 2 + 1 for d in points]) == 3 * sympy.Symbol("d", positive=True,
-                                                                                                  integer=True) ** 2 + 1
+    assert (
+        fit_sparse(["d"], points, [3 * d["d"] ** 2 + 1 for d in points])
+        == 3 * sympy.Symbol("d", positive=True, integer=True) ** 2 + 1
+    )

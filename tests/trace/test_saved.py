@@ -39,8 +39,13 @@ def test_saved_bytes_equal_saved_tensors_hooks(name):
 
 def test_dropout_keeps_a_one_byte_mask_where_meta_keeps_a_float_noise():
     G = traced("gpt2").graph
-    dropped = sympy.Add(*(elements(d["op"].parsed.output, d["op"].size) * d["count"] for _, d in op_nodes(G)
-                          if d["op"].attr("fn") == "dropout"))
+    dropped = sympy.Add(
+        *(
+            elements(d["op"].parsed.output, d["op"].size) * d["count"]
+            for _, d in op_nodes(G)
+            if d["op"].attr("fn") == "dropout"
+        )
+    )
     assert dropped != 0
     for batch, seq in POINTS:
         n = int(dropped.subs({B: batch, T: seq}))

@@ -27,11 +27,53 @@ from tests.trace.models import built, flop_counts, traced
 
 #: Model types traced and checked (a mixture of experts runs its ``batched_mm`` experts).
 MODEL_TYPES = (
-    "afmoe", "apertus", "arcee", "bart", "bert", "biogpt", "bitnet", "bloom", "codegen", "cohere", "cohere2",
-    "cohere2_moe", "ctrl", "cwm", "diffllama", "gemma", "gemma2", "gemma3_text", "glm", "glm4", "gpt2",
-    "gpt_bigcode", "gpt_neox", "gptj", "granite", "helium", "lfm2", "llama", "ministral", "mistral", "mixtral",
-    "nemotron", "olmo", "olmo2", "olmo3", "olmoe", "opt", "persimmon", "phi", "phi3", "qwen2", "qwen3", "qwen3_moe",
-    "seed_oss", "smollm3", "stablelm", "starcoder2",
+    "afmoe",
+    "apertus",
+    "arcee",
+    "bart",
+    "bert",
+    "biogpt",
+    "bitnet",
+    "bloom",
+    "codegen",
+    "cohere",
+    "cohere2",
+    "cohere2_moe",
+    "ctrl",
+    "cwm",
+    "diffllama",
+    "gemma",
+    "gemma2",
+    "gemma3_text",
+    "glm",
+    "glm4",
+    "gpt2",
+    "gpt_bigcode",
+    "gpt_neox",
+    "gptj",
+    "granite",
+    "helium",
+    "lfm2",
+    "llama",
+    "ministral",
+    "mistral",
+    "mixtral",
+    "nemotron",
+    "olmo",
+    "olmo2",
+    "olmo3",
+    "olmoe",
+    "opt",
+    "persimmon",
+    "phi",
+    "phi3",
+    "qwen2",
+    "qwen3",
+    "qwen3_moe",
+    "seed_oss",
+    "smollm3",
+    "stablelm",
+    "starcoder2",
 )
 #: Checked in every run: the five types of test_families (traced once for both), a decoder of an
 #: encoder-decoder (cross-attention never read), ALiBi, soft-capped logits with sliding windows, and
@@ -40,8 +82,9 @@ CORE = ("gpt2", "llama", "mistral", "mixtral", "qwen2", "bart", "bloom", "gemma2
 POINTS = ((2, 8), (3, 13))
 
 
-@pytest.mark.parametrize("model_type", [t if t in CORE else pytest.param(t, marks=pytest.mark.slow)
-                                        for t in MODEL_TYPES])
+@pytest.mark.parametrize(
+    "model_type", [t if t in CORE else pytest.param(t, marks=pytest.mark.slow) for t in MODEL_TYPES]
+)
 def test_traced_counts_equal_pytorch(model_type):
     m = traced(model_type)
     t = totals(m.graph)
