@@ -370,7 +370,19 @@ def encoder_decoder() -> str:
     return "\n".join(lines)
 
 
+def presets() -> str:
+    """Every preset with its exact parameter count (and the active share of an MoE), as ``costmodel models``."""
+    import costmodel  # the public catalogue (the CLI's ``models`` verb)
+
+    rows = []
+    for r in costmodel.models()["presets"]:
+        active = f"{r['active_params']:,}" if r["active_params"] != r["params"] else ""
+        rows.append([f"`{r['name']}`", f"`{r['family']}`", f"{r['params']:,}", active, r["about"]])
+    return table(["preset", "family", "parameters", "active per token", "what it is"], rows)
+
+
 BLOCKS = {
+    "presets": presets,
     "symbols": symbols_table,
     "elementwise": elementwise_table,
     "dtypes": dtype_table,
