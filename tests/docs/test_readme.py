@@ -21,7 +21,9 @@ def test_the_readme_starts_with_the_two_setup_commands():
     assert first.startswith("python -m pip install -e . && costmodel estimate ")
     assert second == "python -m pip install -e '.[test]' && python -m pytest -q -n auto"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "python -m pip install -e '.[test]' && python -m pytest -q -n auto" in ci  # CI runs the README's test command
+    assert (
+        "python -m pip install -e '.[test]' && python -m pytest -q -n auto" in ci
+    )  # CI runs the README's test command
 
 
 @pytest.mark.parametrize("argv", use_commands(), ids=lambda a: " ".join(a)[:60])
