@@ -180,7 +180,8 @@ class Options:
     ``recompute`` (none/selective/full), ``recompute_fraction`` (a share of each repeated block's
     iterations recomputed whole, the rest as ``recompute`` says: PaLM's partial rematerialisation),
     ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the default;
-    ``sdpa`` and ``flash``: fused, no T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
+    ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused, no
+    T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
     statistics norms keep; Korthikanti et al. leave them out), ``layout`` (:class:`Layout`),
     ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C; the prompt too unless
     ``seq`` is given), ``weights_dtype``, ``kv_dtype``, ``logits`` (``last``: a generation's prefill keeps

@@ -159,7 +159,8 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
         "--attention",
         choices=Options.choices("attention"),
         help="attention implementation: unfused (default: scores materialised, softmax in the "
-        "activations' dtype), sdpa or flash (fused: no T×T tensor kept)",
+        "activations' dtype), eager (transformers' eager attention: softmax in fp32 cast back, two T×T "
+        "tensors kept), sdpa or flash (fused: no T×T tensor kept)",
     )
     g.add_argument(
         "--flash",

@@ -143,7 +143,8 @@ def model_state(
 ) -> dict[str, sympy.Expr]:
     """Model-state bytes of ``G``'s weights, by component, summed from every weight tensor.
 
-    Keys: ``weights``, ``compute_copy`` (fp8 policies), ``grads``, ``master``,
+    Keys: ``weights``, ``compute_copy`` (fp8 policies: every weight; autocast: the matmul weights, whose
+    low-precision casts autograd keeps for backward, not a tied unembedding's, counted at its table), ``grads``, ``master``,
     one per optimizer state, and the groups ``params`` (weights + compute copy),
     ``grads``, ``optimizer`` (master + states), ``trainable`` and ``frozen``
     (parameter counts). Frozen weights cost only their ``weights`` bytes.
@@ -170,7 +171,8 @@ def model_state(
         part = share(w) if share is not None else 1
         n = w.elements * w.count * part
         out["weights"] += n * parts["weights"]
-        out["compute_copy"] += n * parts.get("compute_copy", 0)
+        if p.copy_of == "weights" or w.param.quantized:  # autocast casts the matmuls' weights only
+            out["compute_copy"] += n * parts.get("compute_copy", 0)
         if not w.trainable:
             frozen += n
             continue

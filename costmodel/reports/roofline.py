@@ -17,7 +17,7 @@ from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model
 from ..graph.analysis import as_int
-from ..graph.passes import flash_attention, fuse_elementwise
+from ..graph.passes import attention_pass, fuse_elementwise
 from ..options import Options
 from ..sizes import parse_count
 from ..symbols import B, C, T
@@ -96,7 +96,7 @@ def roofline(
     m = model_for(model, settings, opts)
     values = resolve(m, opts)
     base = m.graph if phase == "training" else prefill_graph(m.graph)
-    prepared = flash_attention(base) if opts.flash else base  # FlashAttention looks for the unfused score chain
+    prepared = attention_pass(base, opts.attention)  # FlashAttention looks for the unfused score chain
     G = decode_graph(prepared) if decode else prepared  # decode first: it absorbs MLA's up-projections
     if decode:  # (decode_graph refuses a graph without a KV cache, such as an encoder's)
         values[C] = parse_count(context, "context", length=True) if context is not None else values[T]

@@ -157,7 +157,8 @@ def test_attention_choice_and_flash_synonym():
     assert O(flash=True).attention == "flash" and O(attention="sdpa").flash is True
     assert O().attention == "unfused" and O(attention="flash").flash is True
     with pytest.raises(costmodel.CostModelError, match="attention"):
-        O(attention="eager")  # transformers' fp32-softmax eager attention is not modelled yet
+        O(attention="math")  # not an implementation
+    assert O(attention="eager").flash is False  # transformers' fp32-softmax eager attention
     r = _est(attention="sdpa", batch=2)
     assert r["conventions"]["attention"] == "sdpa"
     assert r["memory_bytes"]["activations"] == _est(flash=True, batch=2)["memory_bytes"]["activations"]
