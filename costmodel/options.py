@@ -19,6 +19,7 @@ costmodel.errors.CostModelError: unknown option 'recompte' (did you mean 'recomp
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -165,6 +166,11 @@ def _rate(value: object, what: str) -> Fraction | None:
     return parse_rate(value, what)
 
 
+def _price_name(value: object) -> bool:
+    """Whether a price per hour is a name (``"list"``, a price table entry) rather than a number."""
+    return isinstance(value, str) and bool(re.fullmatch(r"[a-z][a-z0-9-]*", value))
+
+
 #: How a step is predicted without a rate (see :mod:`costmodel.devices.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
 #: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
@@ -180,7 +186,8 @@ class Options:
     ``recompute`` (none/selective/full), ``recompute_fraction`` (a share of each repeated block's
     iterations recomputed whole, the rest as ``recompute`` says: PaLM's partial rematerialisation),
     ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the default;
-    ``sdpa`` and ``flash``: fused, no T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
+    ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused, no
+    T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
     statistics norms keep; Korthikanti et al. leave them out), ``layout`` (:class:`Layout`),
     ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C; the prompt too unless
     ``seq`` is given), ``weights_dtype``, ``kv_dtype``, ``logits`` (``last``: a generation's prefill keeps
@@ -189,7 +196,8 @@ class Options:
     ``tokens_per_s`` (measured, all devices), ``mfu_basis`` (the model FLOPs of MFU: ``engine``, ``6n``,
     ``6n-attention``), ``dtype`` (whose peak), ``comm_bytes`` and ``comm_links`` (extra traffic and its
     links), ``overlap`` (communication hidden behind compute), ``pipeline`` ((stages, micro-batches)),
-    ``price_per_hour`` (US dollars per device-hour: ``time.cost_usd``), ``time_model`` (without a rate: ``"calibrated"``, the default, or
+    ``price_per_hour`` (US dollars per device-hour: ``time.cost_usd``; or ``"list"``, the price table's entry
+    for the device, or an entry's name: :mod:`costmodel.devices.prices`), ``time_model`` (without a rate: ``"calibrated"``, the default, or
     ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
     ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.devices.calibrated`).
     """
@@ -225,7 +233,7 @@ class Options:
     time_model: str | None = None
     overlap_comm: tuple[str, ...] | None = None
     mfu_basis: str = "engine"
-    price_per_hour: Fraction | None = None
+    price_per_hour: Fraction | str | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -266,6 +274,8 @@ class Options:
             set_("attention", "flash")
         set_("flash", self.attention in FUSED_ATTENTION)
         for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
+            if name == "price_per_hour" and _price_name(self.price_per_hour):
+                continue  # a price table entry, read with the device (costmodel.devices.prices)
             set_(name, _rate(getattr(self, name), name))
         if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
             raise CostModelError(
@@ -277,7 +287,7 @@ class Options:
                 "recompute_fraction is a training choice; an inference estimate keeps nothing for "
                 "backward (drop --recompute-fraction)"
             )
-        if self.price_per_hour is not None and self.price_per_hour <= 0:
+        if self.price_per_hour is not None and not isinstance(self.price_per_hour, str) and self.price_per_hour <= 0:
             raise CostModelError(
                 f"price_per_hour: expected a positive price per device-hour, received {float(self.price_per_hour):g}"
             )
@@ -369,7 +379,7 @@ class Options:
         "mfu": "rate",
         "tokens_per_s": "rate",
         "recompute_fraction": "rate",
-        "price_per_hour": "rate",
+        "price_per_hour": "price",
     }
 
     @classmethod
@@ -383,6 +393,8 @@ class Options:
             return parse_count(text, what, length=True)
         if how == "rate":
             return parse_rate(text, what)
+        if how == "price":  # US dollars, or a name of the price table read with the device
+            return text if _price_name(text) else parse_rate(text, what)
         raise CostModelError(f"option {name!r} is not read from text")
 
     @classmethod

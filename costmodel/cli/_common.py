@@ -159,7 +159,8 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
         "--attention",
         choices=Options.choices("attention"),
         help="attention implementation: unfused (default: scores materialised, softmax in the "
-        "activations' dtype), sdpa or flash (fused: no T×T tensor kept)",
+        "activations' dtype), eager (transformers' eager attention: softmax in fp32 cast back, two T×T "
+        "tensors kept), sdpa or flash (fused: no T×T tensor kept)",
     )
     g.add_argument(
         "--flash",
@@ -277,8 +278,10 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--price-per-hour",
         type=typed("price_per_hour", "--price-per-hour"),
-        metavar="USD",
-        help="US dollars per device-hour: gives time.cost_usd (with --tokens) and the cost of a step",
+        metavar="USD|list|NAME",
+        help="US dollars per device-hour: gives time.cost_usd (with --tokens) and the cost of a step; 'list': "
+        "the dated example price of the device in costmodel/devices/data/prices.json, NAME: an entry of it "
+        "(deepseek-v3-h800: $2, DeepSeek-V3's report); the report names the entry, its date and source",
     )
 
 

@@ -109,7 +109,8 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
         *wrap(
             "  conventions: ",
             f"{conv['flop']}; causal attention counted {conv['causal']}"
-            + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}"),
+            + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}")
+            + f"; attention {conv.get('attention', 'unfused')}",
         ),
         f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
         + (

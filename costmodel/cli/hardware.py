@@ -160,6 +160,8 @@ def time_text(r: dict) -> list[str]:
         lines.append(
             f"  communication {units.duration(t['comm_s'])} ({'overlapped' if t['overlap'] else 'not overlapped'})"
         )
+    if "price_source" in t:
+        lines.append(f"  price         {t['price_source']}")
     if "training_s" in t:
         lines.append(
             f"  training      {units.duration(t['training_s'])}  ({t['training_s']:.3g} s; "

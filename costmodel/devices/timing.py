@@ -32,6 +32,7 @@ from ..memory.device import prepared
 from ..memory.serving import prefill, prompt
 from ..options import Options
 from ..symbols import B, C, T
+from . import prices
 from .calibrated import calibrated_quantities
 from .decode import decode_graph, prefill_graph
 from .roofline import op_bounds
@@ -285,7 +286,7 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         out = calibrated_quantities(G, dev, dtype, n, options, q, model_flops, hardware_flops, bound, tokens)
         out.info["time.mfu_basis"] = options.mfu_basis
         _fits(q, out)
-        _costs(q, out, options, n)
+        _costs(q, out, options, n, dev)
         return out
     else:
         basis, compute_s = "roofline", (bound + extra / peak) / n
@@ -330,7 +331,7 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
         out.add("time.achieved_flops", rate, "number")  # the rate given, before communication and bubbles
     if pipe:
         out.add("time.pipeline_bubble", pipeline_bubble(*pipe), "float")
-    _costs(q, out, options, n)
+    _costs(q, out, options, n, dev)
     if options.tokens is not None:
         run_s = step_s * q.exprs["flops.training_total"] / q.exprs["flops.training"]  # the same rate every step
         out.add("time.training_s", run_s, "float")
@@ -341,17 +342,28 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
     return out
 
 
-def _costs(q: Quantities, out: Quantities, options: Options, n: int) -> None:
+def _costs(q: Quantities, out: Quantities, options: Options, n: int, dev: Device) -> None:
     """``time.step_cost_usd`` and, for a whole run, ``time.cost_usd``: device-hours × the price of one
-    (DeepSeek-V3: 2.788M H800-hours × $2), from the step ``out`` already has."""
+    (DeepSeek-V3: 2.788M H800-hours × $2), from the step ``out`` already has. Only when the user gives a price:
+    US dollars, or a dated entry of the price table (``"list"``: the device's; a name), which
+    ``time.price_source`` then names with its date and source."""
     price = options.price_per_hour
     if price is None:
         return
+    if isinstance(price, str):
+        entry = prices.price(price, dev.name)
+        price = entry.usd_per_hour
+        out.info["time.price_source"] = _escape(entry.describe())
+    out.add("time.price_per_hour_usd", sympy.Rational(price.numerator, price.denominator), "float")
     step_s = out.exprs["time.step_s"]
     out.add("time.step_cost_usd", step_s * n * _positive(price, "price per hour") / 3600, "float")
     if options.tokens is not None:
         run_s = step_s * q.exprs["flops.training_total"] / q.exprs["flops.training"]
         out.add("time.cost_usd", run_s * n / 3600 * _positive(price, "price per hour"), "float")
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _fits(q: Quantities, out: Quantities) -> None:

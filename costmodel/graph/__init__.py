@@ -3,4 +3,4 @@ analyses of a graph and passes that rewrite one. Nothing here knows memory polic
 
 # The rules register themselves in the registry when their modules are imported: importing the package
 # (which any import of costmodel.graph.* does first) makes every rule known.
-from . import composite, rules, ssm  # noqa: F401
+from . import casts, composite, rules, ssm  # noqa: F401

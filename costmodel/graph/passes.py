@@ -8,7 +8,8 @@
 with one fused ``attention`` op, as FlashAttention computes it: the same FLOPs,
 no T×T tensor read, written or saved.
 
-:func:`fuse_elementwise` folds element-wise ops into the op that makes their
+:func:`eager_attention` runs each such chain's softmax in fp32 between two casts (transformers' eager
+attention). :func:`fuse_elementwise` folds element-wise ops into the op that makes their
 input (one kernel, no intermediate written and read back). Run it after
 :func:`flash_attention`, which looks for the unfused score chain.
 """
@@ -19,6 +20,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
+from ..options import FUSED_ATTENTION
 from ..symbols import T
 from .analysis import in_block, order, repeated_blocks
 from .pattern import parse
@@ -226,6 +228,51 @@ def flash_attention(G: nx.DiGraph) -> nx.DiGraph:
             "ops → context (see docs/tutorial.md)"
         )
     return H
+
+
+def eager_attention(G: nx.DiGraph) -> nx.DiGraph:
+    """A copy of ``G`` whose attention softmaxes run in fp32, as transformers' ``eager`` attention runs them:
+    ``softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)``.
+
+    In each attention chain (:func:`attention_chains`) whose softmax is not fp32 already, a ``cast`` to fp32
+    goes before the softmax (torch converts the scores first: ``_softmax`` keeps no input), the softmax runs
+    and keeps its output in fp32, and a second ``cast`` hands the context the probabilities in the
+    activations' dtype, which the context keeps for its backward: two T×T tensors kept (4 + 2 bytes an
+    element in bf16) where the unfused chain keeps one (2). The casts are 0 FLOPs, so FLOPs do not change.
+    ``graph["rewritten"]["eager_attention"]`` lists the softmaxes rewritten.
+    """
+    chains = [c for c in attention_chains(G) if G.nodes[c[2]]["op"].dtype != "fp32"]
+    H = copy_for(G, "eager_attention", tuple(c[2] for c in chains))
+    for _, _, softmax, _, _ in chains:
+        data = H.nodes[softmax]
+        op, source = data["op"], data["inputs"][0]
+        consumer = next(iter(H.successors(softmax)))  # a chain's softmax has one consumer
+        common = {k: data[k] for k in ("count", "block") if k in data}
+        for name, axes, dtype, src, inputs in (
+            (f"{softmax}_fp32", op.parsed.inputs[0], "fp32", op.dtype, (source,)),
+            (f"{softmax}_cast", op.parsed.output, op.dtype, "fp32", (softmax,)),
+        ):
+            text = " ".join(axes)
+            cast = Op("cast", f"{text} -> {text}", tuple((a, op.size[a]) for a in axes), dtype, (("source", src),))
+            H.add_node(name, op=cast, inputs=inputs, **common)
+        H.remove_edge(source, softmax)
+        H.add_edge(source, f"{softmax}_fp32")
+        H.add_edge(f"{softmax}_fp32", softmax)
+        data.update(op=Op(op.kind, op.pattern, op.sizes, "fp32", op.attrs), inputs=(f"{softmax}_fp32",))
+        H.remove_edge(softmax, consumer)
+        H.add_edge(softmax, f"{softmax}_cast")
+        H.add_edge(f"{softmax}_cast", consumer)
+        ins = H.nodes[consumer]["inputs"]
+        H.nodes[consumer]["inputs"] = tuple(f"{softmax}_cast" if i == softmax else i for i in ins)
+    return H
+
+
+def attention_pass(G: nx.DiGraph, implementation: str) -> nx.DiGraph:
+    """The graph an attention implementation runs (see :data:`costmodel.memory.policies.ATTENTION`):
+    ``eager`` (:func:`eager_attention`), ``sdpa`` and ``flash`` (:func:`flash_attention`), ``unfused`` (``G``)."""
+    if implementation == "eager":
+        return eager_attention(G)
+    return flash_attention(G) if implementation in FUSED_ATTENTION else G
 
 
 # ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import sympy
 from ..formulas import Text
 from ..graph.analysis import in_block, repeated_blocks
 from ..graph.cost import Zero
-from ..graph.passes import attention_chains, flash_attention
+from ..graph.passes import attention_chains, attention_pass
 from ..graph.quantities import Quantities, choose, maximum, whole
 from ..options import Layout, Options
 from ..symbols import B
@@ -31,7 +31,7 @@ from .parallel import (
     stages,
 )
 from .peak import peak
-from .policies import precision
+from .policies import ATTENTION_ABOUT, precision
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
@@ -42,9 +42,10 @@ def _escape(text: str) -> str:
 
 
 def prepared(G: nx.DiGraph, options: Options) -> nx.DiGraph:
-    """The graph the memory numbers describe: with FlashAttention applied when asked (an error where it
-    cannot remove the T×T scores)."""
-    return flash_attention(G) if options.flash else G
+    """The graph the memory numbers describe: the attention implementation's pass applied
+    (:func:`~costmodel.graph.passes.attention_pass`: FlashAttention, an error where it cannot remove the T×T
+    scores; transformers' eager attention, its softmax in fp32)."""
+    return attention_pass(G, options.attention)
 
 
 def attention_text(G: nx.DiGraph, H: nx.DiGraph) -> str:
@@ -54,6 +55,8 @@ def attention_text(G: nx.DiGraph, H: nx.DiGraph) -> str:
         return "FlashAttention (no T×T)"
     if not fused and not any(True for _ in attention_chains(G)):
         return "none materialised (no attention chain in the graph)"
+    if H.graph.get("rewritten", {}).get("eager_attention"):
+        return "scores materialised, softmax in fp32 (transformers' eager)"
     return "scores materialised"
 
 
@@ -188,6 +191,7 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     if layout.pp == 1:
         q.info["memory.layout.stage"] = "all"
     q.info.update(_conventions(options, layout, attention_text(G, H)))
+    q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
     return q
 
 
@@ -203,7 +207,15 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     )
     return {
         "memory.conventions.params": Text(
-            _escape(f"{p.weights} weights" + (f" + a cached {p.compute_copy} copy" if p.compute_copy else "") + "; ")
+            _escape(
+                f"{p.weights} weights"
+                + (
+                    f" + a cached {p.compute_copy} copy" + (" of each matmul weight" if p.copy_of == "matrices" else "")
+                    if p.compute_copy
+                    else ""
+                )
+                + "; "
+            )
             + per
             + _escape(f"; sharded over dp by ZeRO-{z}" if z >= 3 else "")
         ),

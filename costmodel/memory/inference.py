@@ -80,12 +80,15 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str,
     }
 
 
-def working_set(G: nx.DiGraph, share=None, where=None) -> tuple[tuple[sympy.Expr, ...], tuple[str, ...]]:
+def working_set(
+    G: nx.DiGraph, share=None, where=None, elsewhere: frozenset[str] = frozenset()
+) -> tuple[tuple[sympy.Expr, ...], tuple[str, ...]]:
     """Forward-only working set: each op's (inputs + output) bytes, and the op's name; the working set is
     their maximum. A view (a sliding window's unfold, a reshape) is its storage: an operand that is a view
     counts the tensor it views, once, and a view's own output nothing. ``share(axes)``: the fraction of a
     tensor with those axes one device holds (tensor parallelism); ``where(node)``: whether the op runs on
-    this device (a pipeline stage's ops)."""
+    this device (a pipeline stage's ops); ``elsewhere``: storage nodes counted in another line (a decode
+    step's KV cache), held by no op's working set."""
     cands, labels = [], []
     for name, data in op_nodes(G):
         if where is not None and not where(name):
@@ -95,7 +98,7 @@ def working_set(G: nx.DiGraph, share=None, where=None) -> tuple[tuple[sympy.Expr
         held: dict[str, sympy.Expr] = {}  # storage node → bytes
         for axes, src in zip(data_operands(op), data["inputs"]):
             base = storage(G, src) if "op" in G.nodes[src] else src
-            if base in held:
+            if base in held or base in elsewhere:
                 continue
             if base != src:  # a view: the storage it views, split as that storage's axes are
                 held[base] = storage_bytes(G, src) * (1 if share is None else share(G.nodes[base]["op"].parsed.output))
@@ -103,7 +106,7 @@ def working_set(G: nx.DiGraph, share=None, where=None) -> tuple[tuple[sympy.Expr
                 held[base] = elements(axes, op.size) * size * (1 if share is None else share(axes))
         out = (
             Zero
-            if is_view(G, name)
+            if is_view(G, name) or name in elsewhere
             else elements(op.parsed.output, op.size) * size * (1 if share is None else share(op.parsed.output))
         )
         cands.append(sympy.expand(sympy.Add(*held.values()) + out))  # no weights

@@ -35,12 +35,23 @@ def check_schedule(schedule: str, pp: int, vpp: int) -> None:
 #: Activation recompute choices (see :mod:`costmodel.memory.activations`).
 RECOMPUTE = ("none", "selective", "full")
 
-#: Attention implementations, as they keep tensors for backward. ``unfused``: the scores are materialised and
-#: the softmax runs in the activations' dtype (Megatron-LM's core attention, nanoGPT's manual path, a bf16
-#: model without autocast); ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention`` (on a GPU its
-#: flash or memory-efficient kernel: no T×T tensor); ``flash``: FlashAttention. Not modelled yet: transformers'
-#: ``eager`` attention, whose softmax runs in fp32 and is cast back (two T×T tensors kept).
-ATTENTION = ("unfused", "sdpa", "flash")
+#: Attention implementations, as they keep tensors for backward. ``unfused`` (the default): the scores are
+#: materialised and the softmax runs in the activations' dtype (Megatron-LM's core attention, nanoGPT's manual
+#: path, a bf16 model without autocast): one T×T tensor kept (the probabilities); ``eager``: transformers'
+#: eager attention, ``softmax(scores, dtype=torch.float32).to(query.dtype)``: the fp32 probabilities kept by
+#: the softmax and their cast kept by the context, two T×T tensors (the graph pass
+#: :func:`costmodel.graph.passes.eager_attention`; transformers' GPT-2 softmaxes in the scores' dtype, so a
+#: bf16 GPT-2 without autocast is ``unfused``; under autocast both keep the fp32 softmax); ``sdpa``:
+#: ``torch.nn.functional.scaled_dot_product_attention`` (on a GPU its flash or memory-efficient kernel: no
+#: T×T tensor); ``flash``: FlashAttention.
+ATTENTION = ("unfused", "eager", "sdpa", "flash")
+#: What each implementation is, in a report's words.
+ATTENTION_ABOUT = {
+    "unfused": "unfused: scores materialised, softmax in the activations' dtype",
+    "eager": "eager (transformers): scores materialised, softmax in fp32 cast back",
+    "sdpa": "sdpa: fused kernel, no T×T tensor kept",
+    "flash": "flash: FlashAttention, no T×T tensor kept",
+}
 #: The implementations whose kernel keeps no T×T tensor (the FlashAttention graph pass).
 FUSED_ATTENTION = ("sdpa", "flash")
 
@@ -65,7 +76,8 @@ class Precision:
     states: str  # optimizer moments
     activations: str
     about: str
-    compute_copy: str | None = None  # a low-precision weight copy kept for compute (fp8)
+    compute_copy: str | None = None  # a low-precision weight copy kept for compute (fp8, autocast)
+    copy_of: str = "weights"  # which weights have that copy: "weights" (all), "matrices" (matmul weights only)
 
 
 PRECISIONS: dict[str, Precision] = {
@@ -101,6 +113,28 @@ PRECISIONS: dict[str, Precision] = {
             "fp32",
             "fp16",
             "fp16 weights and grads (with loss scaling), fp32 master weights and moments",
+        ),
+        Precision(
+            "bf16-autocast",
+            "fp32",
+            "fp32",
+            None,
+            "fp32",
+            "bf16",
+            "torch.autocast(bf16): fp32 weights, grads and moments; each matmul weight's bf16 cast kept for backward",
+            compute_copy="bf16",
+            copy_of="matrices",
+        ),
+        Precision(
+            "fp16-autocast",
+            "fp32",
+            "fp32",
+            None,
+            "fp32",
+            "fp16",
+            "torch.autocast(fp16) with a GradScaler: fp32 weights, grads and moments; fp16 matmul weight casts kept",
+            compute_copy="fp16",
+            copy_of="matrices",
         ),
         Precision(
             "fp8-mixed",

@@ -27,7 +27,7 @@ from ..symbols import C, T
 from .device import _escape, fullest, prepared
 from .inference import inference_weights, kv_cache, state_cache, working_set
 from .parallel import _block_share, layout_checks, split_axes, stage_of, stages, weight_share
-from .policies import weight_format
+from .policies import ATTENTION_ABOUT, weight_format
 
 
 def prompt(options: Options) -> sympy.Expr:
@@ -98,6 +98,7 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.choices["memory.working_set_at"] = (tuple(c.xreplace(at) for c in work), labels)
     q.add("memory_bytes.total", nums["params"] + nums["kv_cache"] + states + nums["activations"])
     q.info.update(_conventions(options, layout, state != 0))
+    q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
     return q
 
 

@@ -27,7 +27,8 @@ import sympy
 
 from ..graph.analysis import op_nodes
 from ..graph.cost import Param, dtype_bytes
-from ..graph.registry import op_cost
+from ..graph.registry import op_cost, weight_operand, weight_use
+from ..graph.rules import matrix
 from .policies import OPTIMIZERS, PRECISIONS, optimizer, precision  # noqa: F401 (re-exported for readers)
 
 
@@ -129,6 +130,18 @@ def weights(G: nx.DiGraph) -> list[Weight]:
     return out
 
 
+def tied_matrices(G: nx.DiGraph) -> list[Weight]:
+    """The weights matmuls read through a tie (a tied unembedding reads the embedding table): owned, and
+    counted, elsewhere, but a matmul's own operand, which autocast casts and keeps for backward."""
+    out: list[Weight] = []
+    for name, data in op_nodes(G):
+        for op in data["op"].attr("parts") or (data["op"],):
+            if op.attr("tied") and weight_use(op) in ("dense", "routed"):
+                w = op.parsed.inputs[weight_operand(op)]
+                out.append(Weight(name, matrix(op, w, op.parsed.output), data["count"], False))
+    return out
+
+
 def _factored(w: Weight) -> sympy.Expr:
     """Adafactor's second moment: rows + columns of each stacked matrix, the whole of a vector."""
     return w.elements if w.rows is None or w.cols in (None, 1) or w.rows == 1 else w.stack * (w.rows + w.cols)
@@ -143,7 +156,8 @@ def model_state(
 ) -> dict[str, sympy.Expr]:
     """Model-state bytes of ``G``'s weights, by component, summed from every weight tensor.
 
-    Keys: ``weights``, ``compute_copy`` (fp8 policies), ``grads``, ``master``,
+    Keys: ``weights``, ``compute_copy`` (fp8 policies: every weight; autocast: the matmul weights, whose
+    low-precision casts autograd keeps for backward, a tied unembedding's too: :func:`tied_matrices`), ``grads``, ``master``,
     one per optimizer state, and the groups ``params`` (weights + compute copy),
     ``grads``, ``optimizer`` (master + states), ``trainable`` and ``frozen``
     (parameter counts). Frozen weights cost only their ``weights`` bytes.
@@ -166,11 +180,15 @@ def model_state(
     counters = o.scalars if scalars else ()
     out.update(dict.fromkeys((*o.states, *o.quantized, *o.factored, *counters), zero))
     trainable = frozen = zero
+    if p.copy_of == "matrices":  # autocast's casts: a tied matrix is cast again where a matmul reads it
+        for w in tied_matrices(G):
+            out["compute_copy"] += w.elements * w.count * (share(w) if share is not None else 1) * parts["compute_copy"]
     for w in weights(G):
         part = share(w) if share is not None else 1
         n = w.elements * w.count * part
         out["weights"] += n * parts["weights"]
-        out["compute_copy"] += n * parts.get("compute_copy", 0)
+        if p.copy_of == "weights" or w.param.quantized:  # autocast casts the matmuls' weights only
+            out["compute_copy"] += n * parts.get("compute_copy", 0)
         if not w.trainable:
             frozen += n
             continue

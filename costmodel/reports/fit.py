@@ -20,7 +20,7 @@ from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model, graph_symbols
 from ..graph.analysis import check_values
-from ..graph.passes import flash_attention
+from ..graph.passes import attention_pass
 from ..memory.activations import activations
 from ..options import Options
 from ..sizes import parse_memory
@@ -210,7 +210,7 @@ def fit(
     if solve == "batch":
         out["global_batch"] = n * dp
         if not opts.inference:
-            graph = flash_attention(m.graph) if opts.flash else m.graph
+            graph = attention_pass(m.graph, opts.attention)
             acts = activations(graph, opts.recompute).bytes
             per_seq, rest = sympy.expand(sympy.diff(acts, B)), sympy.expand(acts.subs(B, 0))
             out["formula"] = (

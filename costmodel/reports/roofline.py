@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import networkx as nx
+import sympy
+
 from ..devices.decode import decode_graph, prefill_graph, summary
 from ..devices.plot import roofline_chart
 from ..devices.roofline import Bound, total, variants
@@ -17,7 +20,9 @@ from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model
 from ..graph.analysis import as_int
-from ..graph.passes import flash_attention, fuse_elementwise
+from ..graph.passes import attention_pass, fuse_elementwise
+from ..memory.activations import storage
+from ..memory.inference import working_set
 from ..options import Options
 from ..sizes import parse_count
 from ..symbols import B, C, T
@@ -43,12 +48,19 @@ def _row(r: Bound) -> dict[str, object]:
     }
 
 
-def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev) -> None:
-    """Each row of the throughput-versus-batch table says whether that batch's inference memory (weights, KV
-    cache of the context, the prefill's working set: ``estimate --inference``) fits the device; the largest
-    batch that fits, by doubling and bisection, is ``max_batch_fits`` (0: not even one sequence)."""
+def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev, step: nx.DiGraph) -> None:
+    """Each row of the throughput-versus-batch table says whether decoding that batch fits the device: the
+    weights, the KV cache of the context (and any recurrent state) of ``estimate --inference``, and the decode
+    ``step``'s own working set (its largest op's inputs + output, the cache counted once, in its line). A
+    prefill's working set is not added: the prompts of a batch need not be prefilled together (one at a
+    time, or in chunks, as serving engines do), so it bounds the prefill, not the decode. The largest batch
+    that fits, by doubling and bisection, is ``max_batch_fits`` (0: not even one sequence)."""
     q = quantities(m, opts.replace(inference=True, context=values[C], hardware=None))
     capacity = int(dev.memory_bytes)
+    cache = frozenset(
+        storage(step, n) for n, data in step.nodes(data=True) if "kv_cache" in data.get("tags", ()) and "op" in data
+    )
+    work, _ = working_set(step, elsewhere=cache)
 
     def fits(n: int) -> bool:
         v = {**values, B: n}
@@ -56,7 +68,8 @@ def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev) -> None:
             q.check(v)
         except CostModelError:
             return False
-        return q.value("memory_bytes.total", v) <= capacity
+        held = q.value("memory_bytes.total", v) - q.value("memory_bytes.activations", v)
+        return held + max(sympy.ceiling(c.xreplace(v)) for c in work) <= capacity
 
     for row in d["throughput"]:
         row["fits"] = fits(row["batch"])
@@ -96,7 +109,7 @@ def roofline(
     m = model_for(model, settings, opts)
     values = resolve(m, opts)
     base = m.graph if phase == "training" else prefill_graph(m.graph)
-    prepared = flash_attention(base) if opts.flash else base  # FlashAttention looks for the unfused score chain
+    prepared = attention_pass(base, opts.attention)  # FlashAttention looks for the unfused score chain
     G = decode_graph(prepared) if decode else prepared  # decode first: it absorbs MLA's up-projections
     if decode:  # (decode_graph refuses a graph without a KV cache, such as an encoder's)
         values[C] = parse_count(context, "context", length=True) if context is not None else values[T]
@@ -122,7 +135,7 @@ def roofline(
     }
     if decode:
         out["decode"] = summary(prepared, values, dev, dtype=dtype, counting=counting)  # of the unfused step
-        _mark_fits(out["decode"], m, opts, values, dev)
+        _mark_fits(out["decode"], m, opts, values, dev, G)
     else:
         v = variants(base, values, dev, phase=phase, dtype=opts.dtype, counting=counting)  # --dtype for every row
         out["variants"] = {k: {"time_s": float(b.time_s), "bytes": int(b.bytes)} for k, b in v.items()}

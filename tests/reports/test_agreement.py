@@ -62,6 +62,17 @@ COMBOS = [
         },
     ),
     ("deepseek-v3", {"recompute": "full", "precision": "fp8-bf16-states"}),
+    (
+        "gpt2-small",
+        {
+            "attention": "eager",
+            "precision": "bf16-autocast",
+            "hardware": "h100-sxm",
+            "time_model": "roofline",
+            "tokens": 10**9,
+            "price_per_hour": "list",
+        },
+    ),
 ]
 BUILDER = {"dropout_p"}  # builder options among the keys above (settings of the model, not Options)
 
