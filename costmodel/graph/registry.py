@@ -161,12 +161,23 @@ def rule(kind: str, **facts: object) -> Callable[[Rule], Rule]:
         )
 
     def register(fn: Rule) -> Rule:
-        if kind in KINDS:
+        # the same source loaded twice (a module run as a file, e.g. by a doctest collector) registers again
+        if kind in KINDS and not _same_source(KINDS[kind].cost, fn):
             raise CostModelError(f"op rule {kind!r} is already registered (by {KINDS[kind].cost.__name__})")
         KINDS[kind] = Kind(kind, fn, **facts)
         return fn
 
     return register
+
+
+def _same_source(a: Rule, b: Rule) -> bool:
+    code_a, code_b = getattr(a, "__code__", None), getattr(b, "__code__", None)
+    return (
+        code_a is not None
+        and code_b is not None
+        and (code_a.co_filename, code_a.co_firstlineno, a.__qualname__)
+        == (code_b.co_filename, code_b.co_firstlineno, b.__qualname__)
+    )
 
 
 def kind_of(op: Op | str) -> Kind:
