@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import networkx as nx
 import sympy
 
@@ -93,6 +95,24 @@ def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
     return sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
 
 
+def _substituted(exprs: tuple[sympy.Expr, ...], *maps: Mapping) -> tuple[sympy.Expr, ...]:
+    """``e.xreplace(maps[0]).xreplace(maps[1])...`` for each sum ``e``, term by term with each distinct term
+    substituted once: the points of a liveness walk share most of their terms, and rebuilding each whole sum
+    per map was most of the memory section."""
+    done: dict[sympy.Expr, sympy.Expr] = {}
+
+    def sub(term: sympy.Expr) -> sympy.Expr:
+        got = done.get(term)
+        if got is None:
+            got = term
+            for m in maps:
+                got = got.xreplace(m)
+            done[term] = got
+        return got
+
+    return tuple(sympy.Add(*map(sub, sympy.Add.make_args(e))) for e in exprs)
+
+
 def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     """``memory_bytes.*``, ``communication_bytes.*``, ``flops.recompute`` and ``memory.*`` of one training step."""
     layout, counting = options.layout, options.counting
@@ -167,7 +187,7 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
         p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting, options.norm_stats)
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
-        cands = tuple(c.xreplace(on_device).xreplace(final) for c in p.candidates)
+        cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
         q.choices["memory.peak_at"] = (cands, p.labels)
         q.label_ties.add("memory.peak_at")

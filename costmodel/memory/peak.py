@@ -33,7 +33,7 @@ import networkx as nx
 import sympy
 
 from ..graph.analysis import evaluate, order, repeated_blocks, structure
-from ..graph.cost import Zero, dtype_bytes
+from ..graph.cost import Zero, dtype_bytes, ratio
 from ..graph.pattern import elements
 from ..graph.quantities import maximum, whole
 from ..graph.registry import data_operands, kind_of
@@ -65,6 +65,46 @@ class Peak:
         return int(evaluate(self.states, values, "model states")) + int(nums[i]), self.labels[i]
 
 
+class _Polys:
+    """Expanded sums kept as ``{monomial: coefficient}`` while the walk adds and subtracts them.
+
+    Each point of the walk is the running sum plus one op's transients: expanding that sum in sympy per
+    op was most of a derivation; adding coefficient dicts gives the same expanded expression (sympy's
+    ``Add`` of the same terms) at a fraction of the cost. Terms are built once per (monomial, coefficient).
+    """
+
+    def __init__(self) -> None:
+        self._dicts: dict[sympy.Expr, dict] = {}
+        self._terms: dict[tuple, sympy.Expr] = {}
+
+    def of(self, expr: sympy.Expr) -> dict:
+        """The coefficient dict of an expanded expression (a sum of terms, a term or a number)."""
+        got = self._dicts.get(expr)
+        if got is None:
+            got = self._dicts[expr] = dict(sympy.expand(expr).as_coefficients_dict())
+        return got
+
+    @staticmethod
+    def plus(a: dict, b: dict, sign: int = 1) -> dict:
+        out = dict(a)
+        for m, c in b.items():
+            c = out.get(m, 0) + sign * c
+            if c:
+                out[m] = c
+            else:
+                out.pop(m, None)
+        return out
+
+    def expr(self, d: dict) -> sympy.Expr:
+        terms = []
+        for m, c in d.items():
+            t = self._terms.get((m, c))
+            if t is None:
+                t = self._terms[(m, c)] = c * m
+            terms.append(t)
+        return sympy.Add(*terms)
+
+
 def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]]]:
     block_of = structure(G).block_of
     segs: list[tuple[str | None, list[str]]] = []
@@ -88,7 +128,7 @@ def _ledger(
         if block is not None and any(block_of.get(s) != block for s in k.savers):
             block = None
         # cancel: a count such as L − L_dense or (L − 2)/6 divides out exactly, leaving a polynomial (fast to expand)
-        at.setdefault(first, []).append(whole(sympy.cancel(k.bytes / iters[block]), force=True))
+        at.setdefault(first, []).append(whole(ratio(k.bytes, iters[block]), force=True))
     return {n: sympy.Add(*v) for n, v in at.items()}
 
 
@@ -143,25 +183,25 @@ def peak(
     candidates: list[sympy.Expr] = []
     labels: list[str] = []
     live = Zero
+    poly = _Polys()
     for block, nodes in segs:
         n = iters[block]
-        # running sums are kept expanded: their monomials are few, so each step costs the same at any depth
         per_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
-        running = sympy.expand(live + (n - 1) * per_iter)  # the last iteration holds the most
+        running = poly.of(sympy.expand(live + (n - 1) * per_iter))  # the last iteration holds the most
         for x in nodes:
-            running = sympy.expand(running + alloc_kept.get(x, Zero))
-            candidates.append(sympy.expand(running + transient[x][0]))
+            running = poly.plus(running, poly.of(alloc_kept.get(x, Zero)))
+            candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][0]))))
             labels.append(f"forward of {x}")
         live = sympy.expand(live + n * per_iter)
     for block, nodes in reversed(segs):
         n = iters[block]
         kept_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
         full_iter = sympy.expand(sympy.Add(*(alloc_full.get(x, Zero) for x in nodes)))
-        running = sympy.expand(live - kept_iter + full_iter)  # the iteration's recomputed tensors are back
+        running = poly.of(sympy.expand(live - kept_iter + full_iter))  # the iteration's recomputed tensors are back
         for x in reversed(nodes):
-            candidates.append(sympy.expand(running + transient[x][1]))
+            candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][1]))))
             labels.append(f"backward of {x}")
-            running = sympy.expand(running - alloc_full.get(x, Zero))
+            running = poly.plus(running, poly.of(alloc_full.get(x, Zero)), -1)
         live = sympy.expand(live - n * kept_iter)
     if not candidates:
         candidates, labels = [Zero], ["nothing"]
