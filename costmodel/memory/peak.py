@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 import sympy
+from sympy.core.add import _addsort  # sympy's canonical order of a sum's terms
 
 from ..graph.analysis import evaluate, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes, ratio
@@ -96,13 +97,21 @@ class _Polys:
         return out
 
     def expr(self, d: dict) -> sympy.Expr:
-        terms = []
+        """The sum as sympy's ``Add`` of the same terms would build it: its monomials are distinct already, so
+        only the canonical order is left to make (sympy's own sort, the number first), not ``Add``'s collection
+        of like terms, which cost a millisecond a point."""
+        number, terms = d.get(sympy.S.One, Zero), []
         for m, c in d.items():
+            if m is sympy.S.One:
+                continue
             t = self._terms.get((m, c))
             if t is None:
                 t = self._terms[(m, c)] = c * m
             terms.append(t)
-        return sympy.Add(*terms)
+        if len(terms) + (number != 0) < 2:
+            return terms[0] if terms else number
+        _addsort(terms)
+        return sympy.Add._from_args([number, *terms] if number != 0 else terms, is_commutative=True)
 
 
 def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]]]:
