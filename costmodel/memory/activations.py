@@ -247,13 +247,13 @@ class Activations:
 
     @property
     def bytes(self) -> sympy.Expr:
-        return sympy.expand(sum((k.bytes for k in self.tensors.values()), Zero))
+        return sympy.expand(sympy.Add(Zero, *(k.bytes for k in self.tensors.values())))  # summed once
 
     def by_role(self) -> dict[str, sympy.Expr]:
-        out: dict[str, sympy.Expr] = {}
+        terms: dict[str, list[sympy.Expr]] = {}
         for k in self.tensors.values():
-            out[k.saved.role] = sympy.expand(out.get(k.saved.role, Zero) + k.bytes)
-        return out
+            terms.setdefault(k.saved.role, []).append(k.bytes)
+        return {role: sympy.expand(sympy.Add(*v)) for role, v in terms.items()}
 
 
 def activations(

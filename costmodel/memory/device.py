@@ -10,13 +10,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 
 import networkx as nx
 import sympy
 
 from ..formulas import Text
-from ..graph.analysis import in_block, repeated_blocks
+from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, flash_attention
 from ..graph.quantities import Quantities, choose, maximum, whole
@@ -90,7 +91,9 @@ def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
     blocks = repeated_blocks(H)
     if not blocks:
         return None
-    main = "layers" if "layers" in blocks else max(blocks, key=lambda b: sum(1 for n in H if in_block(n, b)))
+    block_of = structure(H).block_of  # each node's outermost repeated block: one pass, not one per block
+    size = Counter(block_of[n] for n in H if n in block_of)
+    main = "layers" if "layers" in blocks else max(blocks, key=lambda b: size[b])
     inside = [k for k in acts.tensors.values() if all(in_block(s, main) for s in k.savers)]
     return sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
 

@@ -96,6 +96,18 @@ class _Polys:
                 out.pop(m, None)
         return out
 
+    def total(self, dicts) -> dict:
+        out: dict = {}
+        for d in dicts:
+            out = self.plus(out, d)
+        return out
+
+    def times(self, d: dict, n: sympy.Expr) -> dict:
+        """``n`` times the sum: a number scales the coefficients, a symbolic count (``L``) is expanded in."""
+        if n.is_Number:
+            return {m: c * n for m, c in d.items()} if n != 0 else {}
+        return self.of(sympy.expand(n * self.expr(d)))
+
     def expr(self, d: dict) -> sympy.Expr:
         """The sum as sympy's ``Add`` of the same terms would build it: its monomials are distinct already, so
         only the canonical order is left to make (sympy's own sort, the number first), not ``Add``'s collection
@@ -105,8 +117,9 @@ class _Polys:
             if m is sympy.S.One:
                 continue
             t = self._terms.get((m, c))
-            if t is None:
-                t = self._terms[(m, c)] = c * m
+            if t is None:  # Add's own shortcut: a coefficient goes first in a product's sorted factors
+                t = m if c == 1 else sympy.Mul._from_args((c, *(m.args if m.is_Mul else (m,))), is_commutative=True)
+                self._terms[(m, c)] = t
             terms.append(t)
         if len(terms) + (number != 0) < 2:
             return terms[0] if terms else number
@@ -191,27 +204,30 @@ def peak(
 
     candidates: list[sympy.Expr] = []
     labels: list[str] = []
-    live = Zero
+    live: dict = {}
     poly = _Polys()
+
+    def iteration(table: Mapping[str, sympy.Expr], nodes: list[str]) -> dict:
+        return poly.total(poly.of(table.get(x, Zero)) for x in nodes)
+
     for block, nodes in segs:
         n = iters[block]
-        per_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
-        running = poly.of(sympy.expand(live + (n - 1) * per_iter))  # the last iteration holds the most
+        per_iter = iteration(alloc_kept, nodes)
+        running = poly.plus(live, poly.times(per_iter, n - 1))  # the last iteration holds the most
         for x in nodes:
             running = poly.plus(running, poly.of(alloc_kept.get(x, Zero)))
             candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][0]))))
             labels.append(f"forward of {x}")
-        live = sympy.expand(live + n * per_iter)
+        live = poly.plus(live, poly.times(per_iter, n))
     for block, nodes in reversed(segs):
         n = iters[block]
-        kept_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
-        full_iter = sympy.expand(sympy.Add(*(alloc_full.get(x, Zero) for x in nodes)))
-        running = poly.of(sympy.expand(live - kept_iter + full_iter))  # the iteration's recomputed tensors are back
+        kept_iter = iteration(alloc_kept, nodes)
+        running = poly.plus(poly.plus(live, kept_iter, -1), iteration(alloc_full, nodes))  # recomputed: back
         for x in reversed(nodes):
             candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][1]))))
             labels.append(f"backward of {x}")
             running = poly.plus(running, poly.of(alloc_full.get(x, Zero)), -1)
-        live = sympy.expand(live - n * kept_iter)
+        live = poly.plus(live, poly.times(kept_iter, n), -1)
     if not candidates:
         candidates, labels = [Zero], ["nothing"]
     return Peak(tuple(candidates), tuple(labels), states)
