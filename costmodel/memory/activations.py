@@ -284,12 +284,12 @@ def activations(
         tensors = {k: v for k, v in tensors.items() if not (v.saved.role == "stats" and v.saved.name == "stats")}
     flops = Zero
     if recompute == "selective":
+        cores, terms = set(), []  # every core's tensors dropped in one pass, its FLOPs summed once
         for core, context in attention_cores(G):
-            tensors = {k: v for k, v in tensors.items() if v.node not in core}
-            flops += sum(
-                (op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in (*core, context)),
-                Zero,
-            )
+            cores.update(core)
+            terms += [op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in (*core, context)]
+        tensors = {k: v for k, v in tensors.items() if v.node not in cores}
+        flops = sympy.Add(Zero, *terms)
     elif recompute == "full":
         st = structure(G)
         # a tensor every saver of which sits in one repeated block is recomputed in the backward of that block
