@@ -113,7 +113,13 @@ def _substituted(exprs: tuple[sympy.Expr, ...], *maps: Mapping) -> tuple[sympy.E
             done[term] = got
         return got
 
-    return tuple(sympy.Add(*map(sub, sympy.Add.make_args(e))) for e in exprs)
+    out = []
+    for e in exprs:
+        terms = sympy.Add.make_args(e)
+        new = [sub(t) for t in terms]
+        # a map that changes no term (one device's micro-batch is the global batch B) leaves the sum as it is
+        out.append(e if all(n == t for n, t in zip(new, terms)) else sympy.Add(*new))
+    return tuple(out)
 
 
 def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
