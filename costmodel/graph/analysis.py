@@ -7,6 +7,7 @@ substituted with :func:`evaluate`.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -230,6 +231,7 @@ def as_int(value: sympy.Expr, what: str) -> int:
     return int(v.p)
 
 
+@functools.lru_cache(maxsize=4096)
 def _whole_and_positive(size: sympy.Expr) -> sympy.Basic:
     """The relation "``size`` is a positive whole number", simplified where sympy can decide a part."""
     num, den = sympy.fraction(sympy.together(size))
@@ -253,58 +255,48 @@ def value_checks(G: nx.DiGraph) -> list[tuple[sympy.Basic, Text]]:
     out: list[tuple[sympy.Basic, Text]] = []
     seen: set = set()
 
-    def need(relation: sympy.Basic, message: Text) -> None:
-        if relation is not sympy.true and relation not in seen:
-            seen.add(relation)
-            out.append((relation, message))
+    def fresh(relation: sympy.Basic) -> bool:
+        # a message is written only for a relation kept: printing one per axis of every op was most of this
+        if relation is sympy.true or relation in seen:
+            return False
+        seen.add(relation)
+        return True
 
     for block, count in G.graph.get("blocks", {}).items():
         count = sympy.sympify(count)
-        need(
-            _whole_and_positive(count),
-            Text(
-                _escape(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; check the "
-                "settings it is made of",
-                {"value": count},
-            ),
-        )
+        if fresh(relation := _whole_and_positive(count)):
+            message = _escape(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; "
+            out.append((relation, Text(message + "check the settings it is made of", {"value": count})))
     for name, data in op_nodes(G):
         op = data["op"]
         for axis, size in op.sizes:
-            need(
-                _whole_and_positive(size),
-                Text(
+            if fresh(relation := _whole_and_positive(size)):
+                message = (
                     _escape(f"op {name!r}: axis {axis!r} = {size} = ")
                     + "{value}"
                     + _escape(
                         f" is not a positive whole number (pattern {op.pattern!r}); check that the sizes divide evenly"
-                    ),
-                    {"value": size},
-                ),
-            )
+                    )
+                )
+                out.append((relation, Text(message, {"value": size})))
         experts, route = op.attr("experts"), op.attr("route")
         if experts and route:  # a token cannot be routed to more experts than there are
             k, e = (op.size[str(a)] for a in (route, experts))
-            need(
-                sympy.Le(k, e),
-                Text(
+            if fresh(relation := sympy.Le(k, e)):
+                message = (
                     _escape(f"op {name!r}: routes each token to {route!r} = ")
                     + "{k}"
                     + _escape(f" experts of {experts!r} = ")
-                    + "{e}; expected at most as many as "
-                    "there are",
-                    {"k": k, "e": e},
-                ),
-            )
+                    + "{e}; expected at most as many as there are"
+                )
+                out.append((relation, Text(message, {"k": k, "e": e})))
     for condition, why in G.graph.get("constraints", ()):
         names = sorted(condition.free_symbols, key=str)
-        need(
-            condition,
-            Text(
-                _escape(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ")
-                + ", ".join(f"{s} = {{{s}}}" for s in names)
-            ),
-        )
+        if fresh(condition):
+            message = _escape(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ") + ", ".join(
+                f"{s} = {{{s}}}" for s in names
+            )
+            out.append((condition, Text(message)))
     return out
 
 
@@ -360,7 +352,9 @@ _structures: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def structure(G: nx.DiGraph) -> Structure:
     """The :class:`Structure` of ``G``, cached per graph object and recomputed when nodes or edges change
     (graphs are built once and rewritten into copies; a sort per query made analyses quadratic in the ops)."""
-    signature = (G.number_of_nodes(), G.number_of_edges())
+    # networkx's number_of_edges() walks a degree view (slow Python per node); the adjacency dict's lengths give
+    # the same count at C speed, and this check runs once per query (thousands per derivation)
+    signature = (len(G._adj), sum(map(len, G._adj.values())))
     got = _structures.get(G)
     if got is not None and got[0] == signature:
         return got[1]

@@ -6,6 +6,7 @@ exact: numbers enter only by substitution, at the edge.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, fields
 
 import sympy
@@ -19,6 +20,13 @@ Zero = sympy.Integer(0)
 def dtype_bytes(dtype: str) -> sympy.Integer:
     """Bytes per element of ``dtype`` (``"bf16"`` → 2); an unknown name is an error naming the closest."""
     return sympy.Integer(DTYPE_BYTES[check_dtype(dtype)])
+
+
+@functools.lru_cache(maxsize=4096)
+def ratio(num: sympy.Expr, den: sympy.Expr) -> sympy.Expr:
+    """``num/den`` with common factors cancelled, cached: the ops of a model share a few shapes, and sympy's
+    ``cancel`` is milliseconds each (it is not in sympy's cache)."""
+    return sympy.cancel(num / den)
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ class Cost:
     @property
     def intensity(self) -> sympy.Expr:
         """Arithmetic intensity, FLOPs per byte moved."""
-        return sympy.cancel(self.flops / self.bytes) if self.bytes != 0 else sympy.oo
+        return ratio(self.flops, self.bytes) if self.bytes != 0 else sympy.oo
 
     def map(self, fn) -> Cost:
         """Apply ``fn`` to every field (e.g. ``sympy.expand`` or a substitution)."""

@@ -247,13 +247,13 @@ class Activations:
 
     @property
     def bytes(self) -> sympy.Expr:
-        return sympy.expand(sum((k.bytes for k in self.tensors.values()), Zero))
+        return sympy.expand(sympy.Add(Zero, *(k.bytes for k in self.tensors.values())))  # summed once
 
     def by_role(self) -> dict[str, sympy.Expr]:
-        out: dict[str, sympy.Expr] = {}
+        terms: dict[str, list[sympy.Expr]] = {}
         for k in self.tensors.values():
-            out[k.saved.role] = sympy.expand(out.get(k.saved.role, Zero) + k.bytes)
-        return out
+            terms.setdefault(k.saved.role, []).append(k.bytes)
+        return {role: sympy.expand(sympy.Add(*v)) for role, v in terms.items()}
 
 
 def activations(
@@ -284,12 +284,12 @@ def activations(
         tensors = {k: v for k, v in tensors.items() if not (v.saved.role == "stats" and v.saved.name == "stats")}
     flops = Zero
     if recompute == "selective":
+        cores, terms = set(), []  # every core's tensors dropped in one pass, its FLOPs summed once
         for core, context in attention_cores(G):
-            tensors = {k: v for k, v in tensors.items() if v.node not in core}
-            flops += sum(
-                (op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in (*core, context)),
-                Zero,
-            )
+            cores.update(core)
+            terms += [op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in (*core, context)]
+        tensors = {k: v for k, v in tensors.items() if v.node not in cores}
+        flops = sympy.Add(Zero, *terms)
     elif recompute == "full":
         st = structure(G)
         # a tensor every saver of which sits in one repeated block is recomputed in the backward of that block

@@ -10,11 +10,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Mapping
+
 import networkx as nx
 import sympy
 
 from ..formulas import Text
-from ..graph.analysis import in_block, repeated_blocks
+from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
 from ..graph.quantities import Quantities, choose, maximum, whole
@@ -91,9 +94,35 @@ def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
     blocks = repeated_blocks(H)
     if not blocks:
         return None
-    main = "layers" if "layers" in blocks else max(blocks, key=lambda b: sum(1 for n in H if in_block(n, b)))
+    block_of = structure(H).block_of  # each node's outermost repeated block: one pass, not one per block
+    size = Counter(block_of[n] for n in H if n in block_of)
+    main = "layers" if "layers" in blocks else max(blocks, key=lambda b: size[b])
     inside = [k for k in acts.tensors.values() if all(in_block(s, main) for s in k.savers)]
     return sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
+
+
+def _substituted(exprs: tuple[sympy.Expr, ...], *maps: Mapping) -> tuple[sympy.Expr, ...]:
+    """``e.xreplace(maps[0]).xreplace(maps[1])...`` for each sum ``e``, term by term with each distinct term
+    substituted once: the points of a liveness walk share most of their terms, and rebuilding each whole sum
+    per map was most of the memory section."""
+    done: dict[sympy.Expr, sympy.Expr] = {}
+
+    def sub(term: sympy.Expr) -> sympy.Expr:
+        got = done.get(term)
+        if got is None:
+            got = term
+            for m in maps:
+                got = got.xreplace(m)
+            done[term] = got
+        return got
+
+    out = []
+    for e in exprs:
+        terms = sympy.Add.make_args(e)
+        new = [sub(t) for t in terms]
+        # a map that changes no term (one device's micro-batch is the global batch B) leaves the sum as it is
+        out.append(e if all(n == t for n, t in zip(new, terms)) else sympy.Add(*new))
+    return tuple(out)
 
 
 def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
@@ -170,7 +199,7 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
         p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting, options.norm_stats)
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
-        cands = tuple(c.xreplace(on_device).xreplace(final) for c in p.candidates)
+        cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
         q.choices["memory.peak_at"] = (cands, p.labels)
         q.label_ties.add("memory.peak_at")

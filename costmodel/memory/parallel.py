@@ -35,7 +35,7 @@ import sympy
 
 from ..errors import CostModelError
 from ..formulas import Text
-from ..graph.analysis import as_fraction, order, repeated_blocks, structure
+from ..graph.analysis import Structure, as_fraction, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, weight_operand, weight_use
@@ -239,12 +239,13 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
             part /= layout.tp
         if layout.ep > 1 and is_expert(w):
             part /= layout.ep
-        where = stage_of(G, w.node)
+        st = structure(G)  # once per weight
+        where = st.stage(w.node)
         if where == "block":
             part *= (
                 _block_share(G, w.node, layout.pp, stage)
                 if stage == "middle"
-                else block_share(layout, stage, _count_of(G, w.node))
+                else block_share(layout, stage, _count_of(st, w.node))
             )
         elif layout.pp > 1 and where != stage:
             part = Zero
@@ -257,7 +258,7 @@ def _block_share(G: nx.DiGraph, node: str, pp: int, stage: str) -> sympy.Expr:
     """The share of a repeated block's iterations (its layers) that ``stage`` holds, for a node inside it."""
     if pp == 1:
         return sympy.Integer(1)
-    count = _count_of(G, node)
+    count = _count_of(structure(G), node)
     return layers_on(count, pp, stage) / count
 
 
@@ -309,12 +310,16 @@ def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
     """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
     part = split_share(G, kept, layout)
-    where = "block" if all(stage_of(G, s) == "block" for s in kept.savers) else stage_of(G, kept.savers[0])
+    st = structure(G)  # once per tensor, not once per saver
+    where = "block" if all(st.stage(s) == "block" for s in kept.savers) else st.stage(kept.savers[0])
     if where == "block":
         if stage == "middle":
             return part * in_flight * _block_share(G, kept.savers[0], layout.pp, stage)
         return (
-            part * in_flight * block_share(layout, stage, _count_of(G, kept.savers[0])) / weight_copies(layout.schedule)
+            part
+            * in_flight
+            * block_share(layout, stage, _count_of(st, kept.savers[0]))
+            / weight_copies(layout.schedule)
         )
     if layout.pp > 1 and where != stage:
         return Zero
@@ -332,9 +337,8 @@ def in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str, G: nx.DiGra
     return scheduled_in_flight(layout.schedule, stage, layout.pp, micro_batches, layout.vpp)
 
 
-def _count_of(G: nx.DiGraph, node: str) -> sympy.Expr:
-    """The count of the repeated block ``node`` belongs to (its layers)."""
-    st = structure(G)
+def _count_of(st: Structure, node: str) -> sympy.Expr:
+    """The count of the repeated block ``node`` belongs to (its layers), read off the graph's structure."""
     block = st.block_of.get(node)
     return st.blocks[block] if block is not None else sympy.Integer(1)
 

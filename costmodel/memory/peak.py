@@ -31,9 +31,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 import sympy
+from sympy.core.add import _addsort  # sympy's canonical order of a sum's terms
 
 from ..graph.analysis import evaluate, order, repeated_blocks, structure
-from ..graph.cost import Zero, dtype_bytes
+from ..graph.cost import Zero, dtype_bytes, ratio
 from ..graph.pattern import elements
 from ..graph.quantities import maximum, whole
 from ..graph.registry import data_operands, kind_of
@@ -65,6 +66,67 @@ class Peak:
         return int(evaluate(self.states, values, "model states")) + int(nums[i]), self.labels[i]
 
 
+class _Polys:
+    """Expanded sums kept as ``{monomial: coefficient}`` while the walk adds and subtracts them.
+
+    Each point of the walk is the running sum plus one op's transients: expanding that sum in sympy per
+    op was most of a derivation; adding coefficient dicts gives the same expanded expression (sympy's
+    ``Add`` of the same terms) at a fraction of the cost. Terms are built once per (monomial, coefficient).
+    """
+
+    def __init__(self) -> None:
+        self._dicts: dict[sympy.Expr, dict] = {}
+        self._terms: dict[tuple, sympy.Expr] = {}
+
+    def of(self, expr: sympy.Expr) -> dict:
+        """The coefficient dict of an expanded expression (a sum of terms, a term or a number)."""
+        got = self._dicts.get(expr)
+        if got is None:
+            got = self._dicts[expr] = dict(sympy.expand(expr).as_coefficients_dict())
+        return got
+
+    @staticmethod
+    def plus(a: dict, b: dict, sign: int = 1) -> dict:
+        out = dict(a)
+        for m, c in b.items():
+            c = out.get(m, 0) + sign * c
+            if c:
+                out[m] = c
+            else:
+                out.pop(m, None)
+        return out
+
+    def total(self, dicts) -> dict:
+        out: dict = {}
+        for d in dicts:
+            out = self.plus(out, d)
+        return out
+
+    def times(self, d: dict, n: sympy.Expr) -> dict:
+        """``n`` times the sum: a number scales the coefficients, a symbolic count (``L``) is expanded in."""
+        if n.is_Number:
+            return {m: c * n for m, c in d.items()} if n != 0 else {}
+        return self.of(sympy.expand(n * self.expr(d)))
+
+    def expr(self, d: dict) -> sympy.Expr:
+        """The sum as sympy's ``Add`` of the same terms would build it: its monomials are distinct already, so
+        only the canonical order is left to make (sympy's own sort, the number first), not ``Add``'s collection
+        of like terms, which cost a millisecond a point."""
+        number, terms = d.get(sympy.S.One, Zero), []
+        for m, c in d.items():
+            if m is sympy.S.One:
+                continue
+            t = self._terms.get((m, c))
+            if t is None:  # Add's own shortcut: a coefficient goes first in a product's sorted factors
+                t = m if c == 1 else sympy.Mul._from_args((c, *(m.args if m.is_Mul else (m,))), is_commutative=True)
+                self._terms[(m, c)] = t
+            terms.append(t)
+        if len(terms) + (number != 0) < 2:
+            return terms[0] if terms else number
+        _addsort(terms)
+        return sympy.Add._from_args([number, *terms] if number != 0 else terms, is_commutative=True)
+
+
 def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]]]:
     block_of = structure(G).block_of
     segs: list[tuple[str | None, list[str]]] = []
@@ -88,7 +150,7 @@ def _ledger(
         if block is not None and any(block_of.get(s) != block for s in k.savers):
             block = None
         # cancel: a count such as L − L_dense or (L − 2)/6 divides out exactly, leaving a polynomial (fast to expand)
-        at.setdefault(first, []).append(whole(sympy.cancel(k.bytes / iters[block]), force=True))
+        at.setdefault(first, []).append(whole(ratio(k.bytes, iters[block]), force=True))
     return {n: sympy.Add(*v) for n, v in at.items()}
 
 
@@ -142,27 +204,30 @@ def peak(
 
     candidates: list[sympy.Expr] = []
     labels: list[str] = []
-    live = Zero
+    live: dict = {}
+    poly = _Polys()
+
+    def iteration(table: Mapping[str, sympy.Expr], nodes: list[str]) -> dict:
+        return poly.total(poly.of(table.get(x, Zero)) for x in nodes)
+
     for block, nodes in segs:
         n = iters[block]
-        # running sums are kept expanded: their monomials are few, so each step costs the same at any depth
-        per_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
-        running = sympy.expand(live + (n - 1) * per_iter)  # the last iteration holds the most
+        per_iter = iteration(alloc_kept, nodes)
+        running = poly.plus(live, poly.times(per_iter, n - 1))  # the last iteration holds the most
         for x in nodes:
-            running = sympy.expand(running + alloc_kept.get(x, Zero))
-            candidates.append(sympy.expand(running + transient[x][0]))
+            running = poly.plus(running, poly.of(alloc_kept.get(x, Zero)))
+            candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][0]))))
             labels.append(f"forward of {x}")
-        live = sympy.expand(live + n * per_iter)
+        live = poly.plus(live, poly.times(per_iter, n))
     for block, nodes in reversed(segs):
         n = iters[block]
-        kept_iter = sympy.expand(sympy.Add(*(alloc_kept.get(x, Zero) for x in nodes)))
-        full_iter = sympy.expand(sympy.Add(*(alloc_full.get(x, Zero) for x in nodes)))
-        running = sympy.expand(live - kept_iter + full_iter)  # the iteration's recomputed tensors are back
+        kept_iter = iteration(alloc_kept, nodes)
+        running = poly.plus(poly.plus(live, kept_iter, -1), iteration(alloc_full, nodes))  # recomputed: back
         for x in reversed(nodes):
-            candidates.append(sympy.expand(running + transient[x][1]))
+            candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][1]))))
             labels.append(f"backward of {x}")
-            running = sympy.expand(running - alloc_full.get(x, Zero))
-        live = sympy.expand(live - n * kept_iter)
+            running = poly.plus(running, poly.of(alloc_full.get(x, Zero)), -1)
+        live = poly.plus(live, poly.times(kept_iter, n), -1)
     if not candidates:
         candidates, labels = [Zero], ["nothing"]
     return Peak(tuple(candidates), tuple(labels), states)

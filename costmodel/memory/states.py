@@ -176,31 +176,34 @@ def model_state(
     p, o = precision(policy), optimizer(opt)
     parts = bytes_per_param(policy, opt)
     zero = sympy.Integer(0)
-    out: dict[str, sympy.Expr] = dict.fromkeys(("weights", "compute_copy", "grads", "master"), zero)
+    # terms are collected and summed once (a += per weight re-flattens a growing sum: quadratic in the weights)
+    terms: dict[str, list[sympy.Expr]] = {k: [] for k in ("weights", "compute_copy", "grads", "master")}
     counters = o.scalars if scalars else ()
-    out.update(dict.fromkeys((*o.states, *o.quantized, *o.factored, *counters), zero))
-    trainable = frozen = zero
+    terms.update({k: [] for k in (*o.states, *o.quantized, *o.factored, *counters)})
+    trainable: list[sympy.Expr] = []
+    frozen: list[sympy.Expr] = []
     if p.copy_of == "matrices":  # autocast's casts: a tied matrix is cast again where a matmul reads it
         for w in tied_matrices(G):
-            out["compute_copy"] += w.elements * w.count * (share(w) if share is not None else 1) * parts["compute_copy"]
+            part = share(w) if share is not None else 1
+            terms["compute_copy"].append(w.elements * w.count * part * parts["compute_copy"])
     for w in weights(G):
         part = share(w) if share is not None else 1
         n = w.elements * w.count * part
-        out["weights"] += n * parts["weights"]
+        terms["weights"].append(n * parts["weights"])
         if p.copy_of == "weights" or w.param.quantized:  # autocast casts the matmuls' weights only
-            out["compute_copy"] += n * parts.get("compute_copy", 0)
+            terms["compute_copy"].append(n * parts.get("compute_copy", 0))
         if not w.trainable:
-            frozen += n
+            frozen.append(n)
             continue
-        trainable += n
+        trainable.append(n)
         for key in ("grads", "master", *o.states, *o.quantized):
-            out[key] += n * parts.get(key, 0)
+            terms[key].append(n * parts.get(key, 0))
         for key in o.factored:
-            out[key] += _factored(w) * w.count * part * dtype_bytes(p.states)
+            terms[key].append(_factored(w) * w.count * part * dtype_bytes(p.states))
         for key in counters:
-            out[key] += (
-                w.count * dtype_bytes("fp32") * (1 if part != 0 else 0)
-            )  # a scalar per tensor: every shard keeps one
+            terms[key].append(w.count * dtype_bytes("fp32") * (1 if part != 0 else 0))  # every shard keeps one
+    out: dict[str, sympy.Expr] = {k: sympy.Add(zero, *v) for k, v in terms.items()}
+    trainable, frozen = sympy.Add(zero, *trainable), sympy.Add(zero, *frozen)
     out = {k: sympy.expand(v) for k, v in out.items()}
     out["params"] = out["weights"] + out["compute_copy"]
     out["optimizer"] = sympy.expand(

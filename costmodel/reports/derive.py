@@ -17,6 +17,7 @@ from ..errors import CostModelError
 from ..families import Model
 from ..graph.analysis import breakdown, check_values
 from ..graph.passes import flash_attention
+from ..graph.quantities import choose, maximum, roundup
 from ..memory.activations import activations
 from ..memory.inference import kv_cache, state_cache
 from ..options import Counting, Options
@@ -43,6 +44,24 @@ def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.
     return out
 
 
+_OURS = (maximum, roundup, choose)  # functions sympy's expand only walks into
+
+
+def _expanded(e: sympy.Basic) -> bool:
+    """Whether ``sympy.expand`` would return ``e`` unchanged, for the forms a derivation makes: a sum of
+    products of numbers, symbols, integer powers of symbols and our functions of such sums (a liveness peak is
+    ``maximum`` of hundreds of expanded sums: re-expanding each was seconds). ``False`` when unsure."""
+    if e.is_Atom:
+        return True
+    for term in e.args if e.is_Add else (e,):
+        for f in term.args if term.is_Mul else (term,):
+            if f.is_Atom or f.is_Pow and f.base.is_Symbol and f.exp.is_Integer:
+                continue
+            if not (isinstance(f, _OURS) and all(_expanded(a) for a in f.args)):
+                return False
+    return True
+
+
 def derive(
     model: Model | str,
     *,
@@ -64,7 +83,8 @@ def derive(
     check_values(m.graph, given)
 
     def fix(e: sympy.Expr) -> sympy.Expr:
-        return sympy.expand(e.xreplace(given))
+        e = e.xreplace(given)
+        return e if _expanded(e) else sympy.expand(e)
 
     q = quantities(m, opts)
     exprs = {k: fix(v) for k, v in q.exprs.items()}
