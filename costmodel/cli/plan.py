@@ -37,7 +37,7 @@ def sizes(text: str) -> tuple[int, ...]:
     """``--ep 1,2,4,8``: positive whole numbers."""
     parts = [p.strip() for p in text.split(",")]
     if not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise costmodel.CostModelError(f"--ep: expected positive whole numbers separated by commas, received {text!r}")
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, received {text!r}")
     return tuple(int(p) for p in parts)
 
 
@@ -47,8 +47,8 @@ def reference(text: str) -> dict[str, object]:
     for part in text.split(","):
         key, eq, value = part.partition("=")
         if not eq or not key.strip() or not value.strip():
-            raise costmodel.CostModelError(
-                f"--reference: expected FIELD=VALUE pairs separated by commas (tp=8,pp=8), received {part!r}"
+            raise argparse.ArgumentTypeError(
+                f"expected FIELD=VALUE pairs separated by commas (tp=8,pp=8), received {part!r}"
             )
         value = value.strip()
         out[key.strip()] = int(value) if value.isdigit() else value

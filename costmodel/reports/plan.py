@@ -44,8 +44,8 @@ from ..memory.schedules import SCHEDULES
 from ..options import Options
 from ..symbols import B, T
 from .estimate import estimate, resolve
+from .plan_rank import RECOMPUTE, check_reference, matches, pareto, rank
 
-RECOMPUTE = ("none", "selective", "full")
 #: The symbols of a layout in the compiled step (in this order).
 KNOBS = sympy.symbols(
     "tp pp dp cp ep vpp b m sel full msp single zero3 " + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES),
@@ -214,61 +214,6 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     return t, (states * copies + act * b / (tp * cp) * flight / pp)
 
 
-def pareto(time_s: np.ndarray, memory: np.ndarray) -> np.ndarray:
-    """Indices of the layouts no other layout beats on both time and memory, fastest first."""
-    order = np.lexsort((memory, time_s))
-    best, out = np.inf, []
-    for j in order:
-        if memory[j] < best:
-            out.append(j)
-            best = memory[j]
-    return np.array(out, dtype=np.int64)
-
-
-#: Steps within this relative distance are one step (the float noise of formulas of equal value): a tie.
-TIE = 1e-9
-
-
-def rank(times: np.ndarray, memory: np.ndarray, lay: Mapping[str, np.ndarray], fits: np.ndarray):
-    """(order, step_rank) of the layouts ``fits``: fastest first and, of equal steps (:data:`TIE`), the smallest
-    memory, then the fewest devices per model-parallel group (tp·cp·pp: more data parallelism), then the least
-    recompute, the lowest ZeRO stage and the simplest schedule (:data:`SCHEDULES` order). ``step_rank[j]`` is
-    the dense rank of layout ``j``'s step among the distinct steps (1: the fastest), 0 where it does not fit.
-
-    >>> t, mem = np.array([2.0, 1.0, 1.0, 3.0]), np.array([1.0, 5.0, 4.0, 1.0])
-    >>> lay = {k: np.ones(4, dtype=np.int64) for k in ("tp", "cp", "pp", "recompute", "zero", "schedule")}
-    >>> order, step_rank = rank(t, mem, lay, np.arange(4))
-    >>> order.tolist(), step_rank.tolist()
-    ([2, 1, 0, 3], [2, 1, 1, 3])
-    """
-    by_time = fits[np.argsort(times[fits], kind="stable")]
-    t = times[by_time]
-    step_rank = np.zeros(len(times), dtype=np.int64)
-    step_rank[by_time] = np.cumsum(np.r_[True, t[1:] > t[:-1] * (1 + TIE)]) if len(t) else []
-    group = lay["tp"] * lay["cp"] * lay["pp"]
-    keys = (lay["schedule"], lay["zero"], lay["recompute"], group, memory, step_rank)
-    return fits[np.lexsort(tuple(k[fits] for k in keys))], step_rank
-
-
-def _matches(lay: Mapping[str, np.ndarray], reference: Mapping[str, object]) -> np.ndarray:
-    """Which layouts have every field of ``reference`` (plan's row names: micro_batch, recompute, schedule...)."""
-    names = {"micro_batch": "b", "micro_batches": "m"}
-    ok = np.ones(len(lay["tp"]), dtype=bool)
-    for k, v in reference.items():
-        col = names.get(k, k)
-        if col not in lay:
-            raise CostModelError(
-                f"plan reference: unknown field {k!r}; expected some of "
-                + ", ".join(sorted({*lay} - {"b", "m"} | set(names)))
-            )
-        if k == "recompute":
-            v = RECOMPUTE.index(v) if v in RECOMPUTE else -1
-        elif k == "schedule":
-            v = SCHEDULES.index(v) if v in SCHEDULES else -1
-        ok &= lay[col] == v
-    return ok
-
-
 def _progress(done: int, total: int, started: float) -> None:
     if time.perf_counter() - started > 1:
         bar = "#" * int(30 * done / total)
@@ -302,11 +247,14 @@ def plan(
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
     against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation. Each
     layout carries its ``rank``, its step's ``step_rank`` among the distinct steps, and the ``tie_size`` and its
-    ``tie_position`` within that step's tie (:func:`rank`). ``reference`` (fields of a layout, e.g. a published
-    one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the best-placed fitting layout with
-    those fields, its place and its step over the best one's (``of_best``), or None where none fits. ``ep``: the
-    expert-parallel sizes to try (a model with routed experts; by default the powers of two that divide them)."""
+    ``tie_position`` within that step's tie (:func:`~costmodel.reports.plan_rank.rank`). ``reference`` (fields
+    of a layout, e.g. a published one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the
+    best-placed fitting layout with those fields, its place and its step over the best one's (``of_best``), or
+    None where none fits. ``ep``: the expert-parallel sizes to try (a model with routed experts; by default the
+    powers of two that divide them)."""
     started = time.perf_counter()
+    if reference:
+        check_reference(reference)  # before the search, not after it
     m = model if isinstance(model, Model) else load(model, settings)
     dev = device(hardware)
     options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
@@ -390,7 +338,7 @@ def plan(
             r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
     out: dict[str, object] = {}
     if reference:
-        hit = np.flatnonzero(_matches(lay, reference) & (place > 0))
+        hit = np.flatnonzero(matches(lay, reference) & (place > 0))
         if len(hit):
             j = hit[np.argmin(place[hit])]
             out["reference"] = {**row(int(j)), "of_best": float(times[j] / times[order[0]])}
