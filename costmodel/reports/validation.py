@@ -285,6 +285,15 @@ def render(rows: Iterable[Row], loo: Iterable[Refit] = (), stacks: Iterable[Refi
             "|---|---|---|---|---|",
         ]
         full = summary(rows)
+        for name in sorted({device_name(r.row.run) for r in loo}):
+            fits = [r.sustained for r in loo if device_name(r.row.run) == name]
+            out.insert(
+                -3,
+                f"{name}: the refitted factors lie in {min(fits):.4f}-{max(fits):.4f}; the table's `sustained` is "
+                f"{float(builtin()[name].attained.sustained):g}, fitted before and not quite the geometric centre of "
+                "its in-sample runs.",
+            )
+            out.insert(-3, "")
         for g, s in summary(r.row for r in loo).items():
             out.append(
                 f"| {g} | {s['runs']} | {100 * s['mean']:.2f}% | {100 * s['max']:.2f}% | {100 * full[g]['mean']:.2f}% |"

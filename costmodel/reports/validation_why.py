@@ -43,6 +43,16 @@ def why(rows: list, stacks: list, pct: Callable[[float], str], eq3: Callable[[Ma
         "(both on A100s): if the stack is the cause, a factor fitted on one transfers.",
         "",
     ]
+    if stacks:
+        out += [
+            "| fitted on | sustained | predicted run | predicted s | measured s | error |",
+            "|---|---|---|---|---|---|",
+        ]
+        out += [
+            f"| {r.fitted_on} | {r.sustained:.4f} | {r.row.run['id']} | {r.row.predicted:.4g} | "
+            f"{r.row.measured:.4g} | {pct(r.row.error)} |"
+            for r in stacks
+        ]
     llama = [by_id[k] for k in by_id if k.startswith("llama3-405b-")]
     longest = max(llama, key=lambda r: r.run["options"]["seq"], default=None)
     if longest is not None:  # PaLM's count per token: 6N + 12·L·d·T; the attention term's share, and half of it
@@ -52,6 +62,7 @@ def why(rows: list, stacks: list, pct: Callable[[float], str], eq3: Callable[[Ma
         share = attn / (6 * longest.run["measured"]["params"] + attn)
     if llama:
         out += [
+            "",
             "**Llama 3 405B** (Llama Team 2024, Sec. 3.3.2). The paper's interleaved schedule has one layer per "
             "virtual stage: after one layer was taken off the first and the last stage, the first chunk holds only "
             "the embedding and the last only the output and loss, so V = (126 + 2)/16 = 8; with V = 1 (assumed "
@@ -65,16 +76,6 @@ def why(rows: list, stacks: list, pct: Callable[[float], str], eq3: Callable[[Ma
             f"halved the measured time would be {50 * share:.0f}% shorter: "
             f"{pct(longest.predicted / (longest.measured * (1 - share / 2)) - 1)} for {longest.run['id']}.",
             "",
-        ]
-    if stacks:
-        out += [
-            "| fitted on | sustained | predicted run | predicted s | measured s | error |",
-            "|---|---|---|---|---|---|",
-        ]
-        out += [
-            f"| {r.fitted_on} | {r.sustained:.4f} | {r.row.run['id']} | {r.row.predicted:.4g} | "
-            f"{r.row.measured:.4g} | {pct(r.row.error)} |"
-            for r in stacks
         ]
     return out
 
