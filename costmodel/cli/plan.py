@@ -17,6 +17,7 @@ COLUMNS = (
     "vpp",
     "dp",
     "cp",
+    "ep",
     "micro_batch",
     "micro_batches",
     "recompute",
@@ -25,14 +26,40 @@ COLUMNS = (
     "step_s",
     "tokens_per_s",
     "memory_bytes",
+    "rank",
+    "step_rank",
+    "tie_position",
+    "tie_size",
 )
+
+
+def sizes(text: str) -> tuple[int, ...]:
+    """``--ep 1,2,4,8``: positive whole numbers."""
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected positive whole numbers separated by commas, received {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+def reference(text: str) -> dict[str, object]:
+    """``--reference tp=8,pp=8,schedule=interleaved``: fields of a layout (whole numbers, or names)."""
+    out: dict[str, object] = {}
+    for part in text.split(","):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip() or not value.strip():
+            raise argparse.ArgumentTypeError(
+                f"expected FIELD=VALUE pairs separated by commas (tp=8,pp=8), received {part!r}"
+            )
+        value = value.strip()
+        out[key.strip()] = int(value) if value.isdigit() else value
+    return out
 
 
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
         help="rank every valid parallel layout by predicted step time",
-        description="Enumerate TP x PP x VPP x DP x CP x micro-batch x recompute x ZeRO x schedule, "
+        description="Enumerate TP x PP x VPP x DP x CP x EP x micro-batch x recompute x ZeRO x schedule, "
         "drop layouts that do not divide or do not fit in memory, rank the rest by the "
         "calibrated step time, and give the Pareto front of time against memory.",
     )
@@ -47,6 +74,18 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-flash", action="store_true", help="attention scores materialised (default: FlashAttention)")
     p.add_argument(
         "--verify", action="store_true", help="re-run the full estimate on the shown layouts (exact memory and step)"
+    )
+    p.add_argument(
+        "--reference",
+        type=reference,
+        metavar="FIELDS",
+        help="a layout to place in the ranking, e.g. a published one: tp=8,pp=8,dp=16,schedule=interleaved",
+    )
+    p.add_argument(
+        "--ep",
+        type=sizes,
+        metavar="N,N...",
+        help="expert-parallel sizes to search (MoE models; default: the powers of two that divide the experts)",
     )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
@@ -69,6 +108,8 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         flash=not args.no_flash,
         precision=args.precision,
+        reference=args.reference,
+        ep=args.ep,
     )
     if args.json:
         print(json.dumps(r, indent=2, allow_nan=False))
@@ -84,14 +125,22 @@ def run(args: argparse.Namespace) -> int:
         f"{r['searched']:,} layouts searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
     )
     print(
-        f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
+        f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
         f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory':>10}"
     )
     for i, row in enumerate(r["layouts"], 1):
         print(
-            f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
+            f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} {row['ep']:>3} "
             f"{row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
             f"{row['schedule']:>11} {duration(row['step_s']):>10} {nbytes(int(row['memory_bytes'])):>10}"
         )
     print(f"Pareto front (time against memory): {len(r['pareto'])} layouts")
+    if args.reference:
+        ref = r["reference"]
+        print(
+            "reference layout: no fitting layout has those fields"
+            if ref is None
+            else f"reference layout: place {ref['rank']:,}, step {ref['step_rank']:,} of the distinct steps "
+            f"({ref['tie_position']} of {ref['tie_size']} layouts with that step), {ref['of_best']:.3f}x the best step"
+        )
     return 0

@@ -356,7 +356,9 @@ def communication(
     ``grads``/``params``: the device's gradient and parameter bytes before ZeRO
     sharding. DP: all-reduce of the gradients, 2(n−1)/n·Ψ (ZeRO-1/2 use a
     reduce-scatter + all-gather: the same); ZeRO-3: reduce-scatter of gradients
-    and two all-gathers of parameters (forward, backward), (n−1)/n·(G + 2P), ≈ 3Ψ.
+    and two all-gathers of parameters (forward, backward), (n−1)/n·(G + 2P), ≈ 3Ψ,
+    for every micro-batch (a sharded parameter is gathered again for each pass:
+    Rajbhandari et al. 2020, ZeRO, Sec. 7.2.3 counts 3Ψ per forward-backward).
     TP (Megatron): an all-reduce of the output of every row-parallel matmul in
     forward and of the input gradient of every distinct input of column-parallel
     matmuls in backward, 2(t−1)/t each, per micro-batch. PP: one activation
@@ -370,7 +372,7 @@ def communication(
     out: dict[str, sympy.Expr] = {}
     n = layout.dp
     if layout.zero == 3:
-        out["dp"] = sympy.Rational(n - 1, n) * (grads + 2 * params)
+        out["dp"] = sympy.Rational(n - 1, n) * (grads + 2 * params) * micro_batches  # per micro-batch
     else:
         out["dp"] = _ring(n) * grads
     tp = pp = sp = ep = Zero

@@ -1,7 +1,7 @@
 """The layout planner: every valid layout of a run, ranked by predicted step time, with its Pareto front.
 
-``plan(model, hardware=..., devices=N, batch=GBS, seq=T)`` enumerates TP × PP × VPP × DP × CP × micro-batch ×
-recompute × ZeRO × schedule, drops the layouts that do not divide or do not fit in the device's memory, and
+``plan(model, hardware=..., devices=N, batch=GBS, seq=T)`` enumerates TP × PP × VPP × DP × CP × EP ×
+micro-batch × recompute × ZeRO × schedule (EP, inside DP, only for a model with routed experts), drops the layouts that do not divide or do not fit in the device's memory, and
 ranks the rest by the calibrated step (:mod:`costmodel.devices.calibrated`).
 
 The step is derived **once**, with every layout choice a symbol (:class:`~costmodel.devices.calibrated.Knobs`),
@@ -10,13 +10,15 @@ arrays of layouts. The memory of a layout is screened from four exact estimates 
 states, and activations of one sequence under each recompute policy), scaled the way each part is sharded:
 
 * weights and gradients ÷ (tp · pp), each also ÷ dp from ZeRO stage 3 and 2; optimizer states ÷ (tp · pp),
-  ÷ dp from ZeRO 1;
+  ÷ dp from ZeRO 1; the routed experts' share of each (measured once, from an estimate at ep = n_experts)
+  also ÷ ep;
 * activations × micro-batch ÷ (tp · cp) (Megatron sequence parallelism is on whenever tp > 1) × the schedule's
   micro-batches in flight (:func:`~costmodel.memory.schedules.in_flight`) ÷ pp.
 
 That screen ignores which stage holds the embeddings (the estimate's memory section does not): ``verify``
 re-runs :func:`~costmodel.reports.estimate.estimate` on the top layouts, whose numbers are then exact.
-Expert parallelism is not searched (ep = 1).
+Expert parallelism is searched over the powers of two that divide the experts and the data-parallel size
+(or the values given); a dense model runs at ep = 1.
 """
 
 from __future__ import annotations
@@ -42,11 +44,11 @@ from ..memory.schedules import SCHEDULES
 from ..options import Options
 from ..symbols import B, T
 from .estimate import estimate, resolve
+from .plan_rank import RECOMPUTE, check_reference, matches, pareto, rank
 
-RECOMPUTE = ("none", "selective", "full")
 #: The symbols of a layout in the compiled step (in this order).
 KNOBS = sympy.symbols(
-    "tp pp dp cp vpp b m sel full msp single zero3 " + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES),
+    "tp pp dp cp ep vpp b m sel full msp single zero3 " + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES),
     positive=True,
 )
 
@@ -59,18 +61,19 @@ class Compiled:
     single: object  # pp == 1: the same formula with the pipeline's terms removed before compiling (no 0·∞)
     layers: int
     memory: Mapping[str, float]  # unsharded model states and activations per sequence, per recompute
+    experts: int = 1  # routed experts per MoE layer (1: a dense model)
 
 
 def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
     """Derive and compile the calibrated step with every layout choice a symbol."""
-    tp, pp, dp, cp, vpp, b, m_, sel, full, msp, single, zero3, *flags = KNOBS
+    tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags = KNOBS
     G = prepared(m.graph, options)
     k = Knobs(
         tp,
         pp,
         dp,
         cp,
-        sympy.Integer(1),
+        ep,
         vpp,
         b,
         m_,
@@ -94,9 +97,17 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
         )["memory_bytes"]
         mem[f"act_{r}"] = float(e["activations"])
         mem.update(weights=float(e["params"]), grads=float(e["grads"]), states=float(e["optimizer"]))
+    experts = next((int(v) for s, v in values.items() if str(s) == "n_experts"), 1)
+    mem["expert_share"] = 0.0
+    if experts > 1:  # the routed experts' share of the model states: what ep = n_experts takes off the weights
+        e = estimate(m, batch=experts, seq=values[T], dp=experts, ep=experts, precision=options.precision)
+        mem["expert_share"] = (1 - float(e["memory_bytes"]["params"]) / mem["weights"]) * experts / (experts - 1)
     grads = sympy.Integer(int(mem["grads"]))
-    # a step reduces every gradient once (ZeRO 3: the weights are gathered twice more); each device its 1/(tp·pp)
-    dp_bytes = (2 + 2 * zero3) * (dp - 1) / dp * grads / (tp * pp)
+    x = sympy.Float(mem["expert_share"])  # expert gradients reduce over dp/ep replicas: ÷ ep of their bytes
+    shard = (1 - x + x / ep) if experts > 1 else 1
+    # a step reduces every gradient once; ZeRO 3 reduce-scatters them and gathers the weights twice in every
+    # micro-batch (3 units each, as communication_bytes.dp); each device its 1/(tp·pp)
+    dp_bytes = (2 + zero3 * (3 * m_ - 2)) * (dp - 1) / dp * grads * shard / (tp * pp)
     # the optimizer reads weights, states and gradients and writes weights and states back
     opt_bytes = sympy.Integer(int(2 * (mem["weights"] + mem["states"]) + 2 * mem["grads"])) / (tp * pp)
     dtype = options.dtype or G.graph.get("dtype", "bf16")
@@ -105,7 +116,7 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
     # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
     one = one.xreplace({pp: 1, vpp: 1})
-    return Compiled(compile_exprs([s.xreplace({single: 0})], KNOBS), compile_exprs([one], KNOBS), layers, mem)
+    return Compiled(compile_exprs([s.xreplace({single: 0})], KNOBS), compile_exprs([one], KNOBS), layers, mem, experts)
 
 
 def layouts(
@@ -118,8 +129,15 @@ def layouts(
     micro: tuple[int, ...] = (1, 2, 4, 8),
     vpps: tuple[int, ...] = (2, 3, 4, 6),
     cps: tuple[int, ...] = (1, 2, 4, 8),
+    experts: int = 1,
+    eps: tuple[int, ...] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Every layout that divides: columns of equal length (tp, pp, dp, cp, vpp, b, m, recompute, zero, schedule)."""
+    """Every layout that divides: columns of equal length (tp, pp, dp, cp, ep, vpp, b, m, recompute, zero,
+    schedule). ``ep`` takes the values ``eps`` (by default the powers of two up to ``experts``) that divide
+    ``experts`` and dp (expert parallelism runs inside the data-parallel group)."""
+    if eps is None:
+        eps = tuple(1 << i for i in range(experts.bit_length()))
+    eps = tuple(e for e in eps if experts % e == 0) or (1,)
     rows = []
     pows = [x for x in (1, 2, 4, 8, 16) if x <= 2 * node]
     for tp, cp in itertools.product(pows, cps):
@@ -131,46 +149,55 @@ def layouts(
             dp = devices // (tp * cp * pp)
             if batch % dp:
                 continue
-            scheds = (
-                [("1f1b", 1)]
-                if pp == 1
-                else [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
-                + [("interleaved", v) for v in vpps if layers % (pp * v) == 0]
-                + ([("dualpipe", 1)] if pp % 2 == 0 else [])
-            )
-            for b in micro:
-                if (batch // dp) % b:
-                    continue
-                mb = batch // dp // b
-                if pp > 1 and mb < pp:  # a pipeline with fewer micro-batches than stages idles most of the step
-                    continue
-                for (sched, v), r, z in itertools.product(scheds, range(3), range(4)):
-                    if (z == 3 and pp > 1) or (z and dp == 1):  # ZeRO shards over dp; FSDP runs without a pipeline
-                        continue
-                    if (sched == "interleaved" and mb % pp) or (sched == "dualpipe" and mb < 2 * pp):
-                        continue  # Megatron's interleaving needs m % p = 0; DualPipe needs m >= 2p
-                    rows.append((tp, pp, dp, cp, v, b, mb, r, z, SCHEDULES.index(sched)))
+            for ep in (e for e in eps if dp % e == 0):
+                rows += _schedules(tp, pp, dp, cp, ep, batch, layers, micro, vpps)
     if not rows:
         raise CostModelError(f"plan: no layout of {devices} devices divides batch {batch} and {layers} layers")
     a = np.array(rows, dtype=np.int64)
-    return dict(zip(("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute", "zero", "schedule"), a.T))
+    return dict(zip(("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule"), a.T))
+
+
+def _schedules(tp, pp, dp, cp, ep, batch, layers, micro, vpps) -> list[tuple[int, ...]]:
+    """The rows of one (tp, pp, dp, cp, ep): every schedule, micro-batch, recompute and ZeRO stage that holds."""
+    rows = []
+    scheds = (
+        [("1f1b", 1)]
+        if pp == 1
+        else [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
+        + [("interleaved", v) for v in vpps if layers % (pp * v) == 0]
+        + ([("dualpipe", 1)] if pp % 2 == 0 else [])
+    )
+    for b in micro:
+        if (batch // dp) % b:
+            continue
+        mb = batch // dp // b
+        if pp > 1 and mb < pp:  # a pipeline with fewer micro-batches than stages idles most of the step
+            continue
+        for (sched, v), r, z in itertools.product(scheds, range(3), range(4)):
+            if (z == 3 and pp > 1) or (z and dp == 1):  # ZeRO shards over dp; FSDP runs without a pipeline
+                continue
+            if (sched == "interleaved" and mb % pp) or (sched == "dualpipe" and mb < 2 * pp):
+                continue  # Megatron's interleaving needs m % p = 0; DualPipe needs m >= 2p
+            rows.append((tp, pp, dp, cp, ep, v, b, mb, r, z, SCHEDULES.index(sched)))
+    return rows
 
 
 def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(predicted step seconds, screened memory bytes per device) of every layout (vectorised)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
-    tp, pp, dp, cp, v, b, m, r, z, s = (
-        f(lay[k]) for k in ("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute", "zero", "schedule")
+    tp, pp, dp, cp, ep, v, b, m, r, z, s = (
+        f(lay[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule")
     )
     flags = [f(s == i) for i in range(len(SCHEDULES))]
-    args = (tp, pp, dp, cp, v, b, m, f(r == 1), f(r == 2), f(tp > 1), f(pp == 1), f(z == 3), *flags)
+    args = (tp, pp, dp, cp, ep, v, b, m, f(r == 1), f(r == 2), f(tp > 1), f(pp == 1), f(z == 3), *flags)
     mode, many = float_mode(), pp > 1
     t = np.empty(tp.shape)
     for sel, fn in ((many, c.f), (~many, c.single)):
         if sel.any():
             (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
     mem = c.memory
-    shard = tp * pp
+    x = mem.get("expert_share", 0.0)
+    shard = tp * pp / (1 - x + x / ep)  # the experts' share of the states also ÷ ep
     states = (
         mem["weights"] / np.where(z == 3, dp, 1)
         + mem["grads"] / np.where(z >= 2, dp, 1)
@@ -185,17 +212,6 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     )
     copies = np.where(s == i("dualpipe"), 2, 1)
     return t, (states * copies + act * b / (tp * cp) * flight / pp)
-
-
-def pareto(time_s: np.ndarray, memory: np.ndarray) -> np.ndarray:
-    """Indices of the layouts no other layout beats on both time and memory, fastest first."""
-    order = np.lexsort((memory, time_s))
-    best, out = np.inf, []
-    for j in order:
-        if memory[j] < best:
-            out.append(j)
-            best = memory[j]
-    return np.array(out, dtype=np.int64)
 
 
 def _progress(done: int, total: int, started: float) -> None:
@@ -224,11 +240,21 @@ def plan(
     precision: str = "bf16-mixed",
     optimizer: str = "adamw",
     progress: bool = True,
+    reference: Mapping[str, object] | None = None,
+    ep: tuple[int, ...] | None = None,
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
-    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation."""
+    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation. Each
+    layout carries its ``rank``, its step's ``step_rank`` among the distinct steps, and the ``tie_size`` and its
+    ``tie_position`` within that step's tie (:func:`~costmodel.reports.plan_rank.rank`). ``reference`` (fields
+    of a layout, e.g. a published one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the
+    best-placed fitting layout with those fields, its place and its step over the best one's (``of_best``), or
+    None where none fits. ``ep``: the expert-parallel sizes to try (a model with routed experts; by default the
+    powers of two that divide them)."""
     started = time.perf_counter()
+    if reference:
+        check_reference(reference)  # before the search, not after it
     m = model if isinstance(model, Model) else load(model, settings)
     dev = device(hardware)
     options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
@@ -237,7 +263,7 @@ def plan(
         print("plan: deriving the step formula...", file=sys.stderr, flush=True)
     c = derive(m, dev, values, options)
     heads = next((int(values[s]) for s in values if str(s) == "h"), None)
-    lay = layouts(devices, batch, c.layers, seq, dev.attained.node_size, heads)
+    lay = layouts(devices, batch, c.layers, seq, dev.attained.node_size, heads, experts=c.experts, eps=ep)
     n = len(lay["tp"])
     t0 = time.perf_counter()
     chunk = 1 << 16
@@ -249,12 +275,24 @@ def plan(
             _progress(min(lo + chunk, n), n, started)
     rate = n / max(time.perf_counter() - t0, 1e-9)
     fits = np.flatnonzero(mems <= float(dev.memory_bytes))
-    order = fits[np.lexsort((mems[fits], times[fits]))]  # fastest first; of equal steps, the smallest memory
+    order, step_rank = rank(times, mems, lay, fits)
+    place = np.zeros(n, dtype=np.int64)
+    place[order] = np.arange(1, len(order) + 1)
+    first = {}  # the place of each tie group's first layout
+    for j in order:
+        first.setdefault(int(step_rank[j]), int(place[j]))
+    size = np.bincount(step_rank[fits], minlength=int(step_rank.max()) + 1) if len(fits) else np.zeros(1, np.int64)
     front = fits[pareto(times[fits], mems[fits])] if len(fits) else fits
     tokens_step = batch * seq
 
     def row(j: int) -> dict[str, object]:
-        out = {k: int(lay[k][j]) for k in ("tp", "pp", "dp", "cp", "vpp", "zero")}
+        out = {k: int(lay[k][j]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "zero")}
+        out.update(
+            rank=int(place[j]),  # the place in the ranking (the ties broken, see rank)
+            step_rank=int(step_rank[j]),  # the place of its step among the distinct steps
+            tie_size=int(size[step_rank[j]]),  # layouts with this step
+            tie_position=int(place[j]) - first[int(step_rank[j])] + 1,  # its place among them
+        )
         out.update(
             micro_batch=int(lay["b"][j]),
             micro_batches=int(lay["m"][j]),
@@ -284,6 +322,7 @@ def plan(
                 pp=r["pp"],
                 dp=r["dp"],
                 cp=r["cp"],
+                ep=r["ep"],
                 zero=r["zero"],
                 micro_batch=r["micro_batch"],
                 recompute=r["recompute"],
@@ -297,6 +336,14 @@ def plan(
                 ),
             )
             r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
+    out: dict[str, object] = {}
+    if reference:
+        hit = np.flatnonzero(matches(lay, reference) & (place > 0))
+        if len(hit):
+            j = hit[np.argmin(place[hit])]
+            out["reference"] = {**row(int(j)), "of_best": float(times[j] / times[order[0]])}
+        else:
+            out["reference"] = None  # no fitting layout has those fields
     return {
         "model": m.name,
         "hardware": dev.name,
@@ -308,7 +355,8 @@ def plan(
         "layouts_per_s": rate,
         "layouts": best,
         "pareto": [row(j) for j in front],
+        **out,
     }
 
 
-__all__ = ["derive", "evaluate", "layouts", "pareto", "plan"]
+__all__ = ["derive", "evaluate", "layouts", "pareto", "plan", "rank"]
