@@ -17,7 +17,6 @@ COLUMNS = (
     "vpp",
     "dp",
     "cp",
-    "ep",
     "micro_batch",
     "micro_batches",
     "recompute",
@@ -30,6 +29,7 @@ COLUMNS = (
     "step_rank",
     "tie_position",
     "tie_size",
+    "ep",  # columns are only ever appended: scripts may read them by position
 )
 
 
