@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import costmodel
+from costmodel import units
 
 from ._common import (
     add_counting_args,
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _time(s: float) -> str:
-    return f"{s * 1e6:,.1f} µs" if s < 1e-3 else f"{s * 1e3:,.3f} ms" if s < 1 else duration(s)
+    return duration(s)  # µs to years, as every report says it
 
 
 def text(r) -> str:
@@ -95,7 +96,7 @@ def text(r) -> str:
     n_mem = sum(o["bound"] == "memory" for o in r["ops"])
     lines.append(
         f"total: {_time(t['time_s'])} (sum of op bounds; compute alone {_time(t['compute_s'])}, "
-        f"memory alone {_time(t['memory_s'])}); {n_mem} of {len(r['ops'])} ops memory-bound"
+        f"memory alone {_time(t['memory_s'])}); {n_mem} of {units.plural(len(r['ops']), 'op')} memory-bound"
     )
     if "decode" in r:
         d = r["decode"]

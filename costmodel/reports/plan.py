@@ -30,7 +30,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
+from .. import units
 from ..devices.calibrated import Knobs, step
+from ..devices.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
 from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model, load
@@ -151,7 +153,9 @@ def layouts(
                         continue  # Megatron's interleaving needs m % p = 0; DualPipe needs m >= 2p
                     rows.append((tp, pp, dp, cp, v, b, mb, r, z, SCHEDULES.index(sched)))
     if not rows:
-        raise CostModelError(f"plan: no layout of {devices} devices divides batch {batch} and {layers} layers")
+        raise CostModelError(
+            f"plan: no layout of {units.devices(devices)} divides batch {batch} and {units.plural(layers, 'layer')}"
+        )
     a = np.array(rows, dtype=np.int64)
     return dict(zip(("tp", "pp", "dp", "cp", "vpp", "b", "m", "recompute", "zero", "schedule"), a.T))
 
@@ -209,6 +213,10 @@ def _progress(done: int, total: int, started: float) -> None:
         )
 
 
+#: Layouts a plan's chart draws besides its Pareto front: the fastest fitting ones.
+CHARTED = 300
+
+
 def plan(
     model: Model | str,
     *,
@@ -224,11 +232,16 @@ def plan(
     precision: str = "bf16-mixed",
     optimizer: str = "adamw",
     progress: bool = True,
+    plot: str | None = None,
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
-    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation."""
+    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation. With
+    ``plot`` (a ``.png``/``.svg``/``.pdf`` path; needs matplotlib), also draws step time against memory per
+    device for the :data:`CHARTED` fastest fitting layouts and the Pareto front (``devices.plot.plan_chart``)."""
     started = time.perf_counter()
+    if plot is not None:
+        check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = device(hardware)
     options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
@@ -297,7 +310,7 @@ def plan(
                 ),
             )
             r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
-    return {
+    out = {
         "model": m.name,
         "hardware": dev.name,
         "devices": devices,
@@ -309,6 +322,9 @@ def plan(
         "layouts": best,
         "pareto": [row(j) for j in front],
     }
+    if plot is not None:
+        plan_chart({**out, "chart": [row(j) for j in order[:CHARTED]]}, plot, capacity=int(dev.memory_bytes))
+    return out
 
 
 __all__ = ["derive", "evaluate", "layouts", "pareto", "plan"]
