@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
             w.writerow([row[c] for c in COLUMNS])
         return 0
     print(
-        f"{r['model']} on {units.devices(r['devices'])} × {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens: "
+        f"{r['model']} on {units.devices(r['devices'])} × {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens\n  "
         f"{units.plural(r['searched'], 'layout')} searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
     )
     print(

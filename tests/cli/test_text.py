@@ -97,7 +97,7 @@ def test_one_of_anything_is_singular(capsys):
     assert ONE_PLURAL.findall(out) == []
     assert main(["plan", "gpt2-small", "--hardware", "h100-sxm", "--devices", "1", "--batch", "1", "--seq", "128"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("gpt2-small on 1 device × h100-sxm, global batch 1 x 128 tokens: 3 layouts searched")
+    assert out.startswith("gpt2-small on 1 device × h100-sxm, global batch 1 x 128 tokens\n  3 layouts searched")
     assert ONE_PLURAL.findall(out) == []
     assert [units.plural(n, "layout") for n in (0, 1, 2, 1000)] == [
         "0 layouts",
@@ -105,3 +105,18 @@ def test_one_of_anything_is_singular(capsys):
         "2 layouts",
         "1,000 layouts",
     ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("roofline", "gpt2-small", "--hardware", "h100-sxm"),  # its op table was 105 columns, its total 105
+        ("roofline", "llama2-7b", "--hardware", "h100-sxm", "--decode", "--context", "4096"),
+        ("hardware",),  # its header line was 121 columns
+        ("plan", "gpt2-small", "--hardware", "h100-sxm", "--devices", "8", "--batch", "8", "--seq", "256"),
+    ],
+    ids=lambda a: a[0] + ("-decode" if "--decode" in a else ""),
+)
+def test_other_texts_fit_100_columns(argv, capsys):
+    assert main(list(argv)) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if len(line) > 100] == []
