@@ -124,6 +124,16 @@ def rate(x: float) -> str:
     return fixed(x, 0, True) if abs(x) < 1e15 else sig(x, 3)
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """A count and its noun, singular for exactly one: ``plural(1, "device")`` → ``'1 device'``,
+    ``plural(1024, "layer")`` → ``'1,024 layers'``; ``many`` names an irregular plural.
+
+    >>> plural(1, "device"), plural(0, "op"), plural(2, "micro-batch", "micro-batches")
+    ('1 device', '0 ops', '2 micro-batches')
+    """
+    return f"{grouped(n)} {word if n == 1 else (many or word + 's')}"
+
+
 def devices(n: int) -> str:
     """``1 device``, ``8 devices``."""
-    return f"{grouped(n)} device" + ("" if n == 1 else "s")
+    return plural(n, "device")

@@ -10,7 +10,7 @@ import argparse
 import re
 from collections.abc import Iterable
 
-from costmodel import CostModelError, Options
+from costmodel import CostModelError, Options, units
 
 
 def add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
@@ -289,22 +289,15 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
 
 
 def sci(x: int | float) -> str:
-    """``3.131e+23``-style; whole numbers under a million in full (``1,001``)."""
-    if float(x).is_integer() and abs(x) < 1e6:
-        return f"{int(x):,}"
-    return f"{float(x):.3g}" if abs(x) < 1e5 else f"{float(x):.3e}"
+    """``3.131e+23``-style; whole numbers under a million in full (``1,001``): :func:`costmodel.units.sci`."""
+    return units.sci(x)
 
 
 def nbytes(x: int) -> str:
-    """Bytes with the unit named: decimal GB (1e9) and binary GiB (2^30)."""
-    return f"{x / 1e9:,.2f} GB ({x / 2**30:,.2f} GiB)"
+    """Bytes with the unit named: decimal GB (1e9) and binary GiB (2^30): :func:`costmodel.units.nbytes`."""
+    return units.nbytes(x)
 
 
 def duration(seconds: float) -> str:
-    """Seconds in s, days or years (365.25 days)."""
-    if seconds < 2 * 86400:
-        return f"{seconds:,.3g} s"
-    days = seconds / 86400
-    if days < 2 * 365.25:
-        return f"{days:,.1f} days ({seconds:.3g} s)"
-    return f"{days / 365.25:,.1f} years ({seconds:.3g} s)"
+    """Seconds in the unit a person would say (every report says it so): :func:`costmodel.units.duration`."""
+    return units.duration(seconds)

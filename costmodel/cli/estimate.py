@@ -8,6 +8,7 @@ import textwrap
 from collections.abc import Mapping
 
 import costmodel
+from costmodel import units
 
 from ._common import (
     add_counting_args,
@@ -140,7 +141,7 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
     if "training_total" in f:
         lines.append(f"training on D = {sci(tokens['total'])} tokens: {sci(f['training_total'])} FLOPs")
     else:
-        lines.append(f"one step = {tokens['per_step']:,} tokens (use --tokens D for a whole run)")
+        lines.append(f"one step = {units.plural(tokens['per_step'], 'token')} (use --tokens D for a whole run)")
     lines += wrap(
         "  ",
         f"6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it (the rest: attention "
@@ -181,7 +182,7 @@ def fit_line(r) -> str:
     )
     n = mem.get("zero3_devices_to_fit")
     if n:
-        line += f"; ZeRO-3 over {n:,} devices would hold the states beside this micro-batch's activations"
+        line += f"; ZeRO-3 over {units.devices(n)} would hold the states beside this micro-batch's activations"
     elif n == 0:
         line += "; the activations of this micro-batch alone overflow a device (recompute, TP/SP or a smaller batch)"
     return line + f"; 'costmodel fit {r['model']} --hardware {hw}' names the smallest change that fits"

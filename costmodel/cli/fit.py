@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 import costmodel
+from costmodel import units
 
 from ._common import add_memory_args, add_model_args, add_step_args, nbytes, options, settings
 
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if change:
             ways = [
                 f"--recompute {change['recompute']}" if change["recompute"] else None,
-                f"{change['zero3_devices']:,} devices with --zero 3 (--dp)" if change["zero3_devices"] else None,
+                f"{units.devices(change['zero3_devices'])} with --zero 3 (--dp)" if change["zero3_devices"] else None,
                 f"--tp {change['tp']} --megatron-sp" if change["tp"] else None,
             ]
             ways = [w for w in ways if w]

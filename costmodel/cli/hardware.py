@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     print(
-        "dense peak TFLOP/s per dtype; memory GB and TB/s (decimal); links GB/s per direction; "
+        "dense peak TFLOP/s per dtype; memory GB and TB/s (decimal); links GB/s per direction;\n"
         "ridge = peak/bandwidth (FLOPs/byte)"
     )
     print(

@@ -8,8 +8,9 @@ import json
 import sys
 
 import costmodel
+from costmodel import units
 
-from ._common import add_model_args, duration, nbytes, settings, typed
+from ._common import add_model_args, duration, settings, typed
 
 COLUMNS = (
     "tp",
@@ -87,6 +88,12 @@ def add(sub: argparse._SubParsersAction) -> None:
         metavar="N,N...",
         help="expert-parallel sizes to search (MoE models; default: the powers of two that divide the experts)",
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="chart of step time against memory per device, the Pareto front marked (.png, .svg or .pdf; "
+        "needs matplotlib)",
+    )
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
     out.add_argument("--csv", action="store_true", help="the ranked layouts as CSV")
@@ -110,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
         precision=args.precision,
         reference=args.reference,
         ep=args.ep,
+        plot=args.plot,
     )
+    if args.plot:
+        print(f"wrote the plan chart to {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps(r, indent=2, allow_nan=False))
         return 0
@@ -121,20 +131,20 @@ def run(args: argparse.Namespace) -> int:
             w.writerow([row[c] for c in COLUMNS])
         return 0
     print(
-        f"{r['model']} on {r['devices']} x {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens: "
-        f"{r['searched']:,} layouts searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
+        f"{r['model']} on {units.devices(r['devices'])} × {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens\n  "
+        f"{units.plural(r['searched'], 'layout')} searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
     )
     print(
         f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
-        f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory':>10}"
+        f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory/dev':>10}"
     )
     for i, row in enumerate(r["layouts"], 1):
         print(
             f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} {row['ep']:>3} "
             f"{row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
-            f"{row['schedule']:>11} {duration(row['step_s']):>10} {nbytes(int(row['memory_bytes'])):>10}"
+            f"{row['schedule']:>11} {duration(row['step_s']):>10} {units.gb(int(row['memory_bytes'])):>10}"
         )
-    print(f"Pareto front (time against memory): {len(r['pareto'])} layouts")
+    print(f"Pareto front (time against memory): {units.plural(len(r['pareto']), 'layout')}")
     if args.reference:
         ref = r["reference"]
         print(

@@ -47,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
     outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json, "html": doc.to_html}
     chosen = {k: getattr(args, k) for k in outputs if getattr(args, k) is not None}
     for kind, path in (chosen or {"markdown": "-"}).items():
-        text = outputs[kind]()
         if path == "-":
+            text = outputs[kind]()
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             continue
-        doc.write(kind, path)
+        doc.write(kind, path)  # renders once (a large model's page or JSON takes a while)
         print(f"wrote {kind} report to {path}", file=sys.stderr)
     return 0

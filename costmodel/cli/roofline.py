@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 import costmodel
+from costmodel import units
 
 from ._common import (
     add_counting_args,
@@ -73,29 +75,30 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _time(s: float) -> str:
-    return f"{s * 1e6:,.1f} µs" if s < 1e-3 else f"{s * 1e3:,.3f} ms" if s < 1 else duration(s)
+    return duration(s)  # µs to years, as every report says it
 
 
 def text(r) -> str:
+    w = min(31, max((len(o["name"]) for o in r["ops"]), default=2) + 2)  # 100 columns for names up to 30
     lines = [
         f"{r['model']} {r['mode']} on {r['hardware']}: peak {sci(r['peak_flops'])} FLOP/s ({r['dtype']}), "
         f"{r['memory_bandwidth'] / 1e12:.2f} TB/s, ridge {r['ridge']:.0f} FLOPs/byte",
         "  "
         + " ".join(f"{k}={v}" for k, v in r["config"].items())
         + (f"; passes: {', '.join(r['passes'])}" if r["passes"] else ""),
-        f"{'op':<34}{'kind':<12}{'count':>6}{'FLOPs':>11}{'bytes':>11}{'FLOP/B':>9}  {'bound':<8}{'time':>12}",
+        f"{'op':<{w}}{'kind':<12}{'count':>6}{'FLOPs':>11}{'bytes':>11}{'FLOP/B':>9}  {'bound':<8}{'time':>10}",
     ]
     for o in r["ops"]:
         inten = f"{o['intensity']:>9.1f}" if o["intensity"] is not None else f"{'inf':>9}"
         lines.append(
-            f"{o['name']:<34}{o['kind']:<12}{o['count']:>6}{sci(o['flops']):>11}{sci(o['bytes']):>11}"
-            f"{inten}  {o['bound']:<8}{_time(o['time_s']):>12}"
+            f"{o['name']:<{w}}{o['kind']:<12}{o['count']:>6}{sci(o['flops']):>11}{sci(o['bytes']):>11}"
+            f"{inten}  {o['bound']:<8}{_time(o['time_s']):>10}"
         )
     t = r["total"]
     n_mem = sum(o["bound"] == "memory" for o in r["ops"])
     lines.append(
         f"total: {_time(t['time_s'])} (sum of op bounds; compute alone {_time(t['compute_s'])}, "
-        f"memory alone {_time(t['memory_s'])}); {n_mem} of {len(r['ops'])} ops memory-bound"
+        f"memory alone {_time(t['memory_s'])}); {n_mem} of {units.plural(len(r['ops']), 'op')} memory-bound"
     )
     if "decode" in r:
         d = r["decode"]
@@ -136,4 +139,9 @@ def text(r) -> str:
         lines.append(f"time to first token (prefill): {_time(r['ttft_s'])}")
     if "plot" in r:
         lines.append(f"roofline chart written to {r['plot']}")
-    return "\n".join(lines)
+    # 100 columns: a long line (a config of many sizes, a total with its parts) continues indented
+    return "\n".join(
+        part
+        for line in lines
+        for part in textwrap.wrap(line, 100, subsequent_indent="    ", break_on_hyphens=False) or [""]
+    )

@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .. import units
 from ..errors import CostModelError
 from ..files import write_atomic
 from .roofline import Bound
@@ -29,7 +30,7 @@ def _pyplot():
     return plt
 
 
-def _check_path(path: str | Path) -> Path:
+def check_path(path: str | Path) -> Path:
     p = Path(path)
     if p.suffix.lower() not in FORMATS:
         raise CostModelError(
@@ -66,7 +67,7 @@ def roofline_chart(rows: Sequence[Bound], dev: Device, path: str | Path, *, titl
     so labels never smear. A label goes where it overlaps no other text (:data:`OFFSETS`), or is left out.
     Ops without FLOPs (gathers, copies) have no place on a log axis.
     """
-    path = _check_path(path)
+    path = check_path(path)
     plt = _pyplot()
     points = [r for r in rows if r.flops > 0 and r.bytes > 0]
     if not points:
@@ -123,27 +124,46 @@ def _labels(fig, ax, points: Sequence[Bound], xs: Sequence[float], peak: float, 
         for r, x in zip(points, xs):
             spots.setdefault(round(math.log10(x), 2), []).append((r.name, x))
         chosen = [([n for n, _ in members], members[0][1]) for _, members in sorted(spots.items())]
+    _place(fig, ax, [("\n".join(names), x, min(peak, x * bw)) for names, x in chosen])
+
+
+def _place(fig, ax, labels: Sequence[tuple[str, float, float]], offsets=OFFSETS, *, avoid=(), arrows=False):
+    """Annotate each (text, x, y) at the first of ``offsets`` where it stays inside the axes and overlaps no
+    text drawn before (the axes' texts, the legend, the labels placed so far) nor a point of ``avoid`` (data
+    coordinates); a label that fits nowhere is left out. ``arrows`` joins a label to its point. Returns the
+    texts placed."""
+    from matplotlib.text import Text  # matplotlib is present: fig is one of its figures
+    from matplotlib.transforms import Bbox  # with the Text above
+
     renderer = fig.canvas.get_renderer()
     taken = [t.get_window_extent(renderer) for t in ax.texts]
-    taken.append(ax.get_legend().get_window_extent(renderer))
+    r = 4  # a marker's half-width in pixels, near enough
+    dots = [Bbox.from_extents(px - r, py - r, px + r, py + r) for px, py in ax.transData.transform(list(avoid))]
+    arrow = {"arrowstyle": "-", "color": "gray", "lw": 0.6, "shrinkA": 0, "shrinkB": 4} if arrows else None
+    if ax.get_legend() is not None:
+        taken.append(ax.get_legend().get_window_extent(renderer))
     frame = ax.get_window_extent(renderer)
-    for names, x in chosen:
-        y = min(peak, x * bw)
-        text = "\n".join(names)
-        for dx, dy, ha, va in OFFSETS:
-            a = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha, va=va)
-            box = a.get_window_extent(renderer)
+    placed = []
+    for text, x, y in labels:
+        for dx, dy, ha, va in offsets:
+            a = ax.annotate(
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha, va=va, arrowprops=arrow
+            )
+            a.update_positions(renderer)  # where the offset puts the text, before measuring it
+            box = Text.get_window_extent(a, renderer)  # the text alone (an annotation's box spans its arrow)
             inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-            if inside and not any(box.overlaps(t) for t in taken):
+            if inside and not any(box.overlaps(t) for t in taken + dots):
                 taken.append(box)
+                placed.append(text)
                 break
             a.remove()
+    return placed
 
 
 def memory_chart(parts: Mapping[str, int], path: str | Path, *, title: str = "memory", capacity: int | None = None):
     """Memory per device: a horizontal bar per component (decimal GB, each bar's value at its end) and the
     device's capacity as a dashed line, named in the legend; returns the Figure."""
-    path = _check_path(path)
+    path = check_path(path)
     plt = _pyplot()
     if not parts:
         raise CostModelError("memory chart: nothing to draw")
@@ -180,7 +200,7 @@ def sweep_chart(
     """``metric`` against the first grid axis, one line per value of the second (at most two axes; points a
     config makes invalid are left out); log scales where they help (x spanning more than a decade, y more
     than two). Returns the Figure."""
-    path = _check_path(path)
+    path = check_path(path)
     if not grid or len(grid) > 2:
         raise CostModelError(f"sweep chart: expected one or two grid axes, received {len(grid)} ({', '.join(grid)})")
     if metric not in columns:
@@ -226,10 +246,104 @@ def sweep_chart(
     return fig
 
 
+def _layout_name(row: Mapping[str, object]) -> str:
+    """One layout of ``costmodel plan`` in a line: ``tp 2 pp 4 dp 8 mb 1 m 16, ZeRO-1, 1f1b, recompute none``."""
+    sizes = " ".join(f"{k} {row[k]}" for k in ("tp", "pp", "dp", "cp", "vpp") if k in ("tp", "pp", "dp") or row[k] > 1)
+    return (
+        f"{sizes} mb {row['micro_batch']} m {row['micro_batches']}, ZeRO-{row['zero']}, {row['schedule']}, "
+        f"recompute {row['recompute']}"
+    )
+
+
+#: Where a plan chart's two-line labels may go around their point (points), an arrow joining them: above or
+#: below it first (a short, upright arrow, whose box hides little), then beside it.
+PLAN_OFFSETS = tuple(
+    (0, dy, "center", "bottom" if dy > 0 else "top") for dy in (20, 44, 68, 92, 116, 140, -20, -44)
+) + tuple(
+    (dx, dy, "left" if dx > 0 else "right", "bottom" if dy > 0 else "top")
+    for dy in (16, 40, 64, -16, -40, 88, 112)
+    for dx in (12, -12)
+)
+
+
+def plan_chart(result: Mapping[str, object], path: str | Path, *, capacity: int | None = None):
+    """Predicted step time against memory per device for the layouts of a ``costmodel plan`` result
+    (``chart`` when the plan kept more for the chart, else ``layouts``, and the ``pareto`` front): the front
+    joined and marked, the device's capacity dashed, and a few points named: the fastest layout, the one of
+    least memory on the front, and the fastest within half the capacity, each with its step and memory.
+    Returns the Figure."""
+    path = check_path(path)
+    rows = list(result.get("chart") or result["layouts"])
+    front = sorted(result["pareto"], key=lambda r: r["memory_bytes"])
+    if not rows and not front:
+        raise CostModelError("plan chart: no layout fits, nothing to draw")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 6))
+    gb = [r["memory_bytes"] / 1e9 for r in rows]
+    ax.scatter(
+        gb,
+        [r["step_s"] for r in rows],
+        s=14,
+        color="tab:gray",
+        alpha=0.6,
+        zorder=2,
+        label=f"{len(rows):,} fastest fitting layouts",
+    )
+    ax.plot(
+        [r["memory_bytes"] / 1e9 for r in front],
+        [r["step_s"] for r in front],
+        color="tab:red",
+        marker="o",
+        ms=5,
+        lw=1.5,
+        zorder=3,
+        drawstyle="steps-post",
+        label=f"Pareto front ({units.plural(len(front), 'layout')})",
+    )
+    every = rows + front
+    if capacity is not None:
+        ax.axvline(capacity / 1e9, color="black", ls="--", lw=1, label=f"capacity {units.gb(capacity)}")
+    if _log_helps([r["step_s"] for r in every]):
+        ax.set_yscale("log")
+    if _log_helps([r["memory_bytes"] for r in every] + ([capacity] if capacity is not None else [])):
+        ax.set_xscale("log")  # a small model on a large device: its layouts would crowd into one column
+    ax.set_xlabel("memory per device (GB, 1e9 bytes)")
+    ax.set_ylabel("predicted step time (s)")
+    ax.set_title(
+        f"{result['model']} on {units.devices(result['devices'])} × {result['hardware']}: step time against memory"
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    named: list[tuple[str, Mapping[str, object]]] = [("fastest", min(every, key=lambda r: r["step_s"]))]
+    if front:
+        named.append(("least memory", front[0]))
+    if capacity is not None:
+        half = [r for r in every if r["memory_bytes"] <= capacity / 2]
+        if half:
+            named.append(("fastest in half the memory", min(half, key=lambda r: r["step_s"])))
+    seen, labels = set(), []
+    for what, r in named:
+        key = _layout_name(r)
+        if key in seen:
+            continue
+        seen.add(key)
+        text = f"{what}: {units.duration(r['step_s'])}, {units.gb(r['memory_bytes'])}\n{key}"
+        labels.append((text, r["memory_bytes"] / 1e9, r["step_s"]))
+        ax.scatter([r["memory_bytes"] / 1e9], [r["step_s"]], s=60, facecolors="none", edgecolors="black", zorder=4)
+    points = [(r["memory_bytes"] / 1e9, r["step_s"]) for r in every]
+    _place(fig, ax, labels, PLAN_OFFSETS, avoid=points, arrows=True)
+    with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, selectable
+        _save(fig, path)
+    plt.close(fig)
+    return fig
+
+
 def texts_overlap(fig) -> list[tuple[str, str]]:
     """Pairs of drawn texts of ``fig`` whose boxes overlap (titles, axis and tick labels, annotations, legend
     entries): what a legible chart has none of. Texts outside the figure (ticks matplotlib keeps beyond the
-    limits) are not drawn and not counted."""
+    limits) are not drawn and not counted. An annotation is measured by its text alone: the box matplotlib
+    gives it spans its arrow too, which is a line, not text."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # matplotlib is present: fig is one of its figures
     from matplotlib.text import Text  # with the canvas above: matplotlib only when a chart is checked
 
@@ -242,7 +356,7 @@ def texts_overlap(fig) -> list[tuple[str, str]]:
     for t in fig.findobj(Text):
         if not (t.get_visible() and t.get_text().strip()):
             continue
-        box = t.get_window_extent(renderer)
+        box = Text.get_window_extent(t, renderer)  # an Annotation's own extent includes its arrow (drawn above)
         if box.width and box.x1 > whole.x0 and box.x0 < whole.x1 and box.y1 > whole.y0 and box.y0 < whole.y1:
             boxes.append((t.get_text(), box))
     return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1 :] if ba.overlaps(bb)]

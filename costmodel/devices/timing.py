@@ -24,6 +24,7 @@ from fractions import Fraction
 import networkx as nx
 import sympy
 
+from .. import units
 from ..errors import CostModelError
 from ..formulas import Text
 from ..graph.analysis import totals
@@ -270,7 +271,7 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
             (
                 sympy.Le(each, peak),
                 Text(
-                    f"a measured {float(options.tokens_per_s):g} tokens/s on {n} device(s) means "
+                    f"a measured {float(options.tokens_per_s):g} tokens/s on {units.devices(n)} means "
                     + "{each:.3g}"
                     + f" FLOP/s each, above the {dtype} peak {float(peak):.3g}; expected a throughput the devices can reach",
                     {"each": each},

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import networkx as nx
 import sympy
 
+from .. import units
 from ..formulas import Text
 from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
@@ -229,7 +230,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     z = layout.zero
 
     per = (
-        f"per device ({layout.devices} devices: dp {layout.dp}, tp {layout.tp}, pp {layout.pp}, "
+        f"per device ({units.devices(layout.devices)}: dp {layout.dp}, tp {layout.tp}, pp {layout.pp}, "
         f"sp {layout.sp}, ep {layout.ep}; ZeRO-{z}"
         + ("; pipeline {memory__layout__stage} stage" if layout.pp > 1 else "")
         + ")"

@@ -13,6 +13,7 @@ A document is a list of :class:`Section`\ s, each made of blocks (:mod:`costmode
 
 from __future__ import annotations
 
+import functools
 import html
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +28,27 @@ from .estimate import estimate, model_for, resolve
 from .quantities import quantities
 from .results import dumps
 from .sections import DOCUMENT_SECTIONS, Context, printable
+
+
+class Later(Mapping):
+    """A mapping computed on first use: a report's JSON prints every formula, which for a model of many
+    distinct blocks (deepseek-v3) takes minutes, and a LaTeX or HTML report never reads it."""
+
+    def __init__(self, make: Callable[[], Mapping[str, object]]):
+        self._make = make
+
+    @functools.cached_property
+    def _data(self) -> Mapping[str, object]:
+        return self._make()
+
+    def __getitem__(self, key: str) -> object:
+        return self._data[key]
+
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
 
 
 @dataclass(frozen=True)
@@ -231,19 +253,21 @@ def report(
     for build in DOCUMENT_SECTIONS:
         made = build(ctx)
         sections += made if isinstance(made, list) else [made] if made is not None else []
-    shown, _ = printable(d["expressions"])
-    data = {
-        "estimate": r.to_dict(),
-        "expressions": {k: str(v) for k, v in d["expressions"].items()},
-        "latex": {k: tex.latex(v) for k, v in shown.items()},
-    }
+
+    def data() -> dict[str, object]:
+        shown, _ = printable(d["expressions"])
+        return {
+            "estimate": r.to_dict(),
+            "expressions": {k: str(v) for k, v in d["expressions"].items()},
+            "latex": {k: tex.latex(v) for k, v in shown.items()},
+        }
 
     def page() -> str:
         from .html import render  # the page writes JavaScript of every formula: only when asked for
 
         return render(m, opts, controls)
 
-    return Document(f"costmodel report: {r['model']}", tuple(sections), data, page)
+    return Document(f"costmodel report: {r['model']}", tuple(sections), Later(data), page)
 
 
 __all__ = ["Document", "Section", "Text", "Math", "Table", "Cell", "Box", "report", "equation", "PREAMBLE"]

@@ -10,6 +10,7 @@ import math
 import operator
 from collections.abc import Mapping, Sequence
 
+from .. import units
 from ..errors import CostModelError
 from ..sizes import parse_count
 
@@ -85,7 +86,7 @@ def check_budget(grid: Mapping[str, Sequence[int]], metrics: Sequence[str], exac
         raise CostModelError(f"sweep: {n:,} configs; expected at most {limit:,}{mode}")
     if n * max(1, len(metrics)) > values:
         raise CostModelError(
-            f"sweep: {n:,} configs × {len(metrics)} metrics = {n * len(metrics):,} values; "
+            f"sweep: {units.plural(n, 'config')} × {units.plural(len(metrics), 'metric')} = {units.plural(n * len(metrics), 'value')}; "
             f"expected at most {values:,}{mode} (fewer configs or metrics per sweep)"
         )
     return n

@@ -32,7 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import sympy
 
+from .. import units
 from ..devices.calibrated import Knobs, step
+from ..devices.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
 from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model, load
@@ -152,7 +154,9 @@ def layouts(
             for ep in (e for e in eps if dp % e == 0):
                 rows += _schedules(tp, pp, dp, cp, ep, batch, layers, micro, vpps)
     if not rows:
-        raise CostModelError(f"plan: no layout of {devices} devices divides batch {batch} and {layers} layers")
+        raise CostModelError(
+            f"plan: no layout of {units.devices(devices)} divides batch {batch} and {units.plural(layers, 'layer')}"
+        )
     a = np.array(rows, dtype=np.int64)
     return dict(zip(("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule"), a.T))
 
@@ -225,6 +229,10 @@ def _progress(done: int, total: int, started: float) -> None:
         )
 
 
+#: Layouts a plan's chart draws besides its Pareto front: the fastest fitting ones.
+CHARTED = 300
+
+
 def plan(
     model: Model | str,
     *,
@@ -242,6 +250,7 @@ def plan(
     progress: bool = True,
     reference: Mapping[str, object] | None = None,
     ep: tuple[int, ...] | None = None,
+    plot: str | None = None,
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
@@ -251,10 +260,14 @@ def plan(
     of a layout, e.g. a published one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the
     best-placed fitting layout with those fields, its place and its step over the best one's (``of_best``), or
     None where none fits. ``ep``: the expert-parallel sizes to try (a model with routed experts; by default the
-    powers of two that divide them)."""
+    powers of two that divide them). With ``plot`` (a ``.png``/``.svg``/``.pdf`` path; needs matplotlib), also
+    draws step time against memory per device for the :data:`CHARTED` fastest fitting layouts and the Pareto
+    front (``devices.plot.plan_chart``)."""
     started = time.perf_counter()
     if reference:
         check_reference(reference)  # before the search, not after it
+    if plot is not None:
+        check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = device(hardware)
     options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
@@ -336,15 +349,15 @@ def plan(
                 ),
             )
             r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
-    out: dict[str, object] = {}
+    extra: dict[str, object] = {}
     if reference:
         hit = np.flatnonzero(matches(lay, reference) & (place > 0))
         if len(hit):
             j = hit[np.argmin(place[hit])]
-            out["reference"] = {**row(int(j)), "of_best": float(times[j] / times[order[0]])}
+            extra["reference"] = {**row(int(j)), "of_best": float(times[j] / times[order[0]])}
         else:
-            out["reference"] = None  # no fitting layout has those fields
-    return {
+            extra["reference"] = None  # no fitting layout has those fields
+    out = {
         "model": m.name,
         "hardware": dev.name,
         "devices": devices,
@@ -355,8 +368,11 @@ def plan(
         "layouts_per_s": rate,
         "layouts": best,
         "pareto": [row(j) for j in front],
-        **out,
+        **extra,
     }
+    if plot is not None:
+        plan_chart({**out, "chart": [row(j) for j in order[:CHARTED]]}, plot, capacity=int(dev.memory_bytes))
+    return out
 
 
 __all__ = ["derive", "evaluate", "layouts", "pareto", "plan", "rank"]

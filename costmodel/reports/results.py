@@ -12,6 +12,7 @@ import html
 import json
 from collections.abc import Iterator, Mapping
 
+from .. import units
 from ..errors import CostModelError
 
 # This module imports no sympy: an estimate served from cached formulas returns one of these without it.
@@ -257,7 +258,7 @@ class Sweep(Result):
         return pd.DataFrame({k: v for k, v in self._data.items()})
 
     def _rows(self) -> list[tuple[str, object]]:
-        return [(k, f"{len(v)} values") for k, v in self._data.items()]
+        return [(k, f"{units.plural(len(v), 'value')}") for k, v in self._data.items()]
 
     def plot(self, path: str, metric: str | None = None):
         """A chart of ``metric`` (default: the first) against the grid axes (needs matplotlib); the Figure."""

@@ -235,7 +235,7 @@ def ops_section(ctx: Context, k: int = 10) -> Section | None:
         "Ops",
         (
             Text(
-                f"The {min(k, len(ops))} ops with the largest share of the {what} of a step, all "
+                f"The {units.plural(min(k, len(ops)), 'op')} with the largest share of the {what} of a step, all "
                 "their runs together, then the rest summed."
             ),
             Table(head, rows, "p{4.4cm}lrrrr" + ("lr" if timed else "") + "r"),

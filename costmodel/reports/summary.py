@@ -83,14 +83,14 @@ def _config(v: Mapping[str, object], f: Mapping[str, object]) -> str:
     return (
         f"{f['model']} ({f['family']}), {units.sci(v['params.total'])} parameters"
         + (f" ({units.sci(v['params.active'])} active)" if v["params.active"] != v["params.total"] else "")
-        + f"; {units.grouped(v['tokens.per_step'])} tokens per step ({sizes}); {run}"
+        + f"; {units.plural(v['tokens.per_step'], 'token')} per step ({sizes}); {run}"
         + (f"; {f['layout']}" if f["layout"] else "")
     )
 
 
 def _flops(v: Mapping[str, object], f: Mapping[str, object]) -> tuple[str, str]:
     if f["inference"]:
-        return "Prefill FLOPs", f"{units.sci(v['flops.forward'])} for {units.grouped(v['tokens.per_step'])} tokens"
+        return "Prefill FLOPs", f"{units.sci(v['flops.forward'])} for {units.plural(v['tokens.per_step'], 'token')}"
     share = f"6ND = {units.sci(v['flops.six_nd'])} is {units.percent(v['flops.six_nd_share'])} of it"
     if "flops.training_total" in v:
         return "Training FLOPs", (

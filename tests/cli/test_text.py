@@ -2,9 +2,11 @@
 it chose, and announces the files it writes."""
 
 import json
+import re
 
 import pytest
 
+from costmodel import units
 from costmodel.cli import main
 from costmodel.units import duration
 
@@ -80,3 +82,41 @@ def test_files_written_are_announced(capsys, tmp_path):
     tex = tmp_path / "r.tex"
     assert main(["report", "gpt2-small", "--latex", str(tex)]) == 0
     assert f"wrote latex report to {tex}" in capsys.readouterr().err
+
+
+#: A count of one followed by a plural noun ("1 devices", "1 tokens"), not preceded by another digit.
+ONE_PLURAL = re.compile(r"(?<![\d.,])1 (device|token|layout|op|layer|value|config|metric)s\b")
+
+
+def test_one_of_anything_is_singular(capsys):
+    argv = ["estimate", "gpt2-small", "--batch", "1", "--seq", "1", "--hardware", "h100-sxm", "--devices", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "per device (1 device: dp 1" in out and "time on 1 device × h100-sxm" in out
+    assert "one step = 1 token (use --tokens D" in out
+    assert ONE_PLURAL.findall(out) == []
+    assert main(["plan", "gpt2-small", "--hardware", "h100-sxm", "--devices", "1", "--batch", "1", "--seq", "128"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("gpt2-small on 1 device × h100-sxm, global batch 1 x 128 tokens\n  3 layouts searched")
+    assert ONE_PLURAL.findall(out) == []
+    assert [units.plural(n, "layout") for n in (0, 1, 2, 1000)] == [
+        "0 layouts",
+        "1 layout",
+        "2 layouts",
+        "1,000 layouts",
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("roofline", "gpt2-small", "--hardware", "h100-sxm"),  # its op table was 105 columns, its total 105
+        ("roofline", "llama2-7b", "--hardware", "h100-sxm", "--decode", "--context", "4096"),
+        ("hardware",),  # its header line was 121 columns
+        ("plan", "gpt2-small", "--hardware", "h100-sxm", "--devices", "8", "--batch", "8", "--seq", "256"),
+    ],
+    ids=lambda a: a[0] + ("-decode" if "--decode" in a else ""),
+)
+def test_other_texts_fit_100_columns(argv, capsys):
+    assert main(list(argv)) == 0
+    assert [line for line in capsys.readouterr().out.splitlines() if len(line) > 100] == []

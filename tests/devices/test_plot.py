@@ -1,12 +1,22 @@
 """Plots are valid images and draw the ops they are given."""
 
+import json
+
 import matplotlib  # noqa: F401  (in the test extra: a missing one fails, never skips)
 import pytest
 
-from costmodel import CostModelError, load, sweep
+from costmodel import CostModelError, load, sweep, units
 from costmodel.cli import main
 from costmodel.devices.decode import decode_graph, prefill_graph
-from costmodel.devices.plot import ALL_LABELLED, LABELLED, memory_chart, roofline_chart, sweep_chart, texts_overlap
+from costmodel.devices.plot import (
+    ALL_LABELLED,
+    LABELLED,
+    memory_chart,
+    plan_chart,
+    roofline_chart,
+    sweep_chart,
+    texts_overlap,
+)
 from costmodel.devices.roofline import roofline
 from costmodel.devices.table import device
 from costmodel.symbols import B, C
@@ -139,3 +149,47 @@ def test_sweep_chart_and_cli(tmp_path, capsys):
 def test_bad_plot_name(tmp_path, rows):
     with pytest.raises(CostModelError, match="expected a name ending in .png, .svg, .pdf"):
         roofline_chart(rows, H100, tmp_path / "r.jpg")
+
+
+def _covers(b, a) -> bool:
+    """``b`` is as fast as ``a`` and needs no more memory."""
+    return b["step_s"] <= a["step_s"] and b["memory_bytes"] <= a["memory_bytes"]
+
+
+def _dominated(a, b) -> bool:
+    """``a`` is dominated by ``b``: ``b`` covers it and is better in one of the two."""
+    return _covers(b, a) and (b["step_s"] < a["step_s"] or b["memory_bytes"] < a["memory_bytes"])
+
+
+def test_plan_chart_marks_the_front_and_names_the_best(tmp_path, capsys):
+    out = tmp_path / "plan.svg"
+    argv = ["plan", "gpt2-small", "--hardware", "h100-sxm", "--devices", "8", "--batch", "8", "--seq", "256"]
+    assert main([*argv, "--top", "40", "--json", "--plot", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert f"wrote the plan chart to {out}" in captured.err
+    r = json.loads(captured.out)
+    front, rows = r["pareto"], r["layouts"]
+    # the front, checked by brute force over the layouts shown: nothing shown beats a front layout in both
+    # time and memory, and a layout of the front is as fast as every layout shown and needs no more memory
+    assert not any(_dominated(p, q) for p in front for q in rows + front)
+    assert all(any(_covers(p, q) for p in front) for q in rows)
+    best = min(rows, key=lambda x: x["step_s"])
+    svg = out.read_text()
+    assert f"fastest: {units.duration(best['step_s'])}, {units.gb(best['memory_bytes'])}" in svg
+    assert "step time against memory" in svg and "capacity 80.00 GB" in svg
+    fig = plan_chart(r, tmp_path / "plan.png", capacity=80 * 10**9)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "memory per device (GB, 1e9 bytes)" and ax.get_ylabel() == "predicted step time (s)"
+    (line,) = ax.get_lines()[:1]
+    assert len(line.get_xdata()) == len(front)  # the front, joined
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [
+        f"{len(rows)} fastest fitting layouts",
+        f"Pareto front ({units.plural(len(front), 'layout')})",
+        "capacity 80.00 GB",
+    ]
+    named = [t.get_text() for t in ax.texts]
+    assert any(t.startswith("fastest: ") for t in named) and any(t.startswith("least memory: ") for t in named)
+    assert texts_overlap(fig) == []
+    with pytest.raises(CostModelError, match="expected a name ending in .png, .svg, .pdf"):
+        plan_chart(r, tmp_path / "p.jpg")

@@ -44,7 +44,11 @@ const Charts = (() => {
     if (mark) {
       const x = x0 + (span * mark.value) / max;
       el(svg, "line", { x1: x, x2: x, y1: 2, y2: h - 16, class: "mark" });
-      el(svg, "text", { x: Math.min(x, w - 4), y: h - 4, class: "label mark-label", "text-anchor": "end" }, mark.label);
+      // the label ends at the mark on the right half, starts there on the left (a capacity far below the
+      // bars, as deepseek-v3's 80 GB beside 11,104 GB, would otherwise run off the chart's left edge)
+      const right = x > w / 2;
+      el(svg, "text", { x: right ? Math.min(x, w - 4) - 3 : x + 3, y: h - 4, class: "label mark-label",
+                        "text-anchor": right ? "end" : "start" }, mark.label);
     }
   }
 

@@ -105,12 +105,12 @@ const Page = (() => {
     const run = f.inference ? "inference" : `${f.precision}, ${f.optimizer}`;
     return `${f.model} (${f.family}), ${U.sci(v["params.total"])} parameters`
       + (v["params.active"] !== v["params.total"] ? ` (${U.sci(v["params.active"])} active)` : "")
-      + `; ${U.grouped(v["tokens.per_step"])} tokens per step (${sizes}); ${run}` + (f.layout ? `; ${f.layout}` : "");
+      + `; ${U.plural(v["tokens.per_step"], "token")} per step (${sizes}); ${run}` + (f.layout ? `; ${f.layout}` : "");
   }
 
   function flops(v, f) {
     const U = Units;
-    if (f.inference) return ["Prefill FLOPs", `${U.sci(v["flops.forward"])} for ${U.grouped(v["tokens.per_step"])} tokens`];
+    if (f.inference) return ["Prefill FLOPs", `${U.sci(v["flops.forward"])} for ${U.plural(v["tokens.per_step"], "token")}`];
     const share = `6ND = ${U.sci(v["flops.six_nd"])} is ${U.percent(v["flops.six_nd_share"])} of it`;
     if (v["flops.training_total"] !== undefined) {
       return ["Training FLOPs", `${U.sci(v["flops.training_total"])} for D = ${U.sci(v["tokens.total"])} tokens; ${share}`];

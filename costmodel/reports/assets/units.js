@@ -72,7 +72,8 @@ const Units = (() => {
   const nbytes = (n) => gb(n) + " (" + fixed(Number(n) / 1073741824, 2, true) + " GiB)";
   const percent = (share, digits = 1) => fixed(100 * Number(share), digits) + "%";
   const rate = (x) => (Math.abs(x) < 1e15 ? fixed(x, 0, true) : sig(x, 3));
-  const devices = (n) => grouped(n) + " device" + (Number(n) === 1 ? "" : "s");
+  const plural = (n, word, many) => grouped(n) + " " + (Number(n) === 1 ? word : (many || word + "s"));
+  const devices = (n) => plural(n, "device");
 
-  return { grouped, fixed, exponential, sig, sci, amount, duration, gb, nbytes, percent, rate, devices };
+  return { grouped, fixed, exponential, sig, sci, amount, duration, gb, nbytes, percent, rate, plural, devices };
 })();
