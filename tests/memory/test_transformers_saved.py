@@ -19,7 +19,8 @@ Where they differ, the difference is exact and has a reason, written in each tes
   once per matmul that reads it (LLaMA's q, k, v: three casts; gate and up: two) where the engine's bf16
   graph keeps one bf16 tensor.
 
-SDPA on CPU runs the flash kernel (q, k, v, output and a log-sum-exp per row): as the engine's ``sdpa``.
+SDPA on CPU runs the flash kernel (q, k, v, output and a log-sum-exp per row): as the engine's ``sdpa``; GPT-2's
+key is a view into its fused q‖k‖v projection, which therefore stays alive whole (2·N·d more per layer).
 """
 
 import contextlib
@@ -143,3 +144,16 @@ def test_gpt2_autocast(tmp_path):
     assert measured - engine["activations"] == 3 * L * N * (4 * D) * 2 + (2 * L + 1) * N * D * 2
     # c_attn, c_proj, c_fc, mlp c_proj of each layer, and the tied unembedding's cast of the table
     assert casts == engine["parts"]["compute_copy"] == 2 * (L * (3 * D * D + D * D + 2 * 4 * D * D) + V * D)
+
+
+@pytest.mark.parametrize("dtype, precision, size", [(torch.float32, "fp32", 4), (torch.bfloat16, "bf16-pure", 2)])
+def test_gpt2_sdpa(tmp_path, dtype, precision, size):
+    """SDPA keeps q, k, v, its output and a log-sum-exp per row, as the engine's ``sdpa``; but GPT-2's key is a
+    view into the fused ``c_attn`` output (q and v are copies), so the whole q‖k‖v storage (3·N·d) stays alive
+    where the engine counts the key alone (N·d): 2·N·d more per layer."""
+    cfg, model = _model("gpt2", "sdpa", dtype)
+    measured, _ = _measured(model, autocast=False)
+    engine = _engine(cfg, tmp_path, precision, "sdpa")["activations"]
+    gelu = 3 * L * N * (4 * D) * size  # gelu_new's tanh, 0.5·x, 1 + tanh
+    norm_stats = 0 if dtype == torch.float32 else -2 * (2 * L + 1) * N * 2  # CPU keeps bf16 LayerNorm statistics
+    assert measured - engine == gelu + 2 * L * N * D * size + norm_stats
