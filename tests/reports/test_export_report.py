@@ -18,11 +18,9 @@ from costmodel.symbols import L, d
 
 PDFLATEX = shutil.which("pdflatex")
 PDFTOTEXT = shutil.which("pdftotext")
-# deepseek-v3 (19 pages, its summary on page 1) takes minutes to write (derive's expansion of 558 formulas of
-# 61 distinct blocks, ~2 min of one core): slow, and the three others cover the same code quickly
-MODELS = [m for m in ("gpt3-175b", "llama3-8b", "mixtral-8x7b") if m in presets()] + [
-    pytest.param("deepseek-v3", marks=pytest.mark.slow)
-]
+# the four models issue 18 names; deepseek-v3 (19 pages, 61 distinct blocks) is the slowest test of the suite
+# (about 80 s of one core, most of it derive's expansion of 558 formulas), and the only MLA + MoE report checked
+MODELS = [m for m in ("gpt3-175b", "llama3-8b", "mixtral-8x7b", "deepseek-v3") if m in presets()]
 
 
 @pytest.mark.parametrize("model", MODELS)
