@@ -131,6 +131,15 @@ class Text:
         return self.template.format(**names)
 
 
+def verbatim(text: str) -> str:
+    """``text`` as a part of a :class:`Text` template that fills no field: its braces doubled.
+
+    >>> verbatim("dims {b, t}: ")
+    'dims {{b, t}}: '
+    """
+    return text.replace("{", "{{").replace("}", "}}")
+
+
 @functools.lru_cache(maxsize=1024)
 def _fields_of(template: str) -> tuple[str, ...]:
     return tuple({name for _, name, _, _ in string.Formatter().parse(template) if name})

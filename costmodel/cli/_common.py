@@ -12,6 +12,9 @@ from collections.abc import Iterable
 
 from costmodel import CostModelError, Options, units
 
+#: the CLI says numbers as every report does
+duration, nbytes, sci = units.duration, units.nbytes, units.sci
+
 
 def add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
     """MODEL and ``--set``; ``optional``: MODEL may be left out (a command that has another source of one)."""
@@ -283,21 +286,3 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
         "the dated example price of the device in costmodel/devices/data/prices.json, NAME: an entry of it "
         "(deepseek-v3-h800: $2, DeepSeek-V3's report); the report names the entry, its date and source",
     )
-
-
-# -- formatting ----------------------------------------------------------------------------------------
-
-
-def sci(x: int | float) -> str:
-    """``3.131e+23``-style; whole numbers under a million in full (``1,001``): :func:`costmodel.units.sci`."""
-    return units.sci(x)
-
-
-def nbytes(x: int) -> str:
-    """Bytes with the unit named: decimal GB (1e9) and binary GiB (2^30): :func:`costmodel.units.nbytes`."""
-    return units.nbytes(x)
-
-
-def duration(seconds: float) -> str:
-    """Seconds in the unit a person would say (every report says it so): :func:`costmodel.units.duration`."""
-    return units.duration(seconds)

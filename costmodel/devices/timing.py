@@ -26,7 +26,7 @@ import sympy
 
 from .. import units
 from ..errors import CostModelError
-from ..formulas import Text
+from ..formulas import Text, verbatim
 from ..graph.analysis import totals
 from ..graph.quantities import Quantities, maximum
 from ..memory.device import prepared
@@ -354,17 +354,13 @@ def _costs(q: Quantities, out: Quantities, options: Options, n: int, dev: Device
     if isinstance(price, str):
         entry = prices.price(price, dev.name)
         price = entry.usd_per_hour
-        out.info["time.price_source"] = _escape(entry.describe())
+        out.info["time.price_source"] = verbatim(entry.describe())
     out.add("time.price_per_hour_usd", sympy.Rational(price.numerator, price.denominator), "float")
     step_s = out.exprs["time.step_s"]
     out.add("time.step_cost_usd", step_s * n * _positive(price, "price per hour") / 3600, "float")
     if options.tokens is not None:
         run_s = step_s * q.exprs["flops.training_total"] / q.exprs["flops.training"]
         out.add("time.cost_usd", run_s * n / 3600 * _positive(price, "price per hour"), "float")
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _fits(q: Quantities, out: Quantities) -> None:

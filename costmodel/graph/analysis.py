@@ -17,7 +17,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..formulas import Text
+from ..formulas import Text, verbatim
 from ..options import Counting
 from ..symbols import B, T, symbol
 from .cost import Cost, OpCost
@@ -240,10 +240,6 @@ def _whole_and_positive(size: sympy.Expr) -> sympy.Basic:
     return sympy.And(whole, positive)
 
 
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 def value_checks(G: nx.DiGraph) -> list[tuple[sympy.Basic, Text]]:
     """What every config of ``G`` must satisfy, as (relation, message) pairs, in the order they are checked.
 
@@ -265,16 +261,16 @@ def value_checks(G: nx.DiGraph) -> list[tuple[sympy.Basic, Text]]:
     for block, count in G.graph.get("blocks", {}).items():
         count = sympy.sympify(count)
         if fresh(relation := _whole_and_positive(count)):
-            message = _escape(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; "
+            message = verbatim(f"block {block!r}: count {count} = ") + "{value} is not a positive whole number; "
             out.append((relation, Text(message + "check the settings it is made of", {"value": count})))
     for name, data in op_nodes(G):
         op = data["op"]
         for axis, size in op.sizes:
             if fresh(relation := _whole_and_positive(size)):
                 message = (
-                    _escape(f"op {name!r}: axis {axis!r} = {size} = ")
+                    verbatim(f"op {name!r}: axis {axis!r} = {size} = ")
                     + "{value}"
-                    + _escape(
+                    + verbatim(
                         f" is not a positive whole number (pattern {op.pattern!r}); check that the sizes divide evenly"
                     )
                 )
@@ -284,16 +280,16 @@ def value_checks(G: nx.DiGraph) -> list[tuple[sympy.Basic, Text]]:
             k, e = (op.size[str(a)] for a in (route, experts))
             if fresh(relation := sympy.Le(k, e)):
                 message = (
-                    _escape(f"op {name!r}: routes each token to {route!r} = ")
+                    verbatim(f"op {name!r}: routes each token to {route!r} = ")
                     + "{k}"
-                    + _escape(f" experts of {experts!r} = ")
+                    + verbatim(f" experts of {experts!r} = ")
                     + "{e}; expected at most as many as there are"
                 )
                 out.append((relation, Text(message, {"k": k, "e": e})))
     for condition, why in G.graph.get("constraints", ()):
         names = sorted(condition.free_symbols, key=str)
         if fresh(condition):
-            message = _escape(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ") + ", ".join(
+            message = verbatim(f"graph {G.graph.get('name')!r}: {why}: {condition} fails with ") + ", ".join(
                 f"{s} = {{{s}}}" for s in names
             )
             out.append((condition, Text(message)))

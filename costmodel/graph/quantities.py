@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from ..errors import CostModelError
-from ..formulas import Formulas, Text
+from ..formulas import Formulas, Text, verbatim
 from .codegen import source
 
 
@@ -134,10 +134,7 @@ class Quantities:
         ``estimate`` evaluates, what the disk cache keeps."""
         if "_formulas" in self.__dict__:
             return self.__dict__["_formulas"]
-        checks = [
-            (r, m if isinstance(m, Text) else Text(str(m).replace("{", "{{").replace("}", "}}")))
-            for r, m in self.checks
-        ]
+        checks = [(r, m if isinstance(m, Text) else Text(verbatim(str(m)))) for r, m in self.checks]
         texts = {k: v for k, v in self.info.items() if isinstance(v, Text)}
         exprs: list[sympy.Basic] = list(self.exprs.values())
         choices = []

@@ -17,7 +17,7 @@ import networkx as nx
 import sympy
 
 from .. import units
-from ..formulas import Text
+from ..formulas import Text, verbatim
 from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
@@ -39,10 +39,6 @@ from .policies import ATTENTION_ABOUT, precision
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 def prepared(G: nx.DiGraph, options: Options) -> nx.DiGraph:
@@ -237,7 +233,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     )
     return {
         "memory.conventions.params": Text(
-            _escape(
+            verbatim(
                 f"{p.weights} weights"
                 + (
                     f" + a cached {p.compute_copy} copy" + (" of each matmul weight" if p.copy_of == "matrices" else "")
@@ -247,7 +243,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
                 + "; "
             )
             + per
-            + _escape(f"; sharded over dp by ZeRO-{z}" if z >= 3 else "")
+            + verbatim(f"; sharded over dp by ZeRO-{z}" if z >= 3 else "")
         ),
         "memory.conventions.grads": f"{p.grads} gradients of trainable weights (frozen: none)"
         + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),

@@ -34,7 +34,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..formulas import Text
+from ..formulas import Text, verbatim
 from ..graph.analysis import Structure, as_fraction, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
@@ -82,10 +82,6 @@ def split_axes(G: nx.DiGraph) -> set[str]:
     return out
 
 
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
 def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, object]]:
     """Every axis a degree splits must divide evenly, or the per-device numbers would be fractions of a head.
 
@@ -99,9 +95,9 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
 
     def need(size: sympy.Expr, degree: int, what: str, where: str) -> None:
         message = Text(
-            _escape(f"layout: {what} = ")
+            verbatim(f"layout: {what} = ")
             + "{size}"
-            + _escape(f" of {where} does not divide into {degree}; expected a degree that divides it evenly"),
+            + verbatim(f" of {where} does not divide into {degree}; expected a degree that divides it evenly"),
             {"size": size},
         )
         checks.append((sympy.Eq(sympy.Mod(size, degree), 0), message))

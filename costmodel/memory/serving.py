@@ -17,14 +17,14 @@ from __future__ import annotations
 import networkx as nx
 import sympy
 
-from ..formulas import Text
+from ..formulas import Text, verbatim
 from ..graph.cost import Zero
 from ..graph.passes import last_logits
 from ..graph.quantities import Quantities, maximum, whole
 from ..graph.registry import kind_of
 from ..options import Layout, Options
 from ..symbols import C, T
-from .device import _escape, fullest, prepared
+from .device import fullest, prepared
 from .inference import inference_weights, kv_cache, state_cache, working_set
 from .parallel import _block_share, layout_checks, split_axes, stage_of, stages, weight_share
 from .policies import ATTENTION_ABOUT, weight_format
@@ -108,7 +108,7 @@ def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, obj
     stage_text = (
         "; pipeline {memory__layout__stage} stage of pp = "
         + str(layout.pp)
-        + _escape(
+        + verbatim(
             " (its share of the repeated layers, plus the embeddings on the first stage, the final norm and head on "
             "the last)"
         )
@@ -120,7 +120,7 @@ def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, obj
     )
     out: dict[str, object] = {
         "memory.conventions.params": Text(
-            _escape(
+            verbatim(
                 f"inference weights: matmuls in {fmt.about}, tables and norms in "
                 f"the graph dtype; divided by tp = {layout.tp}"
             )
@@ -129,15 +129,15 @@ def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, obj
         "memory.conventions.kv_cache": Text(
             "every tensor tagged kv_cache for "
             + (str(options.context) if options.context else "{T}")
-            + _escape(
+            + verbatim(
                 f" tokens × batch (a sliding window keeps its last W − 1), in "
                 f"{options.kv_dtype or 'the op dtype'}; divided by tp, a pipeline stage's share of the layers"
             )
         ),
         "memory.conventions.activations": Text(
-            _escape("forward working set of a prefill of the prompt (min(T, C) = ")
+            verbatim("forward working set of a prefill of the prompt (min(T, C) = ")
             + "{prompt:,}"
-            + _escape(
+            + verbatim(
                 f" tokens), keeping {logits}: the largest op's inputs + output (a view, such as a sliding "
                 "window's unfolded keys, is its storage); split by tp where an axis is split"
             ),
