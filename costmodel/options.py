@@ -19,7 +19,6 @@ costmodel.errors.CostModelError: unknown option 'recompte' (did you mean 'recomp
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
@@ -36,140 +35,9 @@ from .memory.policies import (
     RECOMPUTE,
     SCHEDULES,
     WEIGHT_FORMATS,
-    check_schedule,
 )
+from .records import Counting, Layout, check_choice, check_count, check_rate, is_price_name
 from .sizes import parse_count, parse_rate
-
-
-@dataclass(frozen=True)
-class Counting:
-    """Counting choices that change FLOP numbers at the level of one op. Say which you use. The named
-    conventions of ``costmodel compare`` (6ND, Kaplan, PaLM, Chinchilla, Megatron) are these choices plus
-    how the step is summed.
-
-    Attributes
-    ----------
-    causal : ``"full"`` counts causal attention over the whole T×T square (dense kernels,
-        ``FlopCounterMode``); ``"half"`` counts half of it (what a causal kernel skips to).
-    embedding : ``"lookup"``: a gather does no FLOPs forward; ``"matmul"``: it counts as a one-hot
-        matmul, 2 × ids × table, backward 2 × forward (Chinchilla, Appendix F).
-    elementwise : which non-matmul FLOPs count: ``"all"`` (the element-wise table and the rules),
-        ``"none"`` (``FlopCounterMode``, 6ND) or ``"softmax"`` (Chinchilla).
-    softmax_flops : per score, (forward, backward): (5, 4) = max, subtract, exp, sum, divide; Chinchilla (3, 6).
-    """
-
-    causal: str = "full"
-    embedding: str = "lookup"
-    elementwise: str = "all"
-    softmax_flops: tuple[int, int] = (5, 4)
-
-    def __post_init__(self) -> None:
-        choices = {
-            "causal": ("full", "half"),
-            "embedding": ("lookup", "matmul"),
-            "elementwise": ("all", "none", "softmax"),
-        }
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise CostModelError(
-                    f"counting: {name} must be one of {', '.join(map(repr, allowed))}, received {getattr(self, name)!r}"
-                )
-        sf = self.softmax_flops
-        if not (
-            isinstance(sf, tuple)
-            and len(sf) == 2
-            and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in sf)
-        ):
-            raise CostModelError(
-                f"counting: softmax_flops must be two whole numbers (forward, backward), received {sf!r}"
-            )
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Degrees of data (``dp``), tensor (``tp``), pipeline (``pp``), sequence/context (``sp``, also given as
-    ``cp``) and expert (``ep``) parallelism, the ZeRO stage (0 = none), Megatron sequence parallelism inside
-    the TP group, and the pipeline: its ``schedule`` (:data:`~costmodel.memory.policies.SCHEDULES`), ``vpp``
-    virtual stages per device (interleaved 1F1B; ``vpp > 1`` picks it) and ``stage_layers`` (layers on the
-    first and the last stage when they differ from the others, e.g. ``(7, 7)``)."""
-
-    dp: int = 1
-    tp: int = 1
-    pp: int = 1
-    sp: int = 1
-    ep: int = 1
-    zero: int = 0
-    megatron_sp: bool = False
-    vpp: int = 1
-    schedule: str = "1f1b"
-    stage_layers: tuple[int, int] | None = None
-
-    def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "sp", "ep", "vpp"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise CostModelError(f"layout: {name} must be a positive whole number, received {v!r}")
-        if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
-            raise CostModelError(f"layout: zero must be 0, 1, 2 or 3, received {self.zero!r}")
-        if not isinstance(self.megatron_sp, bool):
-            raise CostModelError(f"layout: megatron_sp must be true or false, received {self.megatron_sp!r}")
-        if self.dp % self.ep:
-            raise CostModelError(
-                f"layout: ep ({self.ep}) must divide dp ({self.dp}): experts are spread over the data-parallel devices"
-            )
-        if self.vpp > 1 and self.schedule == "1f1b":  # --vpp alone asks for the interleaved schedule
-            object.__setattr__(self, "schedule", "interleaved")
-        _choice(self.schedule, SCHEDULES, "layout: schedule")
-        check_schedule(self.schedule, self.pp, self.vpp)
-        if self.stage_layers is not None:
-            sl = self.stage_layers
-            if isinstance(sl, str):
-                sl = tuple(part.strip() for part in sl.split(","))
-            if not (isinstance(sl, (tuple, list)) and len(sl) == 2):
-                raise CostModelError(
-                    f"layout: stage_layers must be the layers of the first and last stage, e.g. "
-                    f"(7, 7), received {self.stage_layers!r}"
-                )
-            sl = tuple(parse_count(v, "layout: stage_layers") for v in sl)
-            if self.pp < 2:
-                raise CostModelError("layout: stage_layers sets the first and last pipeline stages; expected --pp > 1")
-            object.__setattr__(self, "stage_layers", sl)
-
-    @property
-    def devices(self) -> int:
-        return self.dp * self.tp * self.pp * self.sp
-
-
-def _choice(value: object, allowed, what: str) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise CostModelError(
-            f"{what}: expected one of {', '.join(sorted(allowed))}, received {value!r}"
-            + (closest(value, allowed) if isinstance(value, str) else "")
-        )
-    return value
-
-
-def _count(value: object, what: str, *, length: bool = False) -> int | None:
-    return None if value is None else parse_count(value, what, length=length)
-
-
-def _rate(value: object, what: str) -> Fraction | None:
-    if value is None:
-        return None
-    if isinstance(value, float):
-        raise CostModelError(
-            f"{what}: expected an exact number (an int, a Fraction or a decimal string such as "
-            f"'0.45'), received the float {value!r}"
-        )
-    if hasattr(value, "p") and hasattr(value, "q"):  # a sympy Rational, without importing sympy
-        value = Fraction(int(value.p), int(value.q))
-    return parse_rate(value, what)
-
-
-def _price_name(value: object) -> bool:
-    """Whether a price per hour is a name (``"list"``, a price table entry) rather than a number."""
-    return isinstance(value, str) and bool(re.fullmatch(r"[a-z][a-z0-9-]*", value))
-
 
 #: How a step is predicted without a rate (see :mod:`costmodel.devices.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
@@ -237,23 +105,23 @@ class Options:
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
-        set_("batch", _count(self.batch, "batch"))
-        set_("seq", _count(self.seq, "seq", length=True))
-        set_("tokens", _count(self.tokens, "tokens"))
-        set_("micro_batch", _count(self.micro_batch, "micro_batch"))
-        set_("context", _count(self.context, "context", length=True))
+        set_("batch", check_count(self.batch, "batch"))
+        set_("seq", check_count(self.seq, "seq", length=True))
+        set_("tokens", check_count(self.tokens, "tokens"))
+        set_("micro_batch", check_count(self.micro_batch, "micro_batch"))
+        set_("context", check_count(self.context, "context", length=True))
         set_("devices", parse_count(self.devices, "devices"))
         if not isinstance(self.counting, Counting):
             raise CostModelError(f"counting: expected a Counting record, received {self.counting!r}")
         if not isinstance(self.layout, Layout):
             raise CostModelError(f"layout: expected a Layout record, received {self.layout!r}")
-        _choice(self.precision, PRECISIONS, "precision")
-        _choice(self.optimizer, OPTIMIZERS, "optimizer")
-        _choice(self.recompute, RECOMPUTE, "recompute")
-        _choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
-        _choice(self.attention, ATTENTION, "attention")
-        _choice(self.logits, LOGITS, "logits")
-        _choice(self.mfu_basis, MFU_BASES, "mfu_basis")
+        check_choice(self.precision, PRECISIONS, "precision")
+        check_choice(self.optimizer, OPTIMIZERS, "optimizer")
+        check_choice(self.recompute, RECOMPUTE, "recompute")
+        check_choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
+        check_choice(self.attention, ATTENTION, "attention")
+        check_choice(self.logits, LOGITS, "logits")
+        check_choice(self.mfu_basis, MFU_BASES, "mfu_basis")
         if self.kv_dtype is not None:
             check_dtype(self.kv_dtype, "kv_dtype")
         if self.dtype is not None:
@@ -274,9 +142,9 @@ class Options:
             set_("attention", "flash")
         set_("flash", self.attention in FUSED_ATTENTION)
         for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
-            if name == "price_per_hour" and _price_name(self.price_per_hour):
+            if name == "price_per_hour" and is_price_name(self.price_per_hour):
                 continue  # a price table entry, read with the device (costmodel.devices.prices)
-            set_(name, _rate(getattr(self, name), name))
+            set_(name, check_rate(getattr(self, name), name))
         if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
             raise CostModelError(
                 f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "
@@ -318,7 +186,7 @@ class Options:
         )
         set_("comm_links", tuple(sorted((str(k), str(v)) for k, v in dict(self.comm_links).items())))
         if self.time_model is not None:
-            _choice(self.time_model, TIME_MODELS, "time_model")
+            check_choice(self.time_model, TIME_MODELS, "time_model")
             given_rate = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
             if given_rate:
                 raise CostModelError(
@@ -332,7 +200,7 @@ class Options:
             if isinstance(kinds, str):
                 kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
             for k in kinds:
-                _choice(k, COMM_KINDS, "overlap_comm")
+                check_choice(k, COMM_KINDS, "overlap_comm")
             set_("overlap_comm", tuple(sorted(set(kinds))))
         if self.pipeline is not None:
             stages, micro = self.pipeline
@@ -394,7 +262,7 @@ class Options:
         if how == "rate":
             return parse_rate(text, what)
         if how == "price":  # US dollars, or a name of the price table read with the device
-            return text if _price_name(text) else parse_rate(text, what)
+            return text if is_price_name(text) else parse_rate(text, what)
         raise CostModelError(f"option {name!r} is not read from text")
 
     @classmethod

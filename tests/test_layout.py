@@ -24,6 +24,7 @@ RANKS = [
     ("costmodel.formulas", 0),
     ("costmodel.version", 0),
     ("costmodel.units", 0),
+    ("costmodel.records", 1),
     ("costmodel.options", 1),
     ("costmodel.conventions", 1),
     ("costmodel.graph", 2),
