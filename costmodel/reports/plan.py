@@ -63,12 +63,16 @@ class Compiled:
     layers: int
     memory: MemoryTable  # model states and activations by class (plan_memory)
     experts: int = 1  # routed experts per MoE layer (1: a dense model)
+    megatron_sp: bool = True  # Megatron sequence parallelism wherever tp > 1 (else nowhere)
 
 
-def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
+def derive(
+    m: Model, dev, values: Mapping, options: Options, overlap: tuple[str, ...] | None = None, megatron_sp: bool = True
+) -> Compiled:
     """Derive and compile the calibrated step with every layout choice a symbol: the derivation ``estimate``
     runs (:func:`costmodel.devices.calibrated.calibrated_quantities`), with its inputs from the memory
-    section taken from :func:`.plan_memory.memory` at evaluation."""
+    section taken from :func:`.plan_memory.memory` at evaluation. ``overlap``: the kinds of communication
+    hidden behind compute (``estimate``'s ``overlap_comm``; by default its default)."""
     tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags, dpon, dpb, optb = KNOBS
     G = prepared(m.graph, options)
     schedule = dict(zip(SCHEDULES, flags))
@@ -86,7 +90,11 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
         msp,
         single,
         zero3,
-        hide={"ep": schedule["dualpipe"]},  # as estimate's knobs: DualPipe hides the all-to-alls
+        **(
+            {"hide": {"ep": schedule["dualpipe"]}}  # as estimate's knobs: DualPipe hides the all-to-alls
+            if overlap is None
+            else {"overlap": frozenset(overlap)}
+        ),
         dp_sends=dpon,
     )
     sub = {s: v for s, v in values.items() if s is not B}
@@ -100,7 +108,8 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
     one = one.xreplace({pp: 1, vpp: 1})
     mem = table(G, options, values, RECOMPUTE)
-    return Compiled(compile_exprs([s.xreplace({single: 0})], KNOBS), compile_exprs([one], KNOBS), layers, mem, experts)
+    f = compile_exprs([s.xreplace({single: 0})], KNOBS)
+    return Compiled(f, compile_exprs([one], KNOBS), layers, mem, experts, megatron_sp)
 
 
 def layouts(
@@ -175,11 +184,12 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     tp, pp, dp, cp, ep, v, b, m, r, z, s = (
         f(lay[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule")
     )
-    mem = memory(c.memory, lay)
+    mem = memory(c.memory, lay, c.megatron_sp)
     flags = [f(s == i) for i in range(len(SCHEDULES))]
     # the optimizer reads weights, states and gradients and writes weights and states back
     opt = 2 * (mem["params"] + mem["optimizer"]) + 2 * mem["grads"]
-    args = (tp, pp, dp, cp, ep, v, b, m, f(r == 1), f(r == 2), f(tp > 1), f(pp == 1), f(z == 3), *flags)
+    msp = f((tp > 1) & c.megatron_sp)
+    args = (tp, pp, dp, cp, ep, v, b, m, f(r == 1), f(r == 2), msp, f(pp == 1), f(z == 3), *flags)
     args += (f(dp > 1), mem["dp_bytes"], opt)
     mode, many = float_mode(), pp > 1
     t = np.empty(tp.shape)
@@ -187,6 +197,10 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
         if sel.any():
             (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
     return t, mem["total"]
+
+
+def _fields(fields: Mapping[str, object]) -> str:
+    return ",".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in fields.items())
 
 
 def _progress(done: int, total: int, started: float) -> None:
@@ -222,6 +236,9 @@ def plan(
     reference: Mapping[str, object] | None = None,
     ep: tuple[int, ...] | None = None,
     plot: str | None = None,
+    only: Mapping[str, object] | None = None,
+    overlap_comm: tuple[str, ...] | None = None,
+    megatron_sp: bool = True,
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
@@ -233,21 +250,36 @@ def plan(
     None where none fits. ``ep``: the expert-parallel sizes to try (a model with routed experts; by default the
     powers of two that divide them). With ``plot`` (a ``.png``/``.svg``/``.pdf`` path; needs matplotlib), also
     draws step time against memory per device for the :data:`CHARTED` fastest fitting layouts and the Pareto
-    front (``devices.plot.plan_chart``)."""
+    front (``devices.plot.plan_chart``). ``only`` (fields of a layout, each a value or a tuple of values, e.g.
+    ``{"zero": 0, "schedule": ("1f1b", "interleaved")}``) searches only the layouts with them: a software
+    stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
+    communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
+    Megatron sequence parallelism (it is on wherever tp > 1 by default)."""
     started = time.perf_counter()
     if reference:
         check_reference(reference)  # before the search, not after it
+    if only:
+        check_reference(only, "plan --only")
     if plot is not None:
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = device(hardware)
-    options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
+    options = Options.make(
+        batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
+    )
     values = resolve(m, options)
     if progress and sys.stderr.isatty():
         print("plan: deriving the step formula...", file=sys.stderr, flush=True)
-    c = derive(m, dev, values, options)
+    c = derive(m, dev, values, options, options.overlap_comm, megatron_sp)
     heads = next((int(values[s]) for s in values if str(s) == "h"), None)
     lay = layouts(devices, batch, c.layers, seq, dev.attained.node_size, heads, experts=c.experts, eps=ep)
+    if only:
+        keep = matches(lay, only)
+        if not keep.any():
+            raise CostModelError(
+                f"plan --only: no layout that divides has {_fields(only)}; expected values it can take"
+            )
+        lay = {k: v[keep] for k, v in lay.items()}
     n = len(lay["tp"])
     t0 = time.perf_counter()
     chunk = 1 << 16
@@ -310,7 +342,8 @@ def plan(
                 zero=r["zero"],
                 micro_batch=r["micro_batch"],
                 recompute=r["recompute"],
-                megatron_sp=r["tp"] > 1,
+                megatron_sp=megatron_sp and r["tp"] > 1,
+                overlap_comm=overlap_comm,
                 **(
                     {"vpp": r["vpp"]}
                     if r["schedule"] == "interleaved"

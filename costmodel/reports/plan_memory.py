@@ -11,8 +11,8 @@ the sequence axis) and of the layout; so the model states and the activations ar
 those facts** here, and a layout's memory is those sums times the class's share, on arrays of layouts.
 
 The planner's layouts hold only what this replays: even stages (``layers % pp == 0``: no
-``stage_layers``), Megatron sequence parallelism whenever ``tp > 1`` (every kept tensor ÷ tp), the
-memory section's default norm statistics and no recompute fraction. ``tests/reports/test_plan_exact.py``
+``stage_layers``), Megatron sequence parallelism whenever ``tp > 1`` (every kept tensor ÷ tp) or never,
+the memory section's default norm statistics and no recompute fraction. ``tests/reports/test_plan_exact.py``
 checks the result against ``estimate`` layout by layout.
 """
 
@@ -44,8 +44,8 @@ class MemoryTable:
     """Model-state bytes by class of weight and activation bytes by class of kept tensor.
 
     ``states``: (where, block count, tp-split, expert) → (params, grads, optimizer) bytes of the whole model;
-    ``acts``: recompute policy → (where, block count, has the sequence axis) → (bytes independent of the
-    micro-batch, bytes per sequence). ``where`` is ``"first"``, ``"block"`` or ``"last"``; the block count is
+    ``acts``: recompute policy → (where, block count, has the sequence axis, tp-split) → (bytes independent
+    of the micro-batch, bytes per sequence). ``where`` is ``"first"``, ``"block"`` or ``"last"``; the block count is
     the layers of the repeated block (1 outside one)."""
 
     states: Mapping[tuple, tuple[float, float, float]]
@@ -77,7 +77,12 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
         sums: dict[tuple, sympy.Expr] = {}
         for kept in a.tensors.values():
             where = "block" if all(st.stage(s) == "block" for s in kept.savers) else st.stage(kept.savers[0])
-            key = (where, count(kept.savers[0]) if where == "block" else 1, any(s == T for _, s in kept.axes))
+            key = (
+                where,
+                count(kept.savers[0]) if where == "block" else 1,
+                any(s == T for _, s in kept.axes),
+                any(a in split for a, _ in kept.axes),
+            )
             sums[key] = sums.get(key, sympy.Integer(0)) + kept.bytes
         acts[r] = {}
         for key, e in sums.items():
@@ -120,8 +125,9 @@ def _stage_share(where: str, layers: int, stage: str, pp: np.ndarray, copies: np
     return np.where((pp == 1) | (where == stage), 1.0, 0.0) * (1.0 if stage != "middle" else 0.0)
 
 
-def memory(t: MemoryTable, lay: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Per device, for every layout: ``total`` (the fullest stage's bytes), its ``params``, ``grads``,
+def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = True) -> dict[str, np.ndarray]:
+    """Per device, for every layout (``megatron_sp``: Megatron sequence parallelism where tp > 1, so every kept
+    tensor is split by tp; without it only those with a split axis): ``total`` (the fullest stage's bytes), its ``params``, ``grads``,
     ``optimizer`` and ``activations``, and ``dp_bytes``, what it sends for data parallelism per step
     (``communication_bytes.dp``)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
@@ -151,8 +157,9 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray]) -> dict[str, np.ndarra
             pick = rec == r
             if not pick.any() or name not in t.acts:
                 continue
-            for (where, layers, has_t), (c0, c1) in t.acts[name].items():
-                part = np.where(tp > 1, 1 / tp, 1.0) * (np.where(cp > 1, 1 / cp, 1.0) if has_t else 1.0)
+            for (where, layers, has_t, tsplit), (c0, c1) in t.acts[name].items():
+                part = np.where(tp > 1, 1 / tp, 1.0) if megatron_sp or tsplit else 1.0
+                part = part * (np.where(cp > 1, 1 / cp, 1.0) if has_t else 1.0)
                 if where == "block":
                     if stage == "middle":
                         part = part * flight * np.where(pp == 1, 1.0, np.ceil(layers / pp) / layers)

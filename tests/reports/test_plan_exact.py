@@ -58,8 +58,8 @@ def _flags(model: str) -> list[str]:
     return [model, *sum((["--set", f"{k}={v}"] for k, v in MODELS[model].items()), [])]
 
 
-def _estimate_argv(model: str, row: dict) -> list[str]:
-    argv = ["estimate", *_flags(model), *RUN, "--flash"]
+def _estimate_argv(model: str, row: dict, stack: list[str] = []) -> list[str]:  # noqa: B006 (never mutated)
+    argv = ["estimate", *_flags(model), *RUN, "--flash", *[a for a in stack if a != "--no-megatron-sp"]]
     for key in ("tp", "pp", "dp", "cp", "ep", "zero"):
         argv += [f"--{key}", str(row[key])]
     argv += ["--micro-batch", str(row["micro_batch"]), "--recompute", row["recompute"]]
@@ -67,7 +67,7 @@ def _estimate_argv(model: str, row: dict) -> list[str]:
         argv += ["--schedule", row["schedule"]]
         if row["schedule"] == "interleaved":
             argv += ["--vpp", str(row["vpp"])]
-    if row["tp"] > 1:
+    if row["tp"] > 1 and "--no-megatron-sp" not in stack:
         argv += ["--megatron-sp"]
     return argv
 
@@ -81,5 +81,21 @@ def test_plan_step_and_memory_are_estimates(model, capsys):
         e = _json(_estimate_argv(model, row), capsys)
         assert e["time"]["basis"] == "calibrated"
         # float rounding: the planner sums in float64 what the estimate sums exactly
+        assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
+        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+
+
+#: A software stack's features (Megatron-LM 2021: no sequence parallelism, no ZeRO, the DP all-reduce after the
+#: backward, 1F1B or interleaved): the planner's step and memory are still estimate's with those options.
+STACK = ["--no-megatron-sp", "--overlap-comm", "none"]
+
+
+def test_plan_under_a_software_stack_is_estimate(capsys):
+    only = ["--only", "zero=0|1,cp=1,schedule=1f1b|interleaved"]
+    rows = _json(["plan", *_flags("gpt"), *RUN, *STACK, *only, "--top", "100000"], capsys)["layouts"]
+    assert {r["zero"] for r in rows} <= {0, 1} and {r["schedule"] for r in rows} <= {"1f1b", "interleaved"}
+    for want in ({"tp": 2, "pp": 2, "zero": 1, "recompute": "none"}, {"schedule": "interleaved", "tp": 4}):
+        row = next(r for r in rows if all(r[k] == v for k, v in want.items()))
+        e = _json(_estimate_argv("gpt", row, STACK), capsys)
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
         assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
