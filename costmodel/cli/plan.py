@@ -56,6 +56,18 @@ def reference(text: str) -> dict[str, object]:
     return out
 
 
+def choices(text: str) -> dict[str, object]:
+    """``--only zero=0,schedule=1f1b|interleaved``: fields of a layout, each one value or alternatives."""
+    out = reference(text)
+    for key, value in out.items():
+        if isinstance(value, str) and "|" in value:
+            parts = [p.strip() for p in value.split("|")]
+            if not all(parts):
+                raise argparse.ArgumentTypeError(f"expected VALUE|VALUE alternatives, received {key}={value!r}")
+            out[key] = tuple(int(p) if p.isdigit() else p for p in parts)
+    return out
+
+
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
@@ -89,6 +101,24 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="expert-parallel sizes to search (MoE models; default: the powers of two that divide the experts)",
     )
     p.add_argument(
+        "--only",
+        type=choices,
+        metavar="FIELDS",
+        help="search only layouts with these fields, alternatives with |: e.g. a software stack's features, "
+        "zero=0,cp=1,schedule=1f1b|interleaved (Megatron-LM 2021)",
+    )
+    p.add_argument(
+        "--overlap-comm",
+        metavar="KINDS",
+        help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
+        "(default: estimate's: dp and sp; DualPipe also ep)",
+    )
+    p.add_argument(
+        "--no-megatron-sp",
+        action="store_true",
+        help="no Megatron sequence parallelism (default: on wherever tp > 1)",
+    )
+    p.add_argument(
         "--plot",
         metavar="FILE",
         help="chart of step time against memory per device, the Pareto front marked (.png, .svg or .pdf; "
@@ -98,6 +128,12 @@ def add(sub: argparse._SubParsersAction) -> None:
     out.add_argument("--json", action="store_true")
     out.add_argument("--csv", action="store_true", help="the ranked layouts as CSV")
     p.set_defaults(run=run)
+
+
+def _overlap(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return () if text.strip() in ("none", "") else tuple(k.strip() for k in text.split(",") if k.strip())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         reference=args.reference,
         ep=args.ep,
         plot=args.plot,
+        only=args.only,
+        overlap_comm=_overlap(args.overlap_comm),
+        megatron_sp=not args.no_megatron_sp,
     )
     if args.plot:
         print(f"wrote the plan chart to {args.plot}", file=sys.stderr)

@@ -71,6 +71,9 @@ class Knobs:
     overlap: frozenset[str] = frozenset(DEFAULT_OVERLAP)
     stage_layers: tuple[int, int] | None = None  # uneven stages: layers of the first and the last
     pp_number: int | None = None  # pp when it is a number (a 2-stage pipeline has no middle stage)
+    # kinds hidden by a 0/1 flag rather than by ``overlap`` (the planner: DualPipe hides the all-to-alls)
+    hide: Mapping[str, sympy.Expr] = field(default_factory=dict)
+    dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
 
 
 @dataclass
@@ -160,6 +163,9 @@ def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.
 
 
 def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy.Expr:
+    if kind in k.hide:  # hidden where the flag is 1, exposed where it is 0
+        flag = k.hide[kind]
+        return flag * maximum(0, seconds - behind) + (1 - flag) * seconds
     return maximum(0, seconds - behind) if kind in k.overlap else seconds
 
 
@@ -224,7 +230,7 @@ def step(
     m = k.micro_batches
     bubble = (1 - k.single) * beta * (total - t_max)
     st = strides(k.tp, k.cp, k.dp)
-    alive = sympy.Integer(0) if dp_bytes == 0 else 1
+    alive = k.dp_sends if k.dp_sends is not None else sympy.Integer(0) if dp_bytes == 0 else 1
     dp_s = alive * (latency(eff, k.dp, st["dp"]) + dp_bytes / bus_bandwidth(dev, eff, k.dp, st["dp"]))
     window = k.zero3 * m * c_max + (1 - k.zero3) * mid["b"]
     dp_exposed = _hide("dp", dp_s, window, k)

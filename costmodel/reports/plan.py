@@ -6,17 +6,12 @@ ranks the rest by the calibrated step (:mod:`costmodel.devices.calibrated`).
 
 The step is derived **once**, with every layout choice a symbol (:class:`~costmodel.devices.calibrated.Knobs`),
 and compiled to vectorised Python (:mod:`costmodel.graph.codegen`): the search evaluates that one formula over
-arrays of layouts. The memory of a layout is screened from four exact estimates of the unsharded model (model
-states, and activations of one sequence under each recompute policy), scaled the way each part is sharded:
-
-* weights and gradients ÷ (tp · pp), each also ÷ dp from ZeRO stage 3 and 2; optimizer states ÷ (tp · pp),
-  ÷ dp from ZeRO 1; the routed experts' share of each (measured once, from an estimate at ep = n_experts)
-  also ÷ ep;
-* activations × micro-batch ÷ (tp · cp) (Megatron sequence parallelism is on whenever tp > 1) × the schedule's
-  micro-batches in flight (:func:`~costmodel.memory.schedules.in_flight`) ÷ pp.
-
-That screen ignores which stage holds the embeddings (the estimate's memory section does not): ``verify``
-re-runs :func:`~costmodel.reports.estimate.estimate` on the top layouts, whose numbers are then exact.
+arrays of layouts. It is the derivation ``estimate`` runs, with the same kernel counting (a causal
+FlashAttention kernel: half the scores) and the same overlap (DualPipe hides the all-to-alls); what it reads
+from the memory section (the optimizer step's bytes, the data-parallel bytes) and the memory per device come
+from :mod:`.plan_memory`, which replays the memory section's per-stage sums on arrays of layouts. So a
+layout's step and memory are ``estimate``'s for that layout (with ``flash`` as the plan's, Megatron sequence
+parallelism whenever tp > 1), to float rounding: ``tests/reports/test_plan_exact.py``.
 Expert parallelism is searched over the powers of two that divide the experts and the data-parallel size
 (or the values given); a dense model runs at ep = 1.
 """
@@ -43,14 +38,18 @@ from ..graph.analysis import repeated_blocks
 from ..graph.codegen import compile_exprs
 from ..memory.device import prepared
 from ..memory.schedules import SCHEDULES
-from ..options import Options
-from ..symbols import B, T
+from ..options import Counting, Options
+from ..symbols import B
 from .estimate import estimate, resolve
+from .plan_memory import MemoryTable, memory, table
 from .plan_rank import RECOMPUTE, check_reference, matches, pareto, rank
 
-#: The symbols of a layout in the compiled step (in this order).
+#: The symbols of a layout in the compiled step (in this order); the last two are numbers of the memory
+#: screen (:mod:`.plan_memory`): bytes one device sends for data parallelism and its optimizer step's bytes.
 KNOBS = sympy.symbols(
-    "tp pp dp cp ep vpp b m sel full msp single zero3 " + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES),
+    "tp pp dp cp ep vpp b m sel full msp single zero3 "
+    + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES)
+    + " dpon dpb optb",
     positive=True,
 )
 
@@ -62,14 +61,21 @@ class Compiled:
     f: object  # pipelined layouts (pp > 1)
     single: object  # pp == 1: the same formula with the pipeline's terms removed before compiling (no 0·∞)
     layers: int
-    memory: Mapping[str, float]  # unsharded model states and activations per sequence, per recompute
+    memory: MemoryTable  # model states and activations by class (plan_memory)
     experts: int = 1  # routed experts per MoE layer (1: a dense model)
+    megatron_sp: bool = True  # Megatron sequence parallelism wherever tp > 1 (else nowhere)
 
 
-def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
-    """Derive and compile the calibrated step with every layout choice a symbol."""
-    tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags = KNOBS
+def derive(
+    m: Model, dev, values: Mapping, options: Options, overlap: tuple[str, ...] | None = None, megatron_sp: bool = True
+) -> Compiled:
+    """Derive and compile the calibrated step with every layout choice a symbol: the derivation ``estimate``
+    runs (:func:`costmodel.devices.calibrated.calibrated_quantities`), with its inputs from the memory
+    section taken from :func:`.plan_memory.memory` at evaluation. ``overlap``: the kinds of communication
+    hidden behind compute (``estimate``'s ``overlap_comm``; by default its default)."""
+    tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags, dpon, dpb, optb = KNOBS
     G = prepared(m.graph, options)
+    schedule = dict(zip(SCHEDULES, flags))
     k = Knobs(
         tp,
         pp,
@@ -80,45 +86,30 @@ def derive(m: Model, dev, values: Mapping, options: Options) -> Compiled:
         b,
         m_,
         {"selective": sel, "full": full},
-        dict(zip(SCHEDULES, flags)),
+        schedule,
         msp,
         single,
         zero3,
+        **(
+            {"hide": {"ep": schedule["dualpipe"]}}  # as estimate's knobs: DualPipe hides the all-to-alls
+            if overlap is None
+            else {"overlap": frozenset(overlap)}
+        ),
+        dp_sends=dpon,
     )
     sub = {s: v for s, v in values.items() if s is not B}
-    mem: dict[str, float] = {}
-    for r in RECOMPUTE:  # the unsharded model: one sequence, one device
-        e = estimate(
-            m,
-            batch=1,
-            seq=values[T],
-            recompute=r,
-            flash=options.flash,
-            precision=options.precision,
-            optimizer=options.optimizer,
-        )["memory_bytes"]
-        mem[f"act_{r}"] = float(e["activations"])
-        mem.update(weights=float(e["params"]), grads=float(e["grads"]), states=float(e["optimizer"]))
     experts = next((int(v) for s, v in values.items() if str(s) == "n_experts"), 1)
-    mem["expert_share"] = 0.0
-    if experts > 1:  # the routed experts' share of the model states: what ep = n_experts takes off the weights
-        e = estimate(m, batch=experts, seq=values[T], dp=experts, ep=experts, precision=options.precision)
-        mem["expert_share"] = (1 - float(e["memory_bytes"]["params"]) / mem["weights"]) * experts / (experts - 1)
-    grads = sympy.Integer(int(mem["grads"]))
-    x = sympy.Float(mem["expert_share"])  # expert gradients reduce over dp/ep replicas: ÷ ep of their bytes
-    shard = (1 - x + x / ep) if experts > 1 else 1
-    # a step reduces every gradient once; ZeRO 3 reduce-scatters them and gathers the weights twice in every
-    # micro-batch (3 units each, as communication_bytes.dp); each device its 1/(tp·pp)
-    dp_bytes = (2 + zero3 * (3 * m_ - 2)) * (dp - 1) / dp * grads * shard / (tp * pp)
-    # the optimizer reads weights, states and gradients and writes weights and states back
-    opt_bytes = sympy.Integer(int(2 * (mem["weights"] + mem["states"]) + 2 * mem["grads"])) / (tp * pp)
+    # the kernels' own work, as estimate counts it: a causal FlashAttention kernel skips the masked half
+    counting = Counting(causal="half" if options.flash else "full")
     dtype = options.dtype or G.graph.get("dtype", "bf16")
-    s = step(G, dev, dtype, k, dp_bytes=dp_bytes, optimizer_bytes=opt_bytes)["step_s"].xreplace(sub)
+    s = step(G, dev, dtype, k, dp_bytes=dpb, optimizer_bytes=optb, counting=counting)["step_s"].xreplace(sub)
     layers = sum(int(sympy.sympify(c).xreplace(sub)) for c in repeated_blocks(G).values())
     # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
     one = one.xreplace({pp: 1, vpp: 1})
-    return Compiled(compile_exprs([s.xreplace({single: 0})], KNOBS), compile_exprs([one], KNOBS), layers, mem, experts)
+    mem = table(G, options, values, RECOMPUTE)
+    f = compile_exprs([s.xreplace({single: 0})], KNOBS)
+    return Compiled(f, compile_exprs([one], KNOBS), layers, mem, experts, megatron_sp)
 
 
 def layouts(
@@ -187,35 +178,29 @@ def _schedules(tp, pp, dp, cp, ep, batch, layers, micro, vpps) -> list[tuple[int
 
 
 def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(predicted step seconds, screened memory bytes per device) of every layout (vectorised)."""
+    """(predicted step seconds, memory bytes per device) of every layout (vectorised): what ``estimate``
+    gives for each (``time.step_s``, ``memory_bytes.total``)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, pp, dp, cp, ep, v, b, m, r, z, s = (
         f(lay[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule")
     )
+    mem = memory(c.memory, lay, c.megatron_sp)
     flags = [f(s == i) for i in range(len(SCHEDULES))]
-    args = (tp, pp, dp, cp, ep, v, b, m, f(r == 1), f(r == 2), f(tp > 1), f(pp == 1), f(z == 3), *flags)
+    # the optimizer reads weights, states and gradients and writes weights and states back
+    opt = 2 * (mem["params"] + mem["optimizer"]) + 2 * mem["grads"]
+    msp = f((tp > 1) & c.megatron_sp)
+    args = (tp, pp, dp, cp, ep, v, b, m, f(r == 1), f(r == 2), msp, f(pp == 1), f(z == 3), *flags)
+    args += (f(dp > 1), mem["dp_bytes"], opt)
     mode, many = float_mode(), pp > 1
     t = np.empty(tp.shape)
     for sel, fn in ((many, c.f), (~many, c.single)):
         if sel.any():
             (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
-    mem = c.memory
-    x = mem.get("expert_share", 0.0)
-    shard = tp * pp / (1 - x + x / ep)  # the experts' share of the states also ÷ ep
-    states = (
-        mem["weights"] / np.where(z == 3, dp, 1)
-        + mem["grads"] / np.where(z >= 2, dp, 1)
-        + mem["states"] / np.where(z >= 1, dp, 1)
-    ) / shard
-    act = np.choose(lay["recompute"], [mem["act_none"], mem["act_selective"], mem["act_full"]])
-    i = SCHEDULES.index
-    flight = np.select(
-        [s == i("gpipe"), s == i("dualpipe"), s == i("interleaved")],
-        [m, pp + 1, np.minimum(pp, m) * (1 + (pp - 1) / (pp * v))],
-        np.minimum(pp, m),
-    )
-    copies = np.where(s == i("dualpipe"), 2, 1)
-    return t, (states * copies + act * b / (tp * cp) * flight / pp)
+    return t, mem["total"]
+
+
+def _fields(fields: Mapping[str, object]) -> str:
+    return ",".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in fields.items())
 
 
 def _progress(done: int, total: int, started: float) -> None:
@@ -251,6 +236,9 @@ def plan(
     reference: Mapping[str, object] | None = None,
     ep: tuple[int, ...] | None = None,
     plot: str | None = None,
+    only: Mapping[str, object] | None = None,
+    overlap_comm: tuple[str, ...] | None = None,
+    megatron_sp: bool = True,
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
@@ -262,21 +250,36 @@ def plan(
     None where none fits. ``ep``: the expert-parallel sizes to try (a model with routed experts; by default the
     powers of two that divide them). With ``plot`` (a ``.png``/``.svg``/``.pdf`` path; needs matplotlib), also
     draws step time against memory per device for the :data:`CHARTED` fastest fitting layouts and the Pareto
-    front (``devices.plot.plan_chart``)."""
+    front (``devices.plot.plan_chart``). ``only`` (fields of a layout, each a value or a tuple of values, e.g.
+    ``{"zero": 0, "schedule": ("1f1b", "interleaved")}``) searches only the layouts with them: a software
+    stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
+    communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
+    Megatron sequence parallelism (it is on wherever tp > 1 by default)."""
     started = time.perf_counter()
     if reference:
         check_reference(reference)  # before the search, not after it
+    if only:
+        check_reference(only, "plan --only")
     if plot is not None:
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = device(hardware)
-    options = Options.make(batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer)
+    options = Options.make(
+        batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
+    )
     values = resolve(m, options)
     if progress and sys.stderr.isatty():
         print("plan: deriving the step formula...", file=sys.stderr, flush=True)
-    c = derive(m, dev, values, options)
+    c = derive(m, dev, values, options, options.overlap_comm, megatron_sp)
     heads = next((int(values[s]) for s in values if str(s) == "h"), None)
     lay = layouts(devices, batch, c.layers, seq, dev.attained.node_size, heads, experts=c.experts, eps=ep)
+    if only:
+        keep = matches(lay, only)
+        if not keep.any():
+            raise CostModelError(
+                f"plan --only: no layout that divides has {_fields(only)}; expected values it can take"
+            )
+        lay = {k: v[keep] for k, v in lay.items()}
     n = len(lay["tp"])
     t0 = time.perf_counter()
     chunk = 1 << 16
@@ -339,7 +342,8 @@ def plan(
                 zero=r["zero"],
                 micro_batch=r["micro_batch"],
                 recompute=r["recompute"],
-                megatron_sp=r["tp"] > 1,
+                megatron_sp=megatron_sp and r["tp"] > 1,
+                overlap_comm=overlap_comm,
                 **(
                     {"vpp": r["vpp"]}
                     if r["schedule"] == "interleaved"

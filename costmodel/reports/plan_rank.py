@@ -62,25 +62,24 @@ REFERENCE_FIELDS = {
 }
 
 
-def check_reference(reference: Mapping[str, object]) -> None:
+def check_reference(reference: Mapping[str, object], what: str = "plan reference") -> None:
     for k in reference:
         if k not in REFERENCE_FIELDS:
-            raise CostModelError(
-                f"plan reference: unknown field {k!r}; expected some of {', '.join(sorted(REFERENCE_FIELDS))}"
-            )
+            raise CostModelError(f"{what}: unknown field {k!r}; expected some of {', '.join(sorted(REFERENCE_FIELDS))}")
 
 
 def matches(lay: Mapping[str, np.ndarray], reference: Mapping[str, object]) -> np.ndarray:
-    """Which layouts have every field of ``reference`` (plan's row names: micro_batch, recompute, schedule...)."""
+    """Which layouts have every field of ``reference`` (plan's row names: micro_batch, recompute, schedule...;
+    a tuple of values: any of them)."""
     check_reference(reference)
     ok = np.ones(len(lay["tp"]), dtype=bool)
     for k, v in reference.items():
         col = REFERENCE_FIELDS[k]
-        if k == "recompute":
-            v = RECOMPUTE.index(v) if v in RECOMPUTE else -1
-        elif k == "schedule":
-            v = SCHEDULES.index(v) if v in SCHEDULES else -1
-        ok &= lay[col] == v
+        names = RECOMPUTE if k == "recompute" else SCHEDULES if k == "schedule" else None
+        values = v if isinstance(v, tuple) else (v,)  # a tuple: any of its values
+        if names is not None:
+            values = tuple(names.index(x) if x in names else -1 for x in values)
+        ok &= np.isin(lay[col], values)
     return ok
 
 

@@ -74,7 +74,8 @@ def test_plan_cli_json_and_csv(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[0].startswith("tp,pp,vpp") and len(lines) == 4
     assert main([*argv[:-2], "--top", "0"]) == 2
-    for bad in (["--reference", "tp8"], ["--ep", "0"], ["--reference", "tpp=2"]):  # one line, exit 2
+    bad_only = (["--only", "tpp=2"], ["--only", "zero=9"], ["--only", "zero=0|"], ["--overlap-comm", "xx"])
+    for bad in (["--reference", "tp8"], ["--ep", "0"], ["--reference", "tpp=2"], *bad_only):  # one line, exit 2
         assert main([*argv, *bad]) == 2
     assert "--reference" in capsys.readouterr().err
 
