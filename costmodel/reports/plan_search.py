@@ -245,7 +245,7 @@ def search(
         fitting += n_fit
         steps.append(u)
         counts.append(c)
-        if sum(len(x) for x in steps) > 4 * CHUNK:  # merged now and then: memory of the distinct steps
+        if sum(len(x) for x in steps[1:]) > max(1 << 15, len(steps[0])):  # merged when the new ones are as many
             merged = _merge(steps, counts)
             steps, counts = [merged[0]], [merged[1]]
         idx, t, m = (np.concatenate(p) for p in zip(front, f))  # in index order: ties go to the first
