@@ -256,7 +256,8 @@ def search(
         if progress is not None:
             progress(stop)
     if not fitting:
-        empty = {k: np.zeros(0, np.int64) for k in COLUMNS}
+        keys = (*COLUMNS, "index", "place", "step_rank", "tie_size", "tie_position")
+        empty = {k: np.zeros(0, np.int64) for k in keys} | {"step_s": np.zeros(0), "memory": np.zeros(0)}
         return Found(s.size, 0, empty, np.zeros(0, np.int64), None)
     u, c = _merge(steps, counts)
     # tie groups: a step within TIE of the one below joins its group (plan_rank.rank's chain)

@@ -80,6 +80,8 @@ def test_ranking_ties_and_front_equal_whole_arrays(period):
         assert rows["tie_size"][found.front].tolist() == sizes[step_rank[front]].tolist()
         assert rows["index"][found.reference] == ref_best and rows["place"][found.reference] == place[ref_best]
     assert step_rank.max() < len(np.unique(t[fits]))  # the chains made groups of distinct steps
+    none = search(Search(sp, period, _steps, 0.0, ref), need, chunk=7)  # nothing fits
+    assert (none.fitting, len(none.front), none.reference, len(none.rows["step_s"])) == (0, 0, None, 0)
 
 
 def test_compiled_step_pickles_as_its_source():
