@@ -18,7 +18,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="evaluate derived formulas over a grid of configs (vectorised)",
         description="Derive a model's formulas once, compile them, and evaluate them over the "
         "Cartesian product of the grids. Numbers are float64 (exact up to 2^53) "
-        "unless --exact; the memory and layout options apply to every point.",
+        "unless --exact (CSV and JSON lines write a metric past 2^53 exactly where it is integer arithmetic); "
+        "the memory and layout options apply to every point.",
     )
     add_model_args(p)
     p.add_argument(

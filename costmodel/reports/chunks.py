@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import CostModelError
 from ..formulas import float_mode, object_mode, run_source
 from .checked import Int64OverflowError, Q, checked_mode, exact_values
+from .wide import columns as wide_columns
 
 #: Configs per chunk: a few MB per column, large enough that numpy's per-call cost vanishes.
 CHUNK = 1 << 17
@@ -99,8 +100,10 @@ def grid_columns(plan: Plan, start: int, stop: int) -> dict[str, np.ndarray]:
     return {name: out[name] for name in plan.names}
 
 
-def evaluate(plan: Plan, start: int, stop: int) -> dict[str, np.ndarray]:
-    """The grid columns, the metrics and ``valid`` of configs ``start:stop`` (numpy arrays of equal length)."""
+def evaluate(plan: Plan, start: int, stop: int, wide: bool = False) -> dict[str, np.ndarray]:
+    """The grid columns, the metrics and ``valid`` of configs ``start:stop`` (numpy arrays of equal length).
+    ``wide`` (exact plans): a chunk whose numbers leave int64 is first tried in int64 limbs
+    (:mod:`.wide`), whose columns are :class:`~.wide.Exact`, and only then in Python ints."""
     n = stop - start
     cols = grid_columns(plan, start, stop)
     out: dict[str, np.ndarray] = dict(cols)
@@ -108,7 +111,7 @@ def evaluate(plan: Plan, start: int, stop: int) -> dict[str, np.ndarray]:
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # inf and nan are values here, never warnings
         warnings.simplefilter("ignore")
         if plan.exact:
-            values = _exact(_fn(metrics_src), plan, cols, n)
+            values = _exact(_fn(metrics_src), plan, cols, n, wide=wide)
         else:
             args = [cols[s].astype(np.float64) if s in cols else float(plan.base[s]) for s in plan.symbols]
             values = [
@@ -123,8 +126,9 @@ def evaluate(plan: Plan, start: int, stop: int) -> dict[str, np.ndarray]:
     return out
 
 
-def _exact(fn: Callable, plan: Plan, cols: dict, n: int, truth: bool = False) -> list[np.ndarray]:
-    """Exact values of ``fn`` at the chunk: int64 with checked overflow, else Python ints."""
+def _exact(fn: Callable, plan: Plan, cols: dict, n: int, truth: bool = False, wide: bool = False) -> list:
+    """Exact values of ``fn`` at the chunk: int64 with checked overflow, else (``wide``) int64 limbs where every
+    value is integer arithmetic, else Python ints."""
     try:
         if all(c.dtype != object for c in cols.values()):
             args = [Q(cols[s]) if s in cols else plan.base[s] for s in plan.symbols]
@@ -134,6 +138,10 @@ def _exact(fn: Callable, plan: Plan, cols: dict, n: int, truth: bool = False) ->
             return [_objects(exact_values(r), n) for r in res]
     except Int64OverflowError:
         pass
+    if wide and all(c.dtype != object for c in cols.values()):
+        found = wide_columns(fn, plan.symbols, {**plan.base, **cols}, n, range(len(plan.metrics)))
+        if len(found) == len(plan.metrics):
+            return [found[i] for i in range(len(plan.metrics))]
     args = [np.asarray(cols[s], dtype=object) if s in cols else plan.base[s] for s in plan.symbols]
     try:
         res = fn(object_mode(), *args)
@@ -146,6 +154,21 @@ def _exact(fn: Callable, plan: Plan, cols: dict, n: int, truth: bool = False) ->
     return [_objects(np.broadcast_to(np.asarray(r, dtype=object), (n,)).tolist(), n) for r in res]
 
 
+def widen(plan: Plan, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A float chunk's metrics that pass 2^53 (where float64 stops being exact), as their exact integers
+    (:class:`~.wide.Exact`) where the formula is integer arithmetic; other columns as they are."""
+    big = [
+        i
+        for i, k in enumerate(plan.metrics)
+        if cols[k].dtype == np.float64 and np.any(np.abs(cols[k][np.isfinite(cols[k])]) >= 2.0**53)
+    ]
+    if not big or any(c.dtype == object for c in cols.values()):
+        return cols
+    n = len(cols["valid"])
+    found = wide_columns(_fn(plan.source[0]), plan.symbols, {**plan.base, **cols}, n, big)
+    return {**cols, **{plan.metrics[i]: v for i, v in found.items()}}
+
+
 def _objects(values: list, n: int) -> np.ndarray:
     out = np.empty(n, dtype=object)
     out[:] = values if len(values) == n else values * n
@@ -156,7 +179,8 @@ def _objects(values: list, n: int) -> np.ndarray:
 
 
 def run(plan: Plan, task: Callable, *, workers: int = 1, dask: object = None, chunk: int = CHUNK) -> Iterator:
-    """``task(plan, start, stop)`` for every chunk, yielded in order. ``workers > 1``: local processes;
+    """``task(plan, start, stop)`` for every chunk, yielded in order. ``plan``: a :class:`Plan`, or any picklable
+    object with its ``spans(chunk)`` (the planner's :class:`~.plan_search.Search`). ``workers > 1``: local processes;
     ``dask``: a scheduler address or a ``distributed.Client``. At most two chunks per worker are in flight,
     so memory stays flat however many chunks there are."""
     spans = plan.spans(chunk)

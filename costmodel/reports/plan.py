@@ -18,7 +18,6 @@ Expert parallelism is searched over the powers of two that divide the experts an
 
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 from collections.abc import Mapping
@@ -33,16 +32,18 @@ from ..devices.plot import check_path, plan_chart  # matplotlib itself only insi
 from ..devices.table import device
 from ..errors import CostModelError
 from ..families import Model, load
-from ..formulas import float_mode
+from ..formulas import float_mode, run_source
 from ..graph.analysis import repeated_blocks
-from ..graph.codegen import compile_exprs
+from ..graph.codegen import source
 from ..memory.device import prepared
 from ..memory.schedules import SCHEDULES
 from ..options import Counting, Options
 from ..symbols import B
 from .estimate import estimate, resolve
 from .plan_memory import MemoryTable, memory, table
-from .plan_rank import RECOMPUTE, check_reference, matches, pareto, rank
+from .plan_rank import RECOMPUTE, check_reference, pareto, rank
+from .plan_search import CHUNK, Search, Space, space
+from .plan_search import search as run_search
 
 #: The symbols of a layout in the compiled step (in this order); the last two are numbers of the memory
 #: screen (:mod:`.plan_memory`): bytes one device sends for data parallelism and its optimizer step's bytes.
@@ -64,6 +65,18 @@ class Compiled:
     memory: MemoryTable  # model states and activations by class (plan_memory)
     experts: int = 1  # routed experts per MoE layer (1: a dense model)
     megatron_sp: bool = True  # Megatron sequence parallelism wherever tp > 1 (else nowhere)
+    sources: tuple[str, str] | None = None  # the generated source of f and single: how it pickles to a worker
+
+    def __reduce__(self):
+        if self.sources is None:
+            raise CostModelError("plan: a compiled step without its source cannot travel to a worker")
+        return (_compiled, (self.sources, self.layers, self.memory, self.experts, self.megatron_sp))
+
+
+def _compiled(sources: tuple[str, str], layers: int, memory: MemoryTable, experts: int, megatron_sp: bool) -> Compiled:
+    from .chunks import _fn  # the engine's cache of compiled sources: a worker compiles each once
+
+    return Compiled(_fn(sources[0]), _fn(sources[1]), layers, memory, experts, megatron_sp, sources)
 
 
 def derive(
@@ -108,8 +121,8 @@ def derive(
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
     one = one.xreplace({pp: 1, vpp: 1})
     mem = table(G, options, values, RECOMPUTE)
-    f = compile_exprs([s.xreplace({single: 0})], KNOBS)
-    return Compiled(f, compile_exprs([one], KNOBS), layers, mem, experts, megatron_sp)
+    sources = (source([s.xreplace({single: 0})], KNOBS), source([one], KNOBS))
+    return Compiled(run_source(sources[0]), run_source(sources[1]), layers, mem, experts, megatron_sp, sources)
 
 
 def layouts(
@@ -128,53 +141,34 @@ def layouts(
     """Every layout that divides: columns of equal length (tp, pp, dp, cp, ep, vpp, b, m, recompute, zero,
     schedule). ``ep`` takes the values ``eps`` (by default the powers of two up to ``experts``) that divide
     ``experts`` and dp (expert parallelism runs inside the data-parallel group)."""
-    if eps is None:
-        eps = tuple(1 << i for i in range(experts.bit_length()))
-    eps = tuple(e for e in eps if experts % e == 0) or (1,)
-    rows = []
-    pows = [x for x in (1, 2, 4, 8, 16) if x <= 2 * node]
-    for tp, cp in itertools.product(pows, cps):
-        if heads and heads % tp or seq % cp:
-            continue
-        for pp in range(1, min(devices, layers) + 1):
-            if devices % (tp * cp * pp) or layers % pp:
-                continue
-            dp = devices // (tp * cp * pp)
-            if batch % dp:
-                continue
-            for ep in (e for e in eps if dp % e == 0):
-                rows += _schedules(tp, pp, dp, cp, ep, batch, layers, micro, vpps)
-    if not rows:
+    sp = layout_space(devices, batch, layers, seq, node, heads, micro, vpps, cps, experts, eps)
+    return sp.columns(0, sp.size)
+
+
+def layout_space(
+    devices,
+    batch,
+    layers,
+    seq,
+    node=8,
+    heads=None,
+    micro=(1, 2, 4, 8),
+    vpps=(2, 3, 4, 6),
+    cps=(1, 2, 4, 8),
+    experts=1,
+    eps=None,
+    only: Mapping[str, object] | None = None,
+) -> Space:
+    """The layouts of :func:`layouts` by flat index, none listed (:class:`~.plan_search.Space`); with ``only``
+    (fields of a layout, see :func:`plan`), only those that have them."""
+    sp = space(devices, batch, layers, seq, node, heads, micro, vpps, cps, experts, eps, only)
+    if only and not sp.size:
+        raise CostModelError(f"plan --only: no layout that divides has {_fields(only)}; expected values it can take")
+    if not sp.size:
         raise CostModelError(
             f"plan: no layout of {units.devices(devices)} divides batch {batch} and {units.plural(layers, 'layer')}"
         )
-    a = np.array(rows, dtype=np.int64)
-    return dict(zip(("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule"), a.T))
-
-
-def _schedules(tp, pp, dp, cp, ep, batch, layers, micro, vpps) -> list[tuple[int, ...]]:
-    """The rows of one (tp, pp, dp, cp, ep): every schedule, micro-batch, recompute and ZeRO stage that holds."""
-    rows = []
-    scheds = (
-        [("1f1b", 1)]
-        if pp == 1
-        else [("1f1b", 1), ("gpipe", 1), ("zb-h1", 1)]
-        + [("interleaved", v) for v in vpps if layers % (pp * v) == 0]
-        + ([("dualpipe", 1)] if pp % 2 == 0 else [])
-    )
-    for b in micro:
-        if (batch // dp) % b:
-            continue
-        mb = batch // dp // b
-        if pp > 1 and mb < pp:  # a pipeline with fewer micro-batches than stages idles most of the step
-            continue
-        for (sched, v), r, z in itertools.product(scheds, range(3), range(4)):
-            if (z == 3 and pp > 1) or (z and dp == 1):  # ZeRO shards over dp; FSDP runs without a pipeline
-                continue
-            if (sched == "interleaved" and mb % pp) or (sched == "dualpipe" and mb < 2 * pp):
-                continue  # Megatron's interleaving needs m % p = 0; DualPipe needs m >= 2p
-            rows.append((tp, pp, dp, cp, ep, v, b, mb, r, z, SCHEDULES.index(sched)))
-    return rows
+    return sp
 
 
 def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -239,10 +233,13 @@ def plan(
     only: Mapping[str, object] | None = None,
     overlap_comm: tuple[str, ...] | None = None,
     megatron_sp: bool = True,
+    workers: int = 1,
+    dask: object = None,
+    chunk: int = CHUNK,
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
-    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the vectorised evaluation. Each
+    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the search (both passes). Each
     layout carries its ``rank``, its step's ``step_rank`` among the distinct steps, and the ``tie_size`` and its
     ``tie_position`` within that step's tie (:func:`~costmodel.reports.plan_rank.rank`). ``reference`` (fields
     of a layout, e.g. a published one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the
@@ -254,7 +251,10 @@ def plan(
     ``{"zero": 0, "schedule": ("1f1b", "interleaved")}``) searches only the layouts with them: a software
     stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
     communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
-    Megatron sequence parallelism (it is on wherever tp > 1 by default)."""
+    Megatron sequence parallelism (it is on wherever tp > 1 by default).
+    The layouts are searched in chunks of ``chunk`` by the sweeps' chunk
+    engine (:mod:`.plan_search`): in ``workers`` local processes, or on a Dask cluster at ``dask`` (a scheduler
+    address or a ``distributed.Client``); the result is the same."""
     started = time.perf_counter()
     if reference:
         check_reference(reference)  # before the search, not after it
@@ -272,56 +272,47 @@ def plan(
         print("plan: deriving the step formula...", file=sys.stderr, flush=True)
     c = derive(m, dev, values, options, options.overlap_comm, megatron_sp)
     heads = next((int(values[s]) for s in values if str(s) == "h"), None)
-    lay = layouts(devices, batch, c.layers, seq, dev.attained.node_size, heads, experts=c.experts, eps=ep)
-    if only:
-        keep = matches(lay, only)
-        if not keep.any():
-            raise CostModelError(
-                f"plan --only: no layout that divides has {_fields(only)}; expected values it can take"
-            )
-        lay = {k: v[keep] for k, v in lay.items()}
-    n = len(lay["tp"])
+    sp = layout_space(
+        devices, batch, c.layers, seq, dev.attained.node_size, heads, experts=c.experts, eps=ep, only=only
+    )
+    n = sp.size
     t0 = time.perf_counter()
-    chunk = 1 << 16
-    times, mems = np.empty(n), np.empty(n)
-    for lo in range(0, n, chunk):
-        part = {k: v[lo : lo + chunk] for k, v in lay.items()}
-        times[lo : lo + chunk], mems[lo : lo + chunk] = evaluate(c, part)
-        if progress:
-            _progress(min(lo + chunk, n), n, started)
+    need = max(top, CHARTED if plot is not None else 1)
+    found = run_search(
+        Search(sp, c, evaluate, float(dev.memory_bytes), reference or None),
+        need,
+        workers=workers,
+        dask=dask,
+        chunk=chunk,
+        progress=(lambda done: _progress(done, n, started)) if progress else None,
+    )
     rate = n / max(time.perf_counter() - t0, 1e-9)
-    fits = np.flatnonzero(mems <= float(dev.memory_bytes))
-    order, step_rank = rank(times, mems, lay, fits)
-    place = np.zeros(n, dtype=np.int64)
-    place[order] = np.arange(1, len(order) + 1)
-    first = {}  # the place of each tie group's first layout
-    for j in order:
-        first.setdefault(int(step_rank[j]), int(place[j]))
-    size = np.bincount(step_rank[fits], minlength=int(step_rank.max()) + 1) if len(fits) else np.zeros(1, np.int64)
-    front = fits[pareto(times[fits], mems[fits])] if len(fits) else fits
+    rows = found.rows
+    times = rows["step_s"]
     tokens_step = batch * seq
 
-    def row(j: int) -> dict[str, object]:
-        out = {k: int(lay[k][j]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "zero")}
+    def row(j: int) -> dict[str, object]:  # j: a position in found.rows, which are in ranking order
+        out = {k: int(rows[k][j]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "zero")}
         out.update(
-            rank=int(place[j]),  # the place in the ranking (the ties broken, see rank)
-            step_rank=int(step_rank[j]),  # the place of its step among the distinct steps
-            tie_size=int(size[step_rank[j]]),  # layouts with this step
-            tie_position=int(place[j]) - first[int(step_rank[j])] + 1,  # its place among them
+            rank=int(rows["place"][j]),  # the place in the ranking (the ties broken, see rank)
+            step_rank=int(rows["step_rank"][j]),  # the place of its step among the distinct steps
+            tie_size=int(rows["tie_size"][j]),  # layouts with this step
+            tie_position=int(rows["tie_position"][j]),  # its place among them
         )
         out.update(
-            micro_batch=int(lay["b"][j]),
-            micro_batches=int(lay["m"][j]),
-            recompute=RECOMPUTE[lay["recompute"][j]],
-            schedule=SCHEDULES[lay["schedule"][j]],
+            micro_batch=int(rows["b"][j]),
+            micro_batches=int(rows["m"][j]),
+            recompute=RECOMPUTE[rows["recompute"][j]],
+            schedule=SCHEDULES[rows["schedule"][j]],
             step_s=float(times[j]),
             tokens_per_s=tokens_step / float(times[j]),
-            memory_bytes=float(mems[j]),
+            memory_bytes=float(rows["memory"][j]),
         )
         if tokens is not None:
             out["training_days"] = tokens / tokens_step * float(times[j]) / 86400
         return out
 
+    order = range(min(need, found.fitting))
     best = [row(j) for j in order[:top]]
     if verify:
         for r in best:
@@ -355,10 +346,9 @@ def plan(
             r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
     extra: dict[str, object] = {}
     if reference:
-        hit = np.flatnonzero(matches(lay, reference) & (place > 0))
-        if len(hit):
-            j = hit[np.argmin(place[hit])]
-            extra["reference"] = {**row(int(j)), "of_best": float(times[j] / times[order[0]])}
+        j = found.reference
+        if j is not None:
+            extra["reference"] = {**row(j), "of_best": float(times[j] / times[0])}
         else:
             extra["reference"] = None  # no fitting layout has those fields
     out = {
@@ -368,10 +358,10 @@ def plan(
         "batch": batch,
         "seq": seq,
         "searched": n,
-        "fitting": int(len(fits)),
+        "fitting": found.fitting,
         "layouts_per_s": rate,
         "layouts": best,
-        "pareto": [row(j) for j in front],
+        "pareto": [row(int(j)) for j in found.front],
         **extra,
     }
     if plot is not None:

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import CostModelError
 from ..options import Options
 from . import writers
-from .chunks import CHUNK, Plan, evaluate, run
+from .chunks import CHUNK, Plan, evaluate, run, widen
 from .results import Sweep
 
 TEXT_FORMATS = ("table", "csv", "jsonl")
@@ -47,7 +47,8 @@ def chunk_task(plan: Plan, start: int, stop: int, fmt: str, shown: tuple[str, ..
     """Evaluate configs ``start:stop`` and format them: (payload, (score, index) of the best config for a
     budget or None). ``cell``: how the table shows one value. A module-level function: it pickles to a local
     process or a Dask worker."""
-    cols = evaluate(plan, start, stop)
+    text = fmt in ("csv", "jsonl")
+    cols = evaluate(plan, start, stop, wide=text)
     best = None
     if budget is not None and stop > start:
         from .sweep import _scores  # deferred: a worker imports sweep's derivation only when a budget asks
@@ -55,8 +56,8 @@ def chunk_task(plan: Plan, start: int, stop: int, fmt: str, shown: tuple[str, ..
         score = _scores(cols, *budget)
         i = int(np.argmin(score))
         best = (float(score[i]), start + i)
-    if fmt in ("csv", "jsonl"):
-        payload = writers.text(cols, shown, fmt)
+    if text:  # numbers past 2^53 written exactly where their formula is integer arithmetic
+        payload = writers.text(cols if plan.exact else widen(plan, cols), shown, fmt)
     elif fmt == "table":
         payload = _table_rows(cols, shown, cell)
     else:

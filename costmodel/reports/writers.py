@@ -5,7 +5,9 @@ at its separators, or a table for truth values) with a mask of the bytes that ar
 constant separators are laid side by side and the masked bytes read off row by row. Numbers are written as
 :meth:`costmodel.reports.results.Sweep.column` shows them: floats that are whole numbers under 2^53 as
 integers, other floats as Python writes them (shortest round trip), non-finite floats as an empty CSV field or
-``null`` (strict JSON), exact fractions as ``p/q`` (a string in JSON).
+``null`` (strict JSON), exact fractions as ``p/q`` (a string in JSON). Exact integers beyond int64
+(:class:`~costmodel.reports.wide.Exact`, which a sweep's text gets for a metric past 2^53 whose formula is
+integer arithmetic) are written in full, as ``hi`` and ``lo`` of ``hi·10^16 + lo``.
 
 >>> import numpy as np
 >>> cols = {"d": np.array([64, 128]), "m": np.array([1.5e20, np.inf]), "valid": np.array([True, False])}
@@ -25,6 +27,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..errors import CostModelError
+from .wide import Exact
 
 FORMATS = ("csv", "jsonl", "npy", "parquet")
 
@@ -96,9 +99,38 @@ def _scatter(n: int, parts: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]
 _TRUTH = {"csv": (b"False", b"True"), "jsonl": (b"false", b"true")}
 
 
+def _exact(a: Exact) -> tuple[np.ndarray, np.ndarray]:
+    """Exact integers ``±(hi·10^16 + lo)`` in decimal as :func:`_ints` writes them: ``lo`` in the last four
+    groups of four digits, ``hi`` in the groups before."""
+    hi, lo, neg = a.hi, a.lo, a.neg
+    big = hi > 0
+    if not big.any():
+        return _ints(np.where(neg, -lo, lo))
+    digits = np.where(
+        big, np.searchsorted(_POWERS, hi, side="right") + 17, np.searchsorted(_POWERS, lo, side="right") + 1
+    )
+    width = digits + neg
+    groups = max((int(width.max()) + 3) // 4, 5)
+    m = np.empty((len(lo), groups), "<u4")
+    u = lo
+    for g in range(groups - 1, -1, -1):
+        if g == groups - 5:
+            u = hi  # lo's 16 digits written: hi's next
+        u, r = np.divmod(u, 10000)
+        m[:, g] = _DIGITS[r]
+    m = m.view(np.uint8)
+    w = 4 * groups
+    if neg.any():
+        rows = np.flatnonzero(neg)
+        m[rows, w - width[rows]] = ord("-")
+    return m, np.arange(w) >= (w - width)[:, None]
+
+
 def field(a: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
     """One column as a byte matrix and the mask of its kept bytes (see the module notes)."""
     n = len(a)
+    if isinstance(a, Exact):
+        return _exact(a)
     if a.dtype == bool:
         no, yes = _TRUTH[fmt]
         table = np.zeros((2, max(len(no), len(yes))), np.uint8)
