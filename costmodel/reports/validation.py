@@ -237,6 +237,31 @@ RECORDED: dict[str, tuple[float, float]] = {
 }
 
 
+#: Mean and max |error| pooled over the runs outside Korthikanti et al.'s Table 5 (:func:`pooled`), when
+#: ``docs/validation.md`` was last generated.
+RECORDED_POOLED: dict[str, tuple[float, float]] = {
+    "every run but Table 5": (0.0795, 0.2821),
+    "held-out runs": (0.1043, 0.2821),
+}
+
+#: The group of the issue's first target (mean |error| <= 3.5 %); every other run has the second (<= 10 %).
+TABLE5 = "korthikanti22-table5"
+
+
+def pooled(rows: Iterable[Row], loo: Iterable[Refit] = ()) -> dict[str, dict[str, float]]:
+    """Runs, mean and max |error| over every run outside :data:`TABLE5` (an in-sample run with its error left
+    out of its own fit where ``loo`` has it, :func:`leave_one_out`) and over the held-out runs alone."""
+    honest = {r.row.run["id"]: r.row.error for r in loo}
+    other = [r for r in rows if r.run["group"] != TABLE5]
+    sets = {
+        "every run but Table 5": [honest.get(r.run["id"], r.error) for r in other],
+        "held-out runs": [r.error for r in other if not r.in_sample],
+    }
+    return {
+        k: {"runs": len(v), "mean": sum(map(abs, v)) / len(v), "max": max(map(abs, v))} for k, v in sets.items() if v
+    }
+
+
 #: Mean and max |error| per in-sample group with each run left out of its own fit (:func:`leave_one_out`).
 RECORDED_LOO: dict[str, tuple[float, float]] = {
     "korthikanti22-table5": (0.0208, 0.0555),
@@ -274,6 +299,19 @@ def render(rows: Iterable[Row], loo: Iterable[Refit] = (), stacks: Iterable[Refi
             f"{'yes' if s['in_sample'] else 'no'} |"
         )
     if loo:
+        out += [
+            "",
+            "**Every other run.** The second target (mean |error| <= 10 % over every run outside Korthikanti et "
+            "al.'s Table 5), pooled: over all of them, each in-sample DGX Cloud run with its error left out of "
+            "its own fit (below), and over the held-out runs alone.",
+            "",
+            "| runs | count | mean abs error | max abs error |",
+            "|---|---|---|---|",
+        ]
+        out += [
+            f"| {k} | {p['runs']} | {100 * p['mean']:.2f}% | {100 * p['max']:.2f}% |"
+            for k, p in pooled(rows, loo).items()
+        ]
         out += [
             "",
             "## Leave one out: the in-sample errors made honest",

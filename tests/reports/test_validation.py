@@ -33,6 +33,27 @@ def test_leave_one_out_errors_are_the_documented_ones():
     assert set(validation.RECORDED_LOO) == {g for g, (_, _) in validation.RECORDED.items() if g in loo}
 
 
+def test_pooled_errors_are_the_documented_ones():
+    text = validation.__file__.rsplit("/costmodel/", 1)[0] + "/docs/validation.md"
+    doc = open(text, encoding="utf-8").read()
+    for label, (mean, worst) in validation.RECORDED_POOLED.items():
+        assert f"| {label} |" in doc and f"{100 * mean:.2f}% | {100 * worst:.2f}% |" in doc
+
+
+def test_pooled_errors_take_the_left_out_error_of_an_in_sample_run():
+    runs = {r["id"]: r for r in validation.runs()}
+    held, fitted, table5 = (
+        runs["narayanan21-1008.0B"],
+        runs["dgxc-llama31-8b-8-bf16"],
+        runs["korthikanti22-22B-full_recompute"],
+    )
+    rows = [validation.Row(run, p, 1.0, 0.5, 1.0, {}) for run, p in ((held, 1.2), (fitted, 1.05), (table5, 2.0))]
+    loo = [validation.Refit(validation.Row(fitted, 0.9, 1.0, 0.5, 1.0, {}), 0.7, "the others")]
+    p = validation.pooled(rows, loo)
+    assert p["every run but Table 5"] == pytest.approx({"runs": 2, "mean": 0.15, "max": 0.2})
+    assert p["held-out runs"] == pytest.approx({"runs": 1, "mean": 0.2, "max": 0.2})
+
+
 def test_a_refitted_factor_reaches_the_prediction():
     run = next(r for r in validation.runs() if r["id"] == "korthikanti22-22B-full_recompute")
     assert validation.hardware(run) == "a100-80gb"
