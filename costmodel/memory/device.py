@@ -26,7 +26,7 @@ from ..options import Layout, Options
 from ..symbols import B
 from .activations import activations
 from .parallel import (
-    activation_share,
+    activation_shares,
     communication,
     device_states,
     in_flight,
@@ -159,7 +159,7 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
         flight = in_flight(layout, m, stage, H)
-        shares = {key: activation_share(H, k, layout, stage, flight) for key, k in acts.tensors.items()}
+        shares = activation_shares(H, acts.tensors, layout, stage, flight)
         act = sympy.Add(*(k.bytes * shares[key] for key, k in acts.tensors.items()))
         nums = {k: whole(states[k].xreplace(on_device)) for k in STATE_KEYS}
         nums["activations"] = whole(act.xreplace(on_device))

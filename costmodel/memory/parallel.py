@@ -228,6 +228,7 @@ def stage_index(G: nx.DiGraph, pp: int, stage: str) -> sympy.Expr:
 def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
     """The fraction of each :class:`~costmodel.memory.states.Weight` one device of ``stage`` holds."""
     split = split_axes(G)
+    st = structure(G)  # once, not once per weight: checking the cache is a pass over the graph's adjacency
 
     def share(w: Weight) -> sympy.Expr:
         part = sympy.Integer(1)
@@ -235,7 +236,6 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
             part /= layout.tp
         if layout.ep > 1 and is_expert(w):
             part /= layout.ep
-        st = structure(G)  # once per weight
         where = st.stage(w.node)
         if where == "block":
             part *= (
@@ -305,8 +305,22 @@ def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
 
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
     """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
+    return _activation_share(G, structure(G), kept, layout, stage, in_flight)
+
+
+def activation_shares(
+    G: nx.DiGraph, tensors: Mapping[tuple, Kept], layout: Layout, stage: str, in_flight: sympy.Expr
+) -> dict[tuple, sympy.Expr]:
+    """:func:`activation_share` of every kept tensor, the graph's structure looked up once (checking that
+    cache is a pass over the graph's adjacency: once per tensor was quadratic in the ops)."""
+    st = structure(G)
+    return {key: _activation_share(G, st, k, layout, stage, in_flight) for key, k in tensors.items()}
+
+
+def _activation_share(
+    G: nx.DiGraph, st: Structure, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr
+) -> sympy.Expr:
     part = split_share(G, kept, layout)
-    st = structure(G)  # once per tensor, not once per saver
     where = "block" if all(st.stage(s) == "block" for s in kept.savers) else st.stage(kept.savers[0])
     if where == "block":
         if stage == "middle":
