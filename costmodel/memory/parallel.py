@@ -41,7 +41,7 @@ from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, weight_operand, weight_use
 from ..options import Layout
 from ..symbols import T
-from .activations import Kept, block_inputs
+from .activations import Kept, inputs_of_blocks
 from .schedules import block_share, weight_copies
 from .schedules import in_flight as scheduled_in_flight
 from .states import Weight, model_state
@@ -50,8 +50,8 @@ from .states import Weight, model_state
 def residual_axes(G: nx.DiGraph) -> set[str]:
     """Axes of the tensors entering the repeated blocks (``b t d``); empty if there is none."""
     out: set[str] = set()
-    for block in repeated_blocks(G):
-        for kept in block_inputs(G, block).values():
+    for inputs in inputs_of_blocks(G).values():
+        for kept in inputs.values():
             out |= {a for a, _ in kept.axes}
     return out
 
@@ -419,9 +419,7 @@ def communication(
                 kv /= layout.tp
             sp += 2 * sympy.Rational(layout.sp - 1, layout.sp) * kv
     if layout.pp > 1:
-        for block in repeated_blocks(G):
-            for kept in block_inputs(G, block).values():
-                pp += 2 * kept.saved.bytes
+        pp = sympy.Add(pp, *(2 * k.saved.bytes for inputs in inputs_of_blocks(G).values() for k in inputs.values()))
     out["tp"] = tp / layout.sp * micro_batches
     out["pp"] = pp / (layout.tp if layout.megatron_sp else 1) / layout.sp * micro_batches
     out["sp"] = sp * micro_batches
