@@ -216,7 +216,7 @@ def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
         if e in seen:
             continue
         seen.add(e)
-        if type(e).free_symbols is _BASIC_FREE_SYMBOLS:  # the union over the arguments
+        if _unites_args(type(e)):  # the union over the arguments
             stack.extend(e.args)
         else:  # a symbol, or a node that binds its own (sympy's answer)
             out |= e.free_symbols
@@ -224,7 +224,17 @@ def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
     return out
 
 
-_BASIC_FREE_SYMBOLS = sympy.Basic.free_symbols
+_BASIC_FREE_SYMBOLS = sympy.Basic.__dict__["free_symbols"]
+
+
+@functools.cache
+def _unites_args(cls: type) -> bool:
+    """Whether an instance of ``cls`` has Basic's ``free_symbols`` (the union over its arguments). Looked up in
+    the class's own MRO: ``type(e).free_symbols`` would find a function class's metaclass property instead."""
+    for k in cls.__mro__:
+        if "free_symbols" in k.__dict__:
+            return k.__dict__["free_symbols"] is _BASIC_FREE_SYMBOLS
+    return False
 
 
 def source(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: str = "f") -> str:

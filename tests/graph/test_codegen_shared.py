@@ -69,7 +69,7 @@ def test_small_sets_keep_sympy_cse():
 
 
 def test_free_symbols_equal_sympy():
-    exprs = [*EXPRS, 3, sympy.Dummy("micro_batch") * d]
+    exprs = [*EXPRS, 3, sympy.Dummy("micro_batch") * d, sympy.Lambda(T, T + h), maximum(B, sympy.ceiling(V / 2))]
     want = set().union(*(e.free_symbols for e in exprs if hasattr(e, "free_symbols")))
     assert codegen.free_symbols(exprs) == want
 
