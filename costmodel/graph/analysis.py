@@ -95,9 +95,7 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
     >>> t.forward.matmul_flops, t.backward.matmul_flops, t.params
     (2*B*d**2, 4*B*d**2, d**2)
     """
-    # ops of equal cost and count (unrolled identical layers) are multiplied once, not once per op: the sums
-    # are expanded below, so grouping equal terms first gives the same polynomials
-    groups: Counter = Counter()
+    groups: Counter = Counter()  # equal ops (unrolled identical layers) multiplied once: expanded, the same sums
     for _, data in op_nodes(G):
         groups[op_cost(data["op"], counting), data["count"], bool(data.get("embedding"))] += 1
     params, emb, active, fwd, bwd = [], [], [], [], []
