@@ -37,7 +37,7 @@ from ..graph.analysis import op_nodes, repeated_blocks
 from ..graph.cost import Zero
 from ..graph.passes import fuse_elementwise
 from ..graph.quantities import Quantities, maximum
-from ..memory.activations import attention_cores, block_inputs
+from ..memory.activations import attention_cores, inputs_of_blocks
 from ..memory.parallel import split_axes, stage_of
 from ..memory.schedules import SCHEDULES, bubble_share
 from ..options import Counting
@@ -154,9 +154,7 @@ def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.
     """Pipeline sends per micro-batch on one stage: the layer input forward and its gradient backward, once per
     chunk (``vpp``); each tensor-parallel rank sends 1/tp of it (Megatron's scatter/gather)."""
     nbytes = Zero
-    for block in repeated_blocks(H):
-        for kept in block_inputs(H, block).values():
-            nbytes += kept.saved.bytes
+    nbytes += sympy.Add(*(k.saved.bytes for inputs in inputs_of_blocks(H).values() for k in inputs.values()))
     nbytes = nbytes.xreplace({B: k.micro}) / (k.tp * k.cp)
     st = strides(k.tp, k.cp, k.dp)
     return 2 * k.vpp * (1 - k.single) * collective_seconds("p2p", nbytes, dev, eff, 2, st["pp"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import weakref
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -94,14 +95,17 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
     >>> t.forward.matmul_flops, t.backward.matmul_flops, t.params
     (2*B*d**2, 4*B*d**2, d**2)
     """
-    params, emb, active, fwd, bwd = [], [], [], [], []
+    groups: Counter = Counter()  # equal ops (unrolled identical layers) multiplied once: expanded, the same sums
     for _, data in op_nodes(G):
-        cost, count = op_cost(data["op"], counting), data["count"]
+        groups[op_cost(data["op"], counting), data["count"], bool(data.get("embedding"))] += 1
+    params, emb, active, fwd, bwd = [], [], [], [], []
+    for (cost, count, embedding), n in groups.items():
+        count = count * n
         fwd.append(cost.forward * count)
         bwd.append(cost.backward * count)
         params.append(cost.params * count)
         active.append(cost.active_params * count)
-        if data.get("embedding"):
+        if embedding:
             emb.append(cost.params * count)
     return Totals(sympy.Add(*params), sympy.Add(*emb), add_costs(fwd), add_costs(bwd), sympy.Add(*active)).map(
         sympy.expand
@@ -359,7 +363,8 @@ def structure(G: nx.DiGraph) -> Structure:
     declared = G.graph.get("blocks", {})
     blocks: dict[str, sympy.Expr] = {}
     for name in sorted(declared, key=lambda b: b.count(".")):
-        if declared[name] != 1 and not any(name.startswith(o + ".") for o in blocks):
+        parts = name.split(".")  # nested in a block already kept: one of its dotted prefixes is one (not a scan)
+        if declared[name] != 1 and not any(".".join(parts[:i]) in blocks for i in range(1, len(parts))):
             blocks[name] = declared[name]
     block_of: dict[str, str] = {}
     for node in G.nodes:

@@ -16,7 +16,8 @@ floors, ``Mod`` and piecewise choices are helpers, so both modes are the same fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Iterable, Sequence
 
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
@@ -26,6 +27,16 @@ from ..formulas import run_source
 
 class _Printer(PythonCodePrinter):
     """Python source with exact constants (``_F(p, q)``) and the mode's helpers for non-arithmetic functions."""
+
+    def text(self, e) -> str:
+        """``doprint(e)`` without its first step, a rebuild of the whole tree that strips ``re(...)`` around
+        unevaluated expressions (costs have none): that walk was most of the time of writing thousands of
+        formulas. What the printer cannot write goes through ``doprint``, which says so."""
+        self._not_supported, self._number_symbols = set(), set()
+        out = self._print(e)
+        if self._not_supported or self._number_symbols:
+            return self.doprint(e)
+        return out
 
     def _print_Integer(self, e):
         return str(e.p)
@@ -115,19 +126,130 @@ class _Printer(PythonCodePrinter):
         return _name(e)
 
 
+@functools.lru_cache(maxsize=4096)
 def _name(s: sympy.Symbol) -> str:
     return "v_" + "".join(c if c.isalnum() else "_" for c in str(s))
 
 
+class _Shared(_Printer):
+    """The printer of :func:`_hash_consed`: a named subexpression prints as its name, except where it is
+    being defined (``defining``)."""
+
+    def __init__(self, names: dict[sympy.Basic, str]):
+        super().__init__({"fully_qualified_modules": False})
+        self.names = names
+        self.defining: sympy.Basic | None = None
+
+    def _print(self, expr, **kwargs):
+        if expr is not self.defining and isinstance(expr, sympy.Basic):
+            got = self.names.get(expr)
+            if got is not None:
+                return got
+        return super()._print(expr, **kwargs)
+
+
+#: Up to this many expressions, sympy's ``cse`` writes the source (it also pulls common sub-sums out of
+#: sums, which costs more than the derivation for thousands of liveness points); above it, shared
+#: subtrees are named by hash-consing only (:func:`_hash_consed`). Both give the same exact numbers; float
+#: mode may differ in the last bit where ``cse`` regrouped a sum.
+SYMPY_CSE_LIMIT = 1000
+
+
+def _hash_consed(exprs: Sequence[sympy.Basic]) -> tuple[list[str], list[str]]:
+    """(definitions ``_xN = ...``, printed expressions): every subexpression met more than once computed once.
+
+    One walk counts the subtrees (a subtree already seen is not walked again), a second prints each repeated
+    one after its own repeated parts, and the expressions refer to them by name; nothing is rebuilt in sympy.
+    """
+    seen: dict[sympy.Basic, int] = {}
+
+    def count(e) -> None:
+        if not isinstance(e, sympy.Expr) or e.is_Atom:  # numbers and symbols print as they are
+            for a in e.args if isinstance(e, sympy.Basic) else ():
+                count(a)
+            return
+        if e in seen:
+            seen[e] += 1
+            return
+        seen[e] = 1
+        for a in e.args:
+            count(a)
+
+    for e in exprs:
+        count(e)
+    names: dict[sympy.Basic, str] = {}
+    printer = _Shared(names)
+    lines: list[str] = []
+
+    def define(e) -> None:  # post-order: a subtree's own shared parts are named first
+        if not isinstance(e, sympy.Basic) or e in names:
+            return
+        for a in e.args:
+            define(a)
+        if seen.get(e, 0) > 1:
+            printer.defining = e
+            text = printer.text(e)
+            names[e] = f"_x{len(names)}"
+            lines.append(f"    {names[e]} = {text}")
+
+    for e in exprs:
+        define(e)
+    printer.defining = None
+    return lines, [printer.text(e) for e in exprs]
+
+
+def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
+    """The symbols of ``exprs`` (anything without ``free_symbols`` has none): one walk over the distinct
+    subtrees, where ``e.free_symbols`` walks every occurrence again (thousands of liveness points sharing
+    their terms).
+
+    >>> from costmodel.symbols import B, d
+    >>> sorted(free_symbols([B * d + 1, 2 * d, 3]), key=str)
+    [B, d]
+    """
+    exprs = list(exprs)
+    out: set[sympy.Symbol] = set()
+    seen: set[sympy.Basic] = set()
+    stack = [e for e in exprs if isinstance(e, sympy.Basic)]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if _unites_args(type(e)):  # the union over the arguments
+            stack.extend(e.args)
+        else:  # a symbol, or a node that binds its own (sympy's answer)
+            out |= e.free_symbols
+    out |= {s for e in exprs if not isinstance(e, sympy.Basic) for s in getattr(e, "free_symbols", ())}
+    return out
+
+
+_BASIC_FREE_SYMBOLS = sympy.Basic.__dict__["free_symbols"]
+
+
+@functools.cache
+def _unites_args(cls: type) -> bool:
+    """Whether an instance of ``cls`` has Basic's ``free_symbols`` (the union over its arguments). Looked up in
+    the class's own MRO: ``type(e).free_symbols`` would find a function class's metaclass property instead."""
+    for k in cls.__mro__:
+        if "free_symbols" in k.__dict__:
+            return k.__dict__["free_symbols"] is _BASIC_FREE_SYMBOLS
+    return False
+
+
 def source(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: str = "f") -> str:
     """``def name(h, <symbols>): ...; return [<exprs>]`` (``h``: the helpers of a mode)."""
-    printer = _Printer({"fully_qualified_modules": False})
-    replacements, reduced = sympy.cse(list(exprs), symbols=sympy.numbered_symbols("_x"), optimizations=None)
     args = ", ".join(_name(s) for s in symbols)
     lines = [f"def {name}(h{', ' if args else ''}{args}):", "    _F, _div, _max, _min, _ceil, _floor, _where, _and = h"]
-    for sym, expr in replacements:
-        lines.append(f"    {_name(sym)} = {printer.doprint(expr)}")
-    lines.append("    return [" + ", ".join(printer.doprint(e) for e in reduced) + "]")
+    if len(exprs) > SYMPY_CSE_LIMIT:
+        defined, printed = _hash_consed(exprs)
+        lines += defined
+    else:
+        printer = _Printer({"fully_qualified_modules": False})
+        replacements, reduced = sympy.cse(list(exprs), symbols=sympy.numbered_symbols("_x"), optimizations=None)
+        lines += [f"    {_name(sym)} = {printer.text(expr)}" for sym, expr in replacements]
+        printed = [printer.text(e) for e in reduced]
+    lines.append("    return [" + ", ".join(printed) + "]")
     return "\n".join(lines) + "\n"
 
 

@@ -23,7 +23,7 @@ import sympy
 
 from ..errors import CostModelError
 from ..formulas import Formulas, Text, verbatim
-from .codegen import source
+from .codegen import free_symbols, source
 
 
 class maximum(sympy.Function):
@@ -146,7 +146,7 @@ class Quantities:
             exprs += list(m.fields.values())
         for t in texts.values():
             exprs += list(t.fields.values())
-        symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs if hasattr(e, "free_symbols"))), key=str))
+        symbols = tuple(sorted(free_symbols(exprs), key=str))
         order = [*self.exprs, *self.choices, *self.info]
         f = Formulas(
             source(exprs, symbols),

@@ -31,7 +31,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..graph.analysis import in_block, order, repeated_blocks, structure
+from ..graph.analysis import Structure, in_block, order, repeated_blocks, structure
 from ..graph.cost import Saved, Zero, dtype_bytes
 from ..graph.passes import attention_chains
 from ..graph.pattern import Axes, elements
@@ -104,7 +104,7 @@ def _grad_share(G: nx.DiGraph, counting: Counting) -> dict[str, sympy.Expr]:
         return share
     # One pass for every block: a block's ops are reached from outside only through its own inputs, which are
     # carried in both, so carrying all the blocks' inputs at once marks each block's ops as carrying its own would.
-    carried = frozenset(src for b in learning for src in block_inputs(G, b) if not G.nodes[src].get("shared"))
+    carried = frozenset(src for b in learning for src in _block_inputs(G, st, b) if not G.nodes[src].get("shared"))
     later = requires_grad(G, counting, carried)
     for block in learning:
         count = st.blocks[block]
@@ -195,9 +195,8 @@ def _storage(G: nx.DiGraph, node: str) -> str:
         node = source
 
 
-def _block_ops(G: nx.DiGraph, block: str) -> list[str]:
+def _block_ops(st: Structure, block: str) -> list[str]:
     """The op nodes inside ``block``, in order (an outermost repeated block's from the graph's structure)."""
-    st = structure(G)
     if block in st.members:
         return st.members[block]
     return [n for n in st.ops if in_block(n, block)]
@@ -205,9 +204,20 @@ def _block_ops(G: nx.DiGraph, block: str) -> list[str]:
 
 def block_inputs(G: nx.DiGraph, block: str) -> dict[str, Kept]:
     """Tensors from outside ``block`` read inside it (a layer's input), one Kept per producer."""
+    return _block_inputs(G, structure(G), block)
+
+
+def inputs_of_blocks(G: nx.DiGraph) -> dict[str, dict[str, Kept]]:
+    """:func:`block_inputs` of every outermost repeated block, the graph's structure looked up once (a lookup
+    checks its cache with a pass over the adjacency: once per block was quadratic in distinct blocks)."""
+    st = structure(G)
+    return {block: _block_inputs(G, st, block) for block in st.blocks}
+
+
+def _block_inputs(G: nx.DiGraph, st: Structure, block: str) -> dict[str, Kept]:
     count = G.graph["blocks"][block]
     out: dict[str, Kept] = {}
-    for name in _block_ops(G, block):
+    for name in _block_ops(st, block):
         op = G.nodes[name]["op"]
         for i, src in enumerate(G.nodes[name]["inputs"]):
             if in_block(src, block):
@@ -303,7 +313,7 @@ def activations(
         }
         terms = []
         for block, count in st.blocks.items():
-            for src, kept in block_inputs(G, block).items():
+            for src, kept in _block_inputs(G, st, block).items():
                 tensors[(src, "block_input", count)] = kept
             terms += [
                 op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in st.members[block]

@@ -26,7 +26,7 @@ from ..options import Layout, Options
 from ..symbols import B
 from .activations import activations
 from .parallel import (
-    activation_share,
+    activation_shares,
     communication,
     device_states,
     in_flight,
@@ -98,19 +98,30 @@ def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
     return sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
 
 
+def _composed(*maps: Mapping) -> dict:
+    """One map that does what ``xreplace(maps[0]).xreplace(maps[1])...`` does (keys are symbols), without the
+    entries that map a symbol to itself: B → micro-batch → B / dp is nothing to do when dp = 1."""
+    out: dict = {}
+    for m in maps:
+        out = {k: v.xreplace(m) for k, v in out.items()}
+        for k, v in m.items():
+            out.setdefault(k, v)
+    return {k: v for k, v in out.items() if k != v}
+
+
 def _substituted(exprs: tuple[sympy.Expr, ...], *maps: Mapping) -> tuple[sympy.Expr, ...]:
-    """``e.xreplace(maps[0]).xreplace(maps[1])...`` for each sum ``e``, term by term with each distinct term
-    substituted once: the points of a liveness walk share most of their terms, and rebuilding each whole sum
-    per map was most of the memory section."""
+    """``e.xreplace(maps[0]).xreplace(maps[1])...`` for each sum ``e`` (symbols as keys), term by term with
+    each distinct term substituted once: the points of a liveness walk share most of their terms, and
+    rebuilding each whole sum per map was most of the memory section."""
+    one = _composed(*maps)
+    if not one:
+        return tuple(exprs)
     done: dict[sympy.Expr, sympy.Expr] = {}
 
     def sub(term: sympy.Expr) -> sympy.Expr:
         got = done.get(term)
         if got is None:
-            got = term
-            for m in maps:
-                got = got.xreplace(m)
-            done[term] = got
+            got = done[term] = term.xreplace(one)
         return got
 
     out = []
@@ -148,13 +159,14 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
         flight = in_flight(layout, m, stage, H)
-        shares = {key: activation_share(H, k, layout, stage, flight) for key, k in acts.tensors.items()}
+        shares = activation_shares(H, acts.tensors, layout, stage, flight)
         act = sympy.Add(*(k.bytes * shares[key] for key, k in acts.tensors.items()))
         nums = {k: whole(states[k].xreplace(on_device)) for k in STATE_KEYS}
         nums["activations"] = whole(act.xreplace(on_device))
-        roles: dict[str, sympy.Expr] = {}
+        by_role: dict[str, list[sympy.Expr]] = {}  # summed once: a += per tensor re-flattens a growing sum
         for key, k in acts.tensors.items():
-            roles[k.saved.role] = roles.get(k.saved.role, Zero) + k.bytes * shares[key]
+            by_role.setdefault(k.saved.role, []).append(k.bytes * shares[key])
+        roles = {role: sympy.Add(*terms) for role, terms in by_role.items()}
         per_stage[stage] = (nums, raw, states, roles)
     totals = [sympy.Add(*per_stage[s][0].values()) for s in names]  # on one device (B → its micro-batch)
 
@@ -194,7 +206,7 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
     if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
-        p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting, options.norm_stats)
+        p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting, options.norm_stats, acts)
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))

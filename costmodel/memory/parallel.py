@@ -41,7 +41,7 @@ from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, weight_operand, weight_use
 from ..options import Layout
 from ..symbols import T
-from .activations import Kept, block_inputs
+from .activations import Kept, inputs_of_blocks
 from .schedules import block_share, weight_copies
 from .schedules import in_flight as scheduled_in_flight
 from .states import Weight, model_state
@@ -50,8 +50,8 @@ from .states import Weight, model_state
 def residual_axes(G: nx.DiGraph) -> set[str]:
     """Axes of the tensors entering the repeated blocks (``b t d``); empty if there is none."""
     out: set[str] = set()
-    for block in repeated_blocks(G):
-        for kept in block_inputs(G, block).values():
+    for inputs in inputs_of_blocks(G).values():
+        for kept in inputs.values():
             out |= {a for a, _ in kept.axes}
     return out
 
@@ -228,6 +228,7 @@ def stage_index(G: nx.DiGraph, pp: int, stage: str) -> sympy.Expr:
 def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
     """The fraction of each :class:`~costmodel.memory.states.Weight` one device of ``stage`` holds."""
     split = split_axes(G)
+    st = structure(G)  # once, not once per weight: checking the cache is a pass over the graph's adjacency
 
     def share(w: Weight) -> sympy.Expr:
         part = sympy.Integer(1)
@@ -235,7 +236,6 @@ def weight_share(G: nx.DiGraph, layout: Layout, stage: str = "first"):
             part /= layout.tp
         if layout.ep > 1 and is_expert(w):
             part /= layout.ep
-        st = structure(G)  # once per weight
         where = st.stage(w.node)
         if where == "block":
             part *= (
@@ -305,8 +305,22 @@ def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
 
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
     """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
+    return _activation_share(G, structure(G), kept, layout, stage, in_flight)
+
+
+def activation_shares(
+    G: nx.DiGraph, tensors: Mapping[tuple, Kept], layout: Layout, stage: str, in_flight: sympy.Expr
+) -> dict[tuple, sympy.Expr]:
+    """:func:`activation_share` of every kept tensor, the graph's structure looked up once (checking that
+    cache is a pass over the graph's adjacency: once per tensor was quadratic in the ops)."""
+    st = structure(G)
+    return {key: _activation_share(G, st, k, layout, stage, in_flight) for key, k in tensors.items()}
+
+
+def _activation_share(
+    G: nx.DiGraph, st: Structure, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr
+) -> sympy.Expr:
     part = split_share(G, kept, layout)
-    st = structure(G)  # once per tensor, not once per saver
     where = "block" if all(st.stage(s) == "block" for s in kept.savers) else st.stage(kept.savers[0])
     if where == "block":
         if stage == "middle":
@@ -405,9 +419,7 @@ def communication(
                 kv /= layout.tp
             sp += 2 * sympy.Rational(layout.sp - 1, layout.sp) * kv
     if layout.pp > 1:
-        for block in repeated_blocks(G):
-            for kept in block_inputs(G, block).values():
-                pp += 2 * kept.saved.bytes
+        pp = sympy.Add(pp, *(2 * k.saved.bytes for inputs in inputs_of_blocks(G).values() for k in inputs.values()))
     out["tp"] = tp / layout.sp * micro_batches
     out["pp"] = pp / (layout.tp if layout.megatron_sp else 1) / layout.sp * micro_batches
     out["sp"] = sp * micro_batches

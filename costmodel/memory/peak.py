@@ -33,13 +33,14 @@ import networkx as nx
 import sympy
 from sympy.core.add import _addsort  # sympy's canonical order of a sum's terms
 
+from ..errors import CostModelError
 from ..graph.analysis import evaluate, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes, ratio
 from ..graph.pattern import elements
 from ..graph.quantities import maximum, whole
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
-from .activations import Kept, activations, is_view, storage, storage_bytes
+from .activations import Activations, Kept, activations, is_view, storage, storage_bytes
 
 
 @dataclass(frozen=True)
@@ -190,13 +191,22 @@ def peak(
     states: sympy.Expr = Zero,
     counting: Counting = Counting(),
     norm_stats: bool = True,
+    acts: Activations | None = None,
 ) -> Peak:
-    """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`."""
+    """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`.
+
+    ``acts``: ``activations(G, recompute, counting, norm_stats=norm_stats)`` when the caller has it already
+    (the analysis is the larger part of a walk).
+    """
     ops = order(G)
     segs = _segments(G, ops)
     iters: dict[str | None, sympy.Expr] = {None: sympy.Integer(1), **repeated_blocks(G)}
-    kept = activations(G, recompute, counting, norm_stats=norm_stats).tensors
-    full = activations(G, "none", counting, norm_stats=norm_stats).tensors
+    if acts is None:
+        acts = activations(G, recompute, counting, norm_stats=norm_stats)
+    elif acts.recompute != recompute:
+        raise CostModelError(f"peak: activations under recompute {acts.recompute!r} given for recompute {recompute!r}")
+    kept = acts.tensors
+    full = kept if recompute == "none" else activations(G, "none", counting, norm_stats=norm_stats).tensors
     alloc_kept = _ledger(kept, iters, structure(G).block_of)
     alloc_full = _ledger(full, iters, structure(G).block_of)
     skip = {k.node for k in kept.values()}

@@ -16,6 +16,7 @@ import sympy
 from ..errors import CostModelError
 from ..families import Model
 from ..graph.analysis import breakdown, check_values
+from ..graph.codegen import free_symbols
 from ..graph.passes import flash_attention
 from ..graph.quantities import choose, maximum, roundup
 from ..memory.activations import activations
@@ -103,10 +104,7 @@ def derive(
             "intensity": per_run.intensity,
             "params": fix(c.params / data["count"]),
         }
-    used = set().union(
-        *(e.free_symbols for e in exprs.values()),
-        *(v["count"].free_symbols for v in ops.values() if hasattr(v["count"], "free_symbols")),
-    )
+    used = free_symbols([*exprs.values(), *(v["count"] for v in ops.values())])
     symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol" for s in sorted(used, key=str)}
     return Derivation(
         {
