@@ -62,34 +62,20 @@ def search_rate(copies: int = 50, chunk: int = 1 << 16) -> tuple[float, float, i
     return big.size / (time.perf_counter() - t), big.size / (time.process_time() - cpu), big.size
 
 
-#: Narayanan et al. 2021's GPT-3 175B run on 1024 A100s: TP 8, PP 8 (so DP 16), interleaved schedule.
-PUBLISHED = {"tp": 8, "pp": 8, "dp": 16, "cp": 1, "schedule": "interleaved"}
-
-
-#: The features of the software that ran it (Megatron-LM 2021): no sequence parallelism nor selective recompute
-#: (both Korthikanti et al. 2022), no FlashAttention (2022), no distributed optimizer, the gradient all-reduce
-#: after the backward (local DDP), 1F1B or interleaved, fp16; and full recompute, as every run of its Table 1.
-MEGATRON_2021 = dict(
-    only={"zero": 0, "cp": 1, "schedule": ("1f1b", "interleaved"), "recompute": "full"},
-    overlap_comm=(),
-    megatron_sp=False,
-    precision="fp16-mixed",
-    flash=False,
-)
-
-
 def search() -> tuple[float, dict, dict, dict, int]:
     """Seconds of a whole ``plan``, the placement of the published layout (any vpp, micro-batch, recompute and
     ZeRO stage: its best-placed variant), of the first TP 8 × PP 8 layout and of the published layout among
-    Megatron-LM 2021's layouts (:data:`MEGATRON_2021`), and the layouts searched."""
+    Megatron-LM 2021's layouts (``plan_rank.MEGATRON_LM_2021``), and the layouts searched."""
     import costmodel
+    from costmodel.reports.plan_rank import MEGATRON_LM_2021
+    from costmodel.reports.plan_rank import PUBLISHED_GPT3_175B as PUBLISHED
 
     kw = dict(hardware="a100-80gb", devices=1024, batch=1536, seq=2048, top=10, progress=False)
     t = time.perf_counter()
     r = costmodel.plan("gpt3-175b", reference=PUBLISHED, **kw)
     elapsed = time.perf_counter() - t
     any_tp8pp8 = costmodel.plan("gpt3-175b", reference={"tp": 8, "pp": 8}, **kw)["reference"]
-    then = costmodel.plan("gpt3-175b", reference=PUBLISHED, **kw, **MEGATRON_2021)["reference"]
+    then = costmodel.plan("gpt3-175b", reference=PUBLISHED, **kw, **MEGATRON_LM_2021)["reference"]
     return elapsed, r["reference"], any_tp8pp8, then, r["searched"]
 
 

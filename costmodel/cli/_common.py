@@ -7,6 +7,7 @@ read by :meth:`costmodel.Options.parse`, and the CLI imports nothing but the pub
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Iterable
 
@@ -286,3 +287,32 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
         "the dated example price of the device in costmodel/devices/data/prices.json, NAME: an entry of it "
         "(deepseek-v3-h800: $2, DeepSeek-V3's report); the report names the entry, its date and source",
     )
+
+
+def add_chunk_args(p: argparse.ArgumentParser, what: str, chunk: int) -> None:
+    """``--workers``, ``--dask`` and ``--chunk`` of a verb that runs through the chunk engine (``sweep``, ``plan``):
+    ``what`` names the items of a chunk (``configs``, ``layouts``), ``chunk`` their default number."""
+    verb = "evaluate" if what == "configs" else "search"
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help=f"{verb} chunks of {what} in N local processes (the result is identical; 0: one per CPU)",
+    )
+    p.add_argument(
+        "--dask",
+        metavar="ADDRESS",
+        help=f"{verb} chunks on a Dask cluster, e.g. tcp://host:8786 (needs pip install 'costmodel[dask]')",
+    )
+    p.add_argument("--chunk", type=int, metavar="N", help=f"{what} per chunk (default {chunk})")
+
+
+def chunking(args: argparse.Namespace) -> dict[str, object]:
+    """``workers``, ``dask`` and (when given) ``chunk`` from :func:`add_chunk_args`' options, checked."""
+    if args.workers < 0 or (args.chunk is not None and args.chunk < 1):
+        raise CostModelError(f"--workers {args.workers} --chunk {args.chunk}: expected --workers >= 0 and --chunk >= 1")
+    out: dict[str, object] = {"workers": args.workers or os.cpu_count() or 1, "dask": args.dask}
+    if args.chunk is not None:
+        out["chunk"] = args.chunk
+    return out

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 
 import costmodel
 from costmodel import units
 
-from ._common import add_model_args, duration, settings, typed
+from ._common import add_chunk_args, add_model_args, chunking, duration, settings, typed
 
 COLUMNS = (
     "tp",
@@ -125,19 +124,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="chart of step time against memory per device, the Pareto front marked (.png, .svg or .pdf; "
         "needs matplotlib)",
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="search chunks of layouts in N local processes (the result is identical; 0: one per CPU)",
-    )
-    p.add_argument(
-        "--dask",
-        metavar="ADDRESS",
-        help="search chunks on a Dask cluster, e.g. tcp://host:8786 (needs pip install 'costmodel[dask]')",
-    )
-    p.add_argument("--chunk", type=int, metavar="N", help="layouts per chunk (default 65536)")
+    add_chunk_args(p, "layouts", 65536)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
     out.add_argument("--csv", action="store_true", help="the ranked layouts as CSV")
@@ -153,11 +140,6 @@ def _overlap(text: str | None) -> tuple[str, ...] | None:
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise costmodel.CostModelError(f"--top: expected a positive number of layouts, received {args.top}")
-    if args.workers < 0 or (args.chunk is not None and args.chunk < 1):
-        raise costmodel.CostModelError(
-            f"--workers {args.workers} --chunk {args.chunk}: expected --workers >= 0 and --chunk >= 1"
-        )
-    extra = {"chunk": args.chunk} if args.chunk is not None else {}
     r = costmodel.plan(
         args.model,
         settings=settings(args),
@@ -176,9 +158,7 @@ def run(args: argparse.Namespace) -> int:
         only=args.only,
         overlap_comm=_overlap(args.overlap_comm),
         megatron_sp=not args.no_megatron_sp,
-        workers=args.workers if args.workers > 0 else (os.cpu_count() or 1),
-        dask=args.dask,
-        **extra,
+        **chunking(args),
     )
     if args.plot:
         print(f"wrote the plan chart to {args.plot}", file=sys.stderr)

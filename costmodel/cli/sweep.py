@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import costmodel
 from costmodel import CostModelError
 
-from ._common import add_counting_args, add_memory_args, add_model_args, add_step_args, options, sci, settings
+from ._common import (
+    add_chunk_args,
+    add_counting_args,
+    add_memory_args,
+    add_model_args,
+    add_step_args,
+    chunking,
+    options,
+    sci,
+    settings,
+)
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -66,28 +75,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-o", "--output", metavar="FILE", help="write to FILE (atomically: complete or not at all) instead of stdout"
     )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=1,
-        metavar="N",
-        help="evaluate chunks in N local processes (the output is identical; 0: one per CPU)",
-    )
-    p.add_argument(
-        "--dask",
-        metavar="ADDRESS",
-        help="evaluate chunks on a Dask cluster, e.g. tcp://host:8786 (needs pip install 'costmodel[dask]')",
-    )
-    p.add_argument("--chunk", type=int, metavar="N", help="configs per chunk (default 131072)")
+    add_chunk_args(p, "configs", 131072)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     metrics = list(dict.fromkeys(args.metric or ["flops.training"]))
     fmt = "csv" if args.csv else "json" if args.json else args.format or "table"
-    if args.workers < 0 or (args.chunk is not None and args.chunk < 1):
-        raise CostModelError(f"--workers {args.workers} --chunk {args.chunk}: expected --workers >= 0 and --chunk >= 1")
-    workers = args.workers if args.workers > 0 else (os.cpu_count() or 1)
+    chunks = chunking(args)
     out = None
     if args.output is None:
         if fmt in ("npy", "parquet") and sys.stdout.isatty():
@@ -102,12 +97,10 @@ def run(args: argparse.Namespace) -> int:
         exact=args.exact,
         budget=args.budget,
         ratio=args.ratio,
-        workers=workers,
-        dask=args.dask,
         format=fmt,
         output=args.output,
         stream=out,
-        chunk=args.chunk,
+        **chunks,
         cell=_cell,
         options=options(args),
     )
@@ -120,8 +113,8 @@ def run(args: argparse.Namespace) -> int:
             metrics,
             settings=settings(args),
             exact=args.exact,
-            workers=workers,
-            dask=args.dask,
+            workers=chunks["workers"],
+            dask=chunks["dask"],
             options=options(args),
         )
         held.plot(args.plot, metrics[0])

@@ -83,4 +83,31 @@ def matches(lay: Mapping[str, np.ndarray], reference: Mapping[str, object]) -> n
     return ok
 
 
-__all__ = ["RECOMPUTE", "REFERENCE_FIELDS", "TIE", "check_reference", "matches", "pareto", "rank"]
+#: Narayanan et al. 2021's GPT-3 175B run on 1024 A100s (Sec. 5.1): TP 8, PP 8 (so DP 16), interleaved 1F1B;
+#: a ``reference`` of :func:`~costmodel.reports.plan.plan`.
+PUBLISHED_GPT3_175B = {"tp": 8, "pp": 8, "dp": 16, "cp": 1, "schedule": "interleaved"}
+
+#: What the software that ran it (Megatron-LM 2021) could run, as arguments of
+#: :func:`~costmodel.reports.plan.plan`: no sequence parallelism nor selective recompute (both Korthikanti et al.
+#: 2022), no FlashAttention (2022), no distributed optimizer, the gradient all-reduce after the backward (local
+#: DDP), 1F1B or interleaved, fp16; and full recompute, as every run of its Table 1.
+MEGATRON_LM_2021 = {
+    "only": {"zero": 0, "cp": 1, "schedule": ("1f1b", "interleaved"), "recompute": "full"},
+    "overlap_comm": (),
+    "megatron_sp": False,
+    "precision": "fp16-mixed",
+    "flash": False,
+}
+
+
+__all__ = [
+    "MEGATRON_LM_2021",
+    "PUBLISHED_GPT3_175B",
+    "RECOMPUTE",
+    "REFERENCE_FIELDS",
+    "TIE",
+    "check_reference",
+    "matches",
+    "pareto",
+    "rank",
+]

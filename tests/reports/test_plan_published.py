@@ -5,7 +5,7 @@
   fastest at (t, p) = (8, 8): tensor parallelism up to the GPUs of a node, pipeline across nodes (their
   Takeaway #1). The model ranks Fig. 13's five combinations at its two batch sizes the same way: (8, 8) first.
 * GPT-3 175B on 1024 A100s at batch 1536 (TP 8, PP 8, DP 16, interleaved; Sec. 5.1), among the layouts the
-  software that ran it could run (benchmarks/plan_bench.py, MEGATRON_2021: no sequence parallelism, selective
+  software that ran it could run (costmodel.reports.plan_rank.MEGATRON_LM_2021: no sequence parallelism, selective
   recompute or FlashAttention, no distributed optimizer, the gradient all-reduce after the backward, 1F1B or
   interleaved, fp16, full recompute as every run of Table 1): 8th, its step 1.064x the best (TP 4 x PP 16,
   interleaved), which halves the all-reduces per device (a device holds L/pp layers, each all-reducing b·s·h)
@@ -20,6 +20,7 @@ import pytest
 import costmodel
 from costmodel import estimate
 from costmodel.families import load
+from costmodel.reports.plan_rank import MEGATRON_LM_2021, PUBLISHED_GPT3_175B
 
 FIG13 = ((2, 32), (4, 16), (8, 8), (16, 4), (32, 2))
 
@@ -47,27 +48,16 @@ def test_fig13_tensor_within_a_node_pipeline_across(batch):
     assert min(steps, key=steps.get) == (8, 8), steps
 
 
-#: As benchmarks/plan_bench.py's (that module pins its threads at import).
-PUBLISHED = {"tp": 8, "pp": 8, "dp": 16, "cp": 1, "schedule": "interleaved"}
-MEGATRON_2021 = dict(
-    only={"zero": 0, "cp": 1, "schedule": ("1f1b", "interleaved"), "recompute": "full"},
-    overlap_comm=(),
-    megatron_sp=False,
-    precision="fp16-mixed",
-    flash=False,
-)
-
-
 def test_published_gpt3_layout_near_the_top_under_megatron_2021():
     r = costmodel.plan(
-        "gpt3-175b",  # the stack: see MEGATRON_2021
+        "gpt3-175b",  # the stack: see MEGATRON_LM_2021
         hardware="a100-80gb",
         devices=1024,
         batch=1536,
         seq=2048,
         top=1,
         progress=False,
-        reference=PUBLISHED,
-        **MEGATRON_2021,
+        reference=PUBLISHED_GPT3_175B,
+        **MEGATRON_LM_2021,
     )
     assert r["reference"]["rank"] <= 10 and r["reference"]["of_best"] < 1.07, r["reference"]
