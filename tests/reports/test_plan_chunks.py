@@ -40,6 +40,14 @@ def test_only_searches_the_layouts_with_those_fields_in_every_chunking():
     assert _plan(chunk=3, only=only) == whole
 
 
+def test_workers_receive_the_whole_compiled_step():
+    # megatron_sp=False changes memory per device (tp > 1): a worker that lost it would rank with True
+    kw = dict(only={"tp": 2}, megatron_sp=False)
+    local = _plan(**kw)
+    assert _plan(chunk=5, workers=2, **kw) == local
+    assert local["layouts"][0]["memory_bytes"] > _plan(only={"tp": 2})["layouts"][0]["memory_bytes"]
+
+
 def test_dask_local_cluster_gives_the_same_plan():
     pytest.importorskip("distributed", reason="--dask needs the dask extra (dask[distributed])")
     from distributed import LocalCluster
