@@ -310,8 +310,10 @@ def add_chunk_args(p: argparse.ArgumentParser, what: str, chunk: int) -> None:
 
 def chunking(args: argparse.Namespace) -> dict[str, object]:
     """``workers``, ``dask`` and (when given) ``chunk`` from :func:`add_chunk_args`' options, checked."""
-    if args.workers < 0 or (args.chunk is not None and args.chunk < 1):
-        raise CostModelError(f"--workers {args.workers} --chunk {args.chunk}: expected --workers >= 0 and --chunk >= 1")
+    if args.workers < 0:
+        raise CostModelError(f"--workers {args.workers}: expected 0 (one per CPU) or more local processes")
+    if args.chunk is not None and args.chunk < 1:
+        raise CostModelError(f"--chunk {args.chunk}: expected a positive number of items per chunk")
     out: dict[str, object] = {"workers": args.workers or os.cpu_count() or 1, "dask": args.dask}
     if args.chunk is not None:
         out["chunk"] = args.chunk
