@@ -50,6 +50,15 @@ def _split(joined: str, n: int, sep: str) -> tuple[np.ndarray, np.ndarray]:
     return _matrix(buf, starts, ends - starts)
 
 
+def _by_10000(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(u // 10^4, u % 10^4) of non-negative int64 values, by unsigned division by a typed constant: numpy
+    divides by it with a multiply and shift, where a signed ``divmod`` by a Python int divides each value."""
+    v = np.ascontiguousarray(u, dtype=np.int64).view(np.uint64)  # non-negative: the same bits
+    q = v // _TEN_THOUSAND
+    return q.view(np.int64), (v - q * _TEN_THOUSAND).view(np.int64)
+
+
+_TEN_THOUSAND = np.uint64(10000)
 _DIGITS = np.array([list(f"{i:04d}".encode()) for i in range(10000)], np.uint8).view("<u4").ravel()  # "0000"…
 _POWERS = 10 ** np.arange(1, 19, dtype=np.int64)  # 10 … 10^18
 
@@ -68,7 +77,7 @@ def _ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     groups = (int(width.max()) + 3) // 4
     m = np.empty((len(a), groups), "<u4")
     for g in range(groups - 1, -1, -1):
-        q, r = np.divmod(u, 10000)
+        q, r = _by_10000(u)
         m[:, g] = _DIGITS[r]
         u = q
     m = m.view(np.uint8)  # (n, 4·groups) bytes, in order
@@ -116,7 +125,7 @@ def _exact(a: Exact) -> tuple[np.ndarray, np.ndarray]:
     for g in range(groups - 1, -1, -1):
         if g == groups - 5:
             u = hi  # lo's 16 digits written: hi's next
-        u, r = np.divmod(u, 10000)
+        u, r = _by_10000(u)
         m[:, g] = _DIGITS[r]
     m = m.view(np.uint8)
     w = 4 * groups
@@ -176,7 +185,7 @@ def text(columns: Mapping[str, np.ndarray], shown: Sequence[str], fmt: str) -> b
 
     def const(s: str) -> None:
         b = np.frombuffer(s.encode("utf-8"), np.uint8)
-        pieces.append((np.broadcast_to(b, (n, len(b))), np.ones((n, len(b)), bool)))
+        pieces.append((np.broadcast_to(b, (n, len(b))), np.broadcast_to(True, (n, len(b)))))
 
     for j, k in enumerate(shown):
         if fmt == "csv":

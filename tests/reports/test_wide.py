@@ -76,3 +76,18 @@ def test_sweep_text_beyond_2_53_and_2_63_equals_python_ints(ds, ls, exact):
             flops, params = fn(formulas.EXACT, *({**p.base, "d": d, "L": L}[s] for s in p.symbols))
             want.append(f"{flops},{params}\n")
     assert writers.text(cols, ["flops.training", "params.total"], "csv").decode() == "".join(want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.one_of(EDGE, st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=40))
+def test_int64_columns_are_written_as_python_writes_them(values):
+    """The CSV and JSON-lines text of int64 columns (four digits at a time, by unsigned division) against
+    ``str`` of each value, int64's least value included."""
+    from costmodel.reports import writers
+
+    a = np.array(values, dtype=np.int64)
+    cols = {"a": a, "b": a[::-1].copy()}
+    want = "".join(f"{x},{y}\n" for x, y in zip(values, values[::-1]))
+    assert writers.text(cols, ["a", "b"], "csv").decode() == want
+    lines = "".join(f'{{"a":{x},"b":{y}}}\n' for x, y in zip(values, values[::-1]))
+    assert writers.text(cols, ["a", "b"], "jsonl").decode() == lines
