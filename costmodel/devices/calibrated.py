@@ -27,7 +27,7 @@ it hides behind)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -68,11 +68,10 @@ class Knobs:
     megatron_sp: sympy.Expr
     single: sympy.Expr  # 1 when pp == 1
     zero3: sympy.Expr
-    overlap: frozenset[str] = frozenset(DEFAULT_OVERLAP)
+    # kind of communication → 1 when it hides behind compute (absent: 0, exposed); a symbol in the planner
+    overlap: Mapping[str, sympy.Expr] = field(default_factory=lambda: overlap_flags(None, 0))
     stage_layers: tuple[int, int] | None = None  # uneven stages: layers of the first and the last
     pp_number: int | None = None  # pp when it is a number (a 2-stage pipeline has no middle stage)
-    # kinds hidden by a 0/1 flag rather than by ``overlap`` (the planner: DualPipe hides the all-to-alls)
-    hide: Mapping[str, sympy.Expr] = field(default_factory=dict)
     dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
 
 
@@ -153,18 +152,26 @@ def regions(
 def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.Expr:
     """Pipeline sends per micro-batch on one stage: the layer input forward and its gradient backward, once per
     chunk (``vpp``); each tensor-parallel rank sends 1/tp of it (Megatron's scatter/gather)."""
-    nbytes = Zero
-    nbytes += sympy.Add(*(k.saved.bytes for inputs in inputs_of_blocks(H).values() for k in inputs.values()))
+    nbytes = sympy.Add(*(k.saved.bytes for inputs in inputs_of_blocks(H).values() for k in inputs.values()))
     nbytes = nbytes.xreplace({B: k.micro}) / (k.tp * k.cp)
     st = strides(k.tp, k.cp, k.dp)
     return 2 * k.vpp * (1 - k.single) * collective_seconds("p2p", nbytes, dev, eff, 2, st["pp"])
 
 
+def overlap_flags(kinds: Iterable[str] | None, dualpipe: sympy.Expr | int) -> dict[str, sympy.Expr]:
+    """:attr:`Knobs.overlap`: the ``kinds`` given (``overlap_comm``), else :data:`DEFAULT_OVERLAP` and, under
+    DualPipe, the expert all-to-alls (``dualpipe``: 1 when it runs, 0 when not, or the planner's symbol)."""
+    if kinds is not None:
+        return dict.fromkeys(kinds, sympy.Integer(1))
+    return {**dict.fromkeys(DEFAULT_OVERLAP, sympy.Integer(1)), "ep": sympy.sympify(dualpipe)}
+
+
 def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy.Expr:
-    if kind in k.hide:  # hidden where the flag is 1, exposed where it is 0
-        flag = k.hide[kind]
-        return flag * maximum(0, seconds - behind) + (1 - flag) * seconds
-    return maximum(0, seconds - behind) if kind in k.overlap else seconds
+    flag = k.overlap.get(kind, Zero)  # hidden where it is 1, exposed where it is 0
+    if flag == 0:
+        return seconds
+    hidden = maximum(0, seconds - behind)
+    return hidden if flag == 1 else flag * hidden + (1 - flag) * seconds
 
 
 def step(
@@ -258,6 +265,7 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
     if lay.devices == 1 and devices > 1:  # --devices without a layout: the batch spread evenly, no gradients sent
         micro, dp = micro / devices, devices
     one = sympy.Integer
+    schedule = {s: one(int(lay.schedule == s)) for s in SCHEDULES}
     return Knobs(
         one(lay.tp),
         one(lay.pp),
@@ -268,15 +276,11 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         micro,
         n_micro,
         {r: one(int(options.recompute == r)) for r in ("selective", "full")},
-        {s: one(int(lay.schedule == s)) for s in SCHEDULES},
+        schedule,
         one(int(lay.megatron_sp)),
         one(int(lay.pp == 1)),
         one(int(lay.zero == 3)),
-        frozenset(
-            options.overlap_comm
-            if options.overlap_comm is not None
-            else DEFAULT_OVERLAP + (("ep",) if lay.schedule == "dualpipe" else ())
-        ),
+        overlap_flags(options.overlap_comm, schedule["dualpipe"]),
         lay.stage_layers,
         lay.pp,
     )
@@ -322,7 +326,7 @@ def calibrated_quantities(
             "time.basis": "calibrated",
             "time.efficiency_source": dev.attained.source,
             "time.overlap": options.overlap,
-            "time.overlap_comm": ",".join(sorted(k.overlap)) or "none",
+            "time.overlap_comm": ",".join(sorted(kind for kind, flag in k.overlap.items() if flag == 1)) or "none",
         }
     )
     out.add("time.peak_flops", peak, "number")
@@ -369,4 +373,14 @@ def layers(H: nx.DiGraph) -> sympy.Expr:
     return sympy.Add(*repeated_blocks(H).values()) if repeated_blocks(H) else sympy.Integer(1)
 
 
-__all__ = ["DEFAULT_OVERLAP", "calibrated_quantities", "Knobs", "knobs", "layers", "regions", "step", "time_graph"]
+__all__ = [
+    "DEFAULT_OVERLAP",
+    "calibrated_quantities",
+    "Knobs",
+    "knobs",
+    "layers",
+    "overlap_flags",
+    "regions",
+    "step",
+    "time_graph",
+]

@@ -27,7 +27,7 @@ import numpy as np
 import sympy
 
 from .. import units
-from ..devices.calibrated import Knobs, step
+from ..devices.calibrated import Knobs, overlap_flags, step
 from ..devices.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
 from ..devices.table import device
 from ..errors import CostModelError
@@ -103,11 +103,7 @@ def derive(
         msp,
         single,
         zero3,
-        **(
-            {"hide": {"ep": schedule["dualpipe"]}}  # as estimate's knobs: DualPipe hides the all-to-alls
-            if overlap is None
-            else {"overlap": frozenset(overlap)}
-        ),
+        overlap_flags(overlap, schedule["dualpipe"]),  # as estimate's knobs
         dp_sends=dpon,
     )
     sub = {s: v for s, v in values.items() if s is not B}
