@@ -1,8 +1,10 @@
 """Sweep chunks written as CSV, JSON lines, ``.npy`` or Parquet, without a Python loop over rows.
 
-Text is built column by column: a column's values become one fixed-width byte matrix (``repr`` of a list, split
-at its separators, or a table for truth values) with a mask of the bytes that are kept; the columns and the
-constant separators are laid side by side and the masked bytes read off row by row. Numbers are written as
+Text is built a block of rows at a time (:data:`BLOCK`: the block's bytes stay in a core's cache): each column
+is a body (:class:`_Body`) that writes its fixed-width bytes and a mask of the kept ones into its slice of the
+block's byte matrix (integers four digits at a time from a table, right-aligned, the leading zeros masked off;
+truth values from a table; other floats as ``repr`` of a list split at its separators); the constant separators
+sit between them, and the kept bytes are read off row by row. Numbers are written as
 :meth:`costmodel.reports.results.Sweep.column` shows them: floats that are whole numbers under 2^53 as
 integers, other floats as Python writes them (shortest round trip), non-finite floats as an empty CSV field or
 ``null`` (strict JSON), exact fractions as ``p/q`` (a string in JSON). Exact integers beyond int64
@@ -11,9 +13,9 @@ integer arithmetic) are written in full, as ``hi`` and ``lo`` of ``hi·10^16 + l
 
 >>> import numpy as np
 >>> cols = {"d": np.array([64, 128]), "m": np.array([1.5e20, np.inf]), "valid": np.array([True, False])}
->>> text(cols, ["d", "m", "valid"], "csv").decode()
+>>> text(cols, ["d", "m", "valid"], "csv").tobytes().decode()
 '64,1.5e+20,True\\n128,,False\\n'
->>> text(cols, ["d", "m", "valid"], "jsonl").decode()
+>>> text(cols, ["d", "m", "valid"], "jsonl").tobytes().decode()
 '{"d":64,"m":1.5e+20,"valid":true}\\n{"d":128,"m":null,"valid":false}\\n'
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
@@ -50,42 +53,146 @@ def _split(joined: str, n: int, sep: str) -> tuple[np.ndarray, np.ndarray]:
     return _matrix(buf, starts, ends - starts)
 
 
-def _by_10000(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(u // 10^4, u % 10^4) of non-negative int64 values, by unsigned division by a typed constant: numpy
-    divides by it with a multiply and shift, where a signed ``divmod`` by a Python int divides each value."""
-    v = np.ascontiguousarray(u, dtype=np.int64).view(np.uint64)  # non-negative: the same bits
-    q = v // _TEN_THOUSAND
-    return q.view(np.int64), (v - q * _TEN_THOUSAND).view(np.int64)
-
-
 _TEN_THOUSAND = np.uint64(10000)
 _DIGITS = np.array([list(f"{i:04d}".encode()) for i in range(10000)], np.uint8).view("<u4").ravel()  # "0000"…
 _POWERS = 10 ** np.arange(1, 19, dtype=np.int64)  # 10 … 10^18
+BLOCK = 8192  # rows laid out at a time: a block's bytes and mask stay in a core's cache while its fields are written
 
 
-def _ints(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int64 values in decimal, four digits (one uint32 of a table) at a time; leading zeros masked off."""
+class _Body:
+    """One field of every row of a chunk: ``width`` bytes per row, written for rows ``a:b`` by :meth:`into` into
+    a column slice of the block's byte matrix and of its mask of kept bytes."""
+
+    width: int
+
+    def into(self, m: np.ndarray, keep: np.ndarray, a: int, b: int) -> None:
+        raise NotImplementedError
+
+    def kept(self, n: int) -> int:
+        """The bytes kept over all ``n`` rows."""
+        raise NotImplementedError
+
+
+class _Const(_Body):
+    """The same bytes in every row (a separator, a JSON key)."""
+
+    def __init__(self, s: str) -> None:
+        self.b = np.frombuffer(s.encode("utf-8"), np.uint8)
+        self.width = len(self.b)
+
+    def into(self, m, keep, a, b):
+        m[...], keep[...] = self.b, True
+
+    def kept(self, n):
+        return n * self.width
+
+
+class _Matrix(_Body):
+    """A field already laid out as a byte matrix and its mask (``repr`` split at its separators, strings)."""
+
+    def __init__(self, m: np.ndarray, keep: np.ndarray) -> None:
+        self.m, self.keep, self.width = m, keep, m.shape[1]
+
+    def into(self, m, keep, a, b):
+        m[...], keep[...] = self.m[a:b], self.keep[a:b]
+
+    def kept(self, n):
+        return int(np.count_nonzero(self.keep))
+
+
+def _rows(table: np.ndarray) -> np.ndarray:
+    """A 2-d table as one value per row (a void of its width), for ``np.take`` of whole rows."""
+    return np.ascontiguousarray(table).view(f"V{table.shape[1]}").ravel() if table.shape[1] else table
+
+
+def _take(table: np.ndarray, index: np.ndarray, out: np.ndarray) -> None:
+    """Rows ``table[index]`` written into the matrix ``out`` (same width) without a temporary."""
+    if out.shape[1]:
+        np.take(_rows(table), index, out=out.view(f"V{out.shape[1]}")[:, 0], mode="clip")
+
+
+def _suffixes(w: int) -> np.ndarray:
+    """Row ``k``: the mask of ``w`` bytes whose last ``k`` are kept."""
+    return (np.arange(w) >= w - np.arange(w + 1)[:, None]).astype(np.uint8)
+
+
+class _Digits(_Body):
+    """Integers in decimal, right-aligned in ``width`` bytes, four digits at a time (one uint32 from a table of
+    "0000" … "9999"), the leading zeros masked off, a minus sign before the first digit.
+
+    ``limbs``: the absolute values as uint64 arrays, least significant first, each but the last holding
+    ``count`` groups of four digits (:class:`~costmodel.reports.wide.Exact`: ``lo``'s 16 digits, then ``hi``);
+    ``digits``: each row's number of digits."""
+
+    def __init__(self, limbs: list[tuple[np.ndarray, int]], neg: np.ndarray, digits: np.ndarray) -> None:
+        self.limbs, self.neg = limbs, neg
+        self.shown = digits + neg  # bytes kept per row
+        self.groups = (int(self.shown.max()) + 3) // 4
+        self.width = 4 * self.groups
+        self.keeps = _suffixes(self.width)
+
+    def into(self, m, keep, a, b):
+        col = self.groups
+        for i, (u, count) in enumerate(self.limbs):
+            u = u[a:b]
+            for _ in range(count if i + 1 < len(self.limbs) else col):
+                col -= 1
+                q = u // _TEN_THOUSAND  # unsigned division by a typed constant: a multiply and a shift
+                r = (u - q * _TEN_THOUSAND).view(np.int64)
+                np.take(_DIGITS, r, out=m[:, 4 * col : 4 * col + 4].view("<u4")[:, 0], mode="clip")
+                u = q
+        _take(self.keeps, self.shown[a:b], keep.view(np.uint8))
+        minus = np.flatnonzero(self.neg[a:b])
+        if len(minus):
+            at = self.width - self.shown[a:b][minus]
+            m[minus, at] = ord("-")
+
+    def kept(self, n):
+        return int(self.shown.sum())
+
+
+def _digits(u: np.ndarray) -> np.ndarray:
+    """The number of decimal digits of non-negative int64 values."""
+    return np.searchsorted(_POWERS, u, side="right") + 1
+
+
+def _ints(a: np.ndarray) -> _Body:
+    """int64 values in decimal (:class:`_Digits`)."""
     a = np.asarray(a, dtype=np.int64)
     if not len(a):
-        return _empty(0)
+        return _Matrix(*_empty(0))
     if a.min() == np.iinfo(np.int64).min:  # its absolute value is no int64
-        return _split(repr(a.tolist())[1:-1], len(a), ", ")
-    neg = a < 0
+        return _Matrix(*_split(repr(a.tolist())[1:-1], len(a), ", "))
     u = np.abs(a)
-    digits = np.searchsorted(_POWERS, u, side="right") + 1
-    width = digits + neg  # a minus sign takes a leading zero's place
-    groups = (int(width.max()) + 3) // 4
-    m = np.empty((len(a), groups), "<u4")
-    for g in range(groups - 1, -1, -1):
-        q, r = _by_10000(u)
-        m[:, g] = _DIGITS[r]
-        u = q
-    m = m.view(np.uint8)  # (n, 4·groups) bytes, in order
-    w = 4 * groups
-    if neg.any():
-        rows = np.flatnonzero(neg)
-        m[rows, w - width[rows]] = ord("-")
-    return m, np.arange(w) >= (w - width)[:, None]
+    return _Digits([(u.view(np.uint64), 0)], a < 0, _digits(u))
+
+
+def _exact(a: Exact) -> _Body:
+    """Exact integers ``±(hi·10^16 + lo)`` in decimal as :func:`_ints` writes them: ``lo`` in the last four
+    groups of four digits, ``hi`` in the groups before."""
+    hi, lo, neg = a.hi, a.lo, a.neg
+    if not (hi > 0).any():
+        return _ints(np.where(neg, -lo, lo))
+    digits = np.where(hi > 0, _digits(hi) + 16, _digits(lo))
+    return _Digits([(lo.view(np.uint64), 4), (hi.view(np.uint64), 0)], neg, digits)
+
+
+class _Choice(_Body):
+    """One of a few strings per row (truth values), by index into a table of them."""
+
+    def __init__(self, words: Sequence[bytes], index: np.ndarray) -> None:
+        self.width = max(len(w) for w in words)
+        self.table = np.array([list(w.ljust(self.width, b"\0")) for w in words], np.uint8)
+        self.lengths = np.array([len(w) for w in words])
+        self.keeps = (np.arange(self.width) < self.lengths[:, None]).astype(np.uint8)
+        self.index = index
+
+    def into(self, m, keep, a, b):
+        _take(self.table, self.index[a:b], m)
+        _take(self.keeps, self.index[a:b], keep.view(np.uint8))
+
+    def kept(self, n):
+        return int(np.bincount(self.index, minlength=len(self.lengths)) @ self.lengths)
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -96,57 +203,33 @@ def _strings(values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return _split("\x1f".join(values), len(values), "\x1f") if len(values) else _empty(0)
 
 
-def _scatter(n: int, parts: list[tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]]) -> tuple[np.ndarray, np.ndarray]:
-    w = max((m.shape[1] for _, (m, _) in parts), default=0)
+def _laid_out(body: _Body, n: int) -> tuple[np.ndarray, np.ndarray]:
+    m, keep = np.empty((n, body.width), np.uint8), np.empty((n, body.width), bool)
+    body.into(m, keep, 0, n)
+    return m, keep
+
+
+def _scatter(n: int, parts: list[tuple[np.ndarray, _Body]]) -> _Matrix:
+    """Rows of a column written by different bodies (whole floats, other floats, non-finite ones)."""
+    w = max((b.width for _, b in parts), default=0)
     out, keep = np.zeros((n, w), np.uint8), np.zeros((n, w), bool)
-    for rows, (m, k) in parts:
-        out[rows, : m.shape[1]] = m
-        keep[rows, : k.shape[1]] = k
-    return out, keep
+    for rows, b in parts:
+        m, k = _laid_out(b, int(rows.sum()))
+        out[rows, : b.width] = m
+        keep[rows, : b.width] = k
+    return _Matrix(out, keep)
 
 
 _TRUTH = {"csv": (b"False", b"True"), "jsonl": (b"false", b"true")}
 
 
-def _exact(a: Exact) -> tuple[np.ndarray, np.ndarray]:
-    """Exact integers ``±(hi·10^16 + lo)`` in decimal as :func:`_ints` writes them: ``lo`` in the last four
-    groups of four digits, ``hi`` in the groups before."""
-    hi, lo, neg = a.hi, a.lo, a.neg
-    big = hi > 0
-    if not big.any():
-        return _ints(np.where(neg, -lo, lo))
-    digits = np.where(
-        big, np.searchsorted(_POWERS, hi, side="right") + 17, np.searchsorted(_POWERS, lo, side="right") + 1
-    )
-    width = digits + neg
-    groups = max((int(width.max()) + 3) // 4, 5)
-    m = np.empty((len(lo), groups), "<u4")
-    u = lo
-    for g in range(groups - 1, -1, -1):
-        if g == groups - 5:
-            u = hi  # lo's 16 digits written: hi's next
-        u, r = _by_10000(u)
-        m[:, g] = _DIGITS[r]
-    m = m.view(np.uint8)
-    w = 4 * groups
-    if neg.any():
-        rows = np.flatnonzero(neg)
-        m[rows, w - width[rows]] = ord("-")
-    return m, np.arange(w) >= (w - width)[:, None]
-
-
-def field(a: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
-    """One column as a byte matrix and the mask of its kept bytes (see the module notes)."""
+def field(a: np.ndarray, fmt: str) -> _Body:
+    """One column as a :class:`_Body` (see the module notes)."""
     n = len(a)
     if isinstance(a, Exact):
         return _exact(a)
     if a.dtype == bool:
-        no, yes = _TRUTH[fmt]
-        table = np.zeros((2, max(len(no), len(yes))), np.uint8)
-        table[0, : len(no)] = np.frombuffer(no, np.uint8)
-        table[1, : len(yes)] = np.frombuffer(yes, np.uint8)
-        i = a.astype(np.intp)
-        return table[i], np.arange(table.shape[1]) < np.array([len(no), len(yes)])[i][:, None]
+        return _Choice(_TRUTH[fmt], a.view(np.uint8))
     if np.issubdtype(a.dtype, np.integer):
         return _ints(a)
     if np.issubdtype(a.dtype, np.floating):
@@ -155,49 +238,65 @@ def field(a: np.ndarray, fmt: str) -> tuple[np.ndarray, np.ndarray]:
         if whole.all():
             return _ints(a.astype(np.int64))
         rest = finite & ~whole
-        parts = [
-            (whole, _ints(a[whole].astype(np.int64))),
-            (rest, _split(repr(a[rest].tolist())[1:-1], int(rest.sum()), ", ") if rest.any() else _empty(0)),
-        ]
-        null = "" if fmt == "csv" else "null"
+        floats = _split(repr(a[rest].tolist())[1:-1], int(rest.sum()), ", ") if rest.any() else _empty(0)
+        parts = [(whole, _ints(a[whole].astype(np.int64))), (rest, _Matrix(*floats))]
         if not finite.all():
-            parts.append((~finite, _strings([null] * int((~finite).sum()))))
+            parts.append((~finite, _Matrix(*_strings(["" if fmt == "csv" else "null"] * int((~finite).sum())))))
         return _scatter(n, parts)
     quote = fmt != "csv"  # exact values: Python ints, Fractions (a string in JSON), None
-    return _strings(
-        [
-            str(v)
-            if isinstance(v, int)
-            else ("" if fmt == "csv" else "null")
-            if v is None
-            else (json.dumps(str(v)) if quote else str(v))
-            for v in a.tolist()
-        ]
-    )
+    cells = [
+        str(v)
+        if isinstance(v, int)
+        else ("" if fmt == "csv" else "null")
+        if v is None
+        else (json.dumps(str(v)) if quote else str(v))
+        for v in a.tolist()
+    ]
+    return _Matrix(*_strings(cells))
 
 
-def text(columns: Mapping[str, np.ndarray], shown: Sequence[str], fmt: str) -> bytes:
-    """The rows of ``columns`` as CSV (no header) or JSON lines."""
+_SCRATCH = threading.local()  # one block's byte matrix and mask per thread, reused chunk after chunk
+
+
+def _scratch(width: int) -> tuple[np.ndarray, np.ndarray]:
+    m, keep = getattr(_SCRATCH, "buffers", (None, None))
+    if m is None or m.shape != (BLOCK, width):
+        m, keep = np.empty((BLOCK, width), np.uint8), np.empty((BLOCK, width), bool)
+        _SCRATCH.buffers = (m, keep)
+    return m, keep
+
+
+def text(columns: Mapping[str, np.ndarray], shown: Sequence[str], fmt: str) -> np.ndarray:
+    """The rows of ``columns`` as CSV (no header) or JSON lines: their bytes as a uint8 array, which a file's
+    ``write`` takes as it is (no copy into a ``bytes``: numpy's large allocations are cheaper to fault in).
+
+    Each field becomes a :class:`_Body`; a block of rows at a time, the bodies write side by side into one byte
+    matrix and its mask, and the kept bytes are read off row by row."""
     n = len(columns[shown[0]]) if shown else 0
     if n == 0:
-        return b""
-    pieces: list[tuple[np.ndarray, np.ndarray]] = []
-
-    def const(s: str) -> None:
-        b = np.frombuffer(s.encode("utf-8"), np.uint8)
-        pieces.append((np.broadcast_to(b, (n, len(b))), np.broadcast_to(True, (n, len(b)))))
-
+        return np.empty(0, np.uint8)
+    bodies: list[_Body] = []
     for j, k in enumerate(shown):
         if fmt == "csv":
             if j:
-                const(",")
+                bodies.append(_Const(","))
         else:
-            const(("{" if j == 0 else ",") + json.dumps(k) + ":")
-        pieces.append(field(columns[k], fmt))
-    const("\n" if fmt == "csv" else "}\n")
-    m = np.concatenate([p[0] for p in pieces], axis=1)
-    keep = np.concatenate([p[1] for p in pieces], axis=1)
-    return m[keep].tobytes()
+            bodies.append(_Const(("{" if j == 0 else ",") + json.dumps(k) + ":"))
+        bodies.append(field(columns[k], fmt))
+    bodies.append(_Const("\n" if fmt == "csv" else "}\n"))
+    m, keep = _scratch(sum(b.width for b in bodies))
+    buf, pos = np.empty(sum(body.kept(n) for body in bodies), np.uint8), 0
+    for a in range(0, n, BLOCK):
+        b = min(a + BLOCK, n)
+        at = 0
+        for body in bodies:
+            body.into(m[: b - a, at : at + body.width], keep[: b - a, at : at + body.width], a, b)
+            at += body.width
+        block = m[: b - a][keep[: b - a]]
+        buf[pos : pos + len(block)] = block
+        pos += len(block)
+    assert pos == len(buf), "kept bytes miscounted"
+    return buf
 
 
 def header(shown: Sequence[str]) -> bytes:

@@ -231,8 +231,8 @@ def test_non_finite_values_are_null_or_a_reason():
     cols = {"d": np.array([1, 2, 3]), "m": np.array([np.inf, np.nan, 2.5]), "valid": np.ones(3, bool)}
     s = Sweep(cols, grid=["d"], metrics=["m"])
     assert json.loads(s.to_json())["columns"]["m"] == [None, None, 2.5]
-    assert text(cols, ["d", "m", "valid"], "jsonl").count(b"null") == 2
-    assert text(cols, ["d", "m", "valid"], "csv") == b"1,,True\n2,,True\n3,2.5,True\n"
+    assert text(cols, ["d", "m", "valid"], "jsonl").tobytes().count(b"null") == 2
+    assert text(cols, ["d", "m", "valid"], "csv").tobytes() == b"1,,True\n2,,True\n3,2.5,True\n"
     assert _float(sympy.Integer(10) ** 400) == "1.00000E+400 (beyond float64)"
 
 
