@@ -311,6 +311,8 @@ def table(quick: bool) -> list[tuple[str, str, str]]:
             "the same time",
         )
     )
+    rows += sweep_rows("1e6" if quick else "1e7")
+    rows += plan_rows(quick)
     fc = flopcounter(3 if quick else 5)
     if fc is not None:
         e = estimate_gpt2_seconds(500 if quick else 2000)
@@ -322,6 +324,42 @@ def table(quick: bool) -> list[tuple[str, str, str]]:
             )
         )
     return rows
+
+
+def sweep_rows(points: str) -> list[tuple[str, str, str]]:
+    """A sweep of ``points`` configs, two whole-number metrics, to CSV and to npy (``sweep_bench.py``: each a
+    whole process on one core, formulas cached); the median of three runs of each."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import sweep_bench
+
+    runs = [sweep_bench.cases([points], ["whole"], ["csv", "npy"], echo=False) for _ in range(3)]
+    by = {f: [r for rs in runs for r in rs if r["format"] == f] for f in ("csv", "npy")}
+    csv, npy = ({k: statistics.median(r[k] for r in by[f]) for k in ("seconds", "peak_mb")} for f in ("csv", "npy"))
+    _, small, big, metrics = sweep_bench.GRIDS["whole"]
+    return [
+        (
+            f"`costmodel sweep gpt2-small {' '.join(small if float(points) <= 1e6 else big)}` ({points} points), "
+            f"{' and '.join(metrics)}, `--workers 1`, whole process",
+            f"CSV {csv['seconds']:.2f} s, {csv['peak_mb']:.0f} MB peak; npy {npy['seconds']:.2f} s, "
+            f"{npy['peak_mb']:.0f} MB peak",
+            "1e7 points: CSV ≤ 6 s and ≤ 400 MB; npy ≤ 2 s",
+        )
+    ]
+
+
+def plan_rows(quick: bool) -> list[tuple[str, str, str]]:
+    """The planner's whole search through the chunk engine (``plan_bench.py``), one core."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import plan_bench
+
+    wall, cpu, n = plan_bench.search_rate(copies=5 if quick else 50)
+    return [
+        (
+            f"`plan`'s search, GPT-3 175B's layouts on 1024 A100s ({n:,} layouts, both passes, one core)",
+            f"{wall:,.0f} layouts/s ({cpu:,.0f} by CPU time)",
+            "≥ 100,000 layouts/s",
+        )
+    ]
 
 
 def render(rows: list[tuple[str, str, str]]) -> str:

@@ -82,12 +82,9 @@ def startup(env: dict) -> float:
     return time.perf_counter() - t
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--points", default="1e6,1e7")
-    ap.add_argument("--formats", default="csv,npy")
-    ap.add_argument("--grids", default="whole,large")
-    args = ap.parse_args(argv)
+def cases(points: list[str], grids: list[str], formats: list[str], *, echo: bool = True) -> list[dict]:
+    """Each (points, grid, format) case as a whole ``costmodel sweep`` process, formulas cached (see the module
+    notes): seconds, peak MB and bytes written, with what was run."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {
@@ -96,11 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             "COSTMODEL_CACHE_DIR": os.path.join(tmp, "cache"),
         }
         base = startup(env)
-        print(f"start-up (a 1-point sweep, whole process): {base:.2f} s", flush=True)
-        for points in args.points.split(","):
-            for name in args.grids.split(","):
+        if echo:
+            print(f"start-up (a 1-point sweep, whole process): {base:.2f} s", flush=True)
+        for n in points:
+            for name in grids:
                 model, small, big, metrics = GRIDS[name]
-                grid = small if float(points) <= 1e6 else big
+                grid = small if float(n) <= 1e6 else big
                 warm = [
                     sys.executable,
                     "-m",
@@ -113,15 +111,26 @@ def main(argv: list[str] | None = None) -> int:
                     *[a for m in metrics for a in ("--metric", m)],
                 ]
                 subprocess.run(warm, stdout=subprocess.DEVNULL, env=env, check=True)  # formulas cached: as a user's
-                for fmt in args.formats.split(","):
+                for fmt in formats:
                     r = run_case(model, grid, metrics, fmt, os.path.join(tmp, f"out.{fmt}"), env)
-                    r.update(points=points, grid=name, format=fmt, metrics=metrics)
+                    r.update(points=n, grid=name, format=fmt, metrics=metrics)
                     rows.append(r)
-                    print(
-                        f"{points:>5} points  {name:<6} {fmt:<4} {r['seconds']:6.2f} s  {r['peak_mb']:5d} MB  "
-                        f"{r['bytes'] / 1e6:8.1f} MB out  ({', '.join(metrics)})",
-                        flush=True,
-                    )
+                    if echo:
+                        print(
+                            f"{n:>5} points  {name:<6} {fmt:<4} {r['seconds']:6.2f} s  {r['peak_mb']:5d} MB  "
+                            f"{r['bytes'] / 1e6:8.1f} MB out  ({', '.join(metrics)})",
+                            flush=True,
+                        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--points", default="1e6,1e7")
+    ap.add_argument("--formats", default="csv,npy")
+    ap.add_argument("--grids", default="whole,large")
+    args = ap.parse_args(argv)
+    rows = cases(args.points.split(","), args.grids.split(","), args.formats.split(","))
     print(json.dumps(rows))
     return 0
 
