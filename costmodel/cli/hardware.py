@@ -134,7 +134,10 @@ def time_text(r: dict) -> list[str]:
     elif basis == "measured":
         how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
     elif basis == "calibrated":
-        how = f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']})"
+        stack = f"; the {t['stack']} stack's sustained factor" if "stack" in t else ""
+        how = (
+            f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']}{stack})"
+        )
     else:
         how = "at the roofline bound (each op's max(FLOPs/peak, bytes/bandwidth), summed)"
     mfu_basis = {"engine": "the engine's FLOPs", "6n": "PaLM's 6N", "6n-attention": "PaLM's 6N + 12·L·H·Q·T"}
