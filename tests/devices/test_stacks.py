@@ -115,3 +115,16 @@ def test_plan_with_a_stack(capsys):
     assert best["step_s"] == pytest.approx(best["verified"]["step_s"], rel=0.02)  # estimate's step with the stack
     assert main([*argv, "--stack", "nemo"]) == 2
     assert "unknown stack 'nemo' for a100-80gb" in capsys.readouterr().err
+
+
+def test_calibrate_keeps_the_base_devices_stacks():
+    from costmodel.devices.calibrate import calibrate  # the kernel fit, only for this test
+    from costmodel.devices.table import parse_table
+
+    bw = 2.039e12 * 0.85  # copies at 85 % of the bandwidth, 6 us each
+    rows = [{"kind": "memory", "bytes": float(n), "seconds": n / bw + 6e-6} for n in (1e6, 1e8, 1e9)]
+    mine = parse_table(calibrate(rows, device("a100-80gb"), name="mine"), "calibrated")["mine"]
+    assert float(with_stack(mine, "megatron-deepspeed").attained.sustained) == DEEPSPEED
+    assert (
+        mine.attained.stacks["megatron-lm"].fitted_on == builtin()["a100-80gb"].attained.stacks["megatron-lm"].fitted_on
+    )
