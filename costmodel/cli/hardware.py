@@ -98,6 +98,11 @@ def detail(d) -> str:
         shown = "-" if bw is None else f"{float(bw) / 1e9:,.1f} GB/s per direction"
         lines.append(f"  {scope:<11} {shown}")
         lines.append(f"    source: {src.get(scope, '-')}")
+    stacks = d.attained.stacks
+    if stacks:  # the calibrated step's sustained factor: the default, and one per software stack (--stack)
+        lines.append(f"  sustained   {float(d.attained.sustained):g} by default; per software stack (--stack NAME):")
+        for st in stacks.values():
+            lines.append(f"    {st.name:<20} {float(st.sustained):g}, fitted on {len(st.fitted_on)} runs")
     return "\n".join(lines)
 
 

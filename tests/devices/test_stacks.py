@@ -128,3 +128,10 @@ def test_calibrate_keeps_the_base_devices_stacks():
     assert (
         mine.attained.stacks["megatron-lm"].fitted_on == builtin()["a100-80gb"].attained.stacks["megatron-lm"].fitted_on
     )
+
+
+def test_hardware_name_lists_the_stacks(capsys):
+    code, out, _ = run(capsys, "hardware", "a100-80gb")
+    assert code == 0 and f"megatron-deepspeed   {DEEPSPEED:g}, fitted on 4 runs" in out
+    code, out, _ = run(capsys, "hardware", "h100-sxm")
+    assert code == 0 and "--stack" not in out  # no stack factors, no lines
