@@ -28,6 +28,7 @@ from importlib import resources
 from ..devices.table import builtin
 from ..errors import CostModelError
 from .validation import TABLE5, Refit, Row, device_name, fit_sustained, predict, with_sustained
+from .validation import summary as by_default
 
 
 def stacks() -> dict[str, dict[str, str]]:
@@ -172,7 +173,7 @@ def pooled(oos: Iterable[OutOfSample]) -> dict[str, dict[str, float]]:
 
 def render(rows: list[Row], fits: list[StackFit], oos: list[OutOfSample], pct) -> list[str]:
     """The stack section of ``docs/validation.md`` (``pct``: the error format)."""
-    default = {g: s["mean"] for g, s in _group_means(rows).items()}
+    default = {g: s["mean"] for g, s in by_default(rows).items()}
     out = [
         "",
         "## Software stacks: every run out of sample",
@@ -248,13 +249,6 @@ def render(rows: list[Row], fits: list[StackFit], oos: list[OutOfSample], pct) -
             f"{o.row.measured:.4g} | {pct(o.error)} |"
         )
     return out
-
-
-def _group_means(rows: Iterable[Row]) -> dict[str, dict[str, float]]:
-    groups: dict[str, list[float]] = {}
-    for r in rows:
-        groups.setdefault(r.run["group"], []).append(r.error)
-    return {g: _stats(e) for g, e in groups.items()}
 
 
 def stack_view(rows: list[Row], loo: list[Refit]) -> tuple[list[StackFit], list[Refit], list[OutOfSample]]:
