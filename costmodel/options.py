@@ -36,7 +36,7 @@ from .memory.policies import (
     SCHEDULES,
     WEIGHT_FORMATS,
 )
-from .records import Counting, Layout, check_choice, check_count, check_rate, is_price_name
+from .records import Counting, Layout, check_choice, check_count, check_rate, check_stack, is_price_name
 from .sizes import parse_count, parse_rate
 
 #: How a step is predicted without a rate (see :mod:`costmodel.devices.calibrated`).
@@ -67,7 +67,9 @@ class Options:
     ``price_per_hour`` (US dollars per device-hour: ``time.cost_usd``; or ``"list"``, the price table's entry
     for the device, or an entry's name: :mod:`costmodel.devices.prices`), ``time_model`` (without a rate: ``"calibrated"``, the default, or
     ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
-    ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.devices.calibrated`).
+    ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.devices.calibrated`) and ``stack``
+    (the software stack whose ``sustained`` factor the calibrated step uses, a name of the device's
+    ``efficiency.stacks``; default: the device's own factor).
     """
 
     batch: int | None = None
@@ -102,6 +104,7 @@ class Options:
     overlap_comm: tuple[str, ...] | None = None
     mfu_basis: str = "engine"
     price_per_hour: Fraction | str | None = None
+    stack: str | None = None
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -195,6 +198,9 @@ class Options:
                 )
             if self.hardware is None:
                 raise CostModelError("a time model needs a device: give --hardware NAME")
+        if self.stack is not None:
+            rate = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
+            check_stack(self.stack, self.hardware, rate, self.time_model, self.inference)
         if self.overlap_comm is not None:
             kinds = self.overlap_comm
             if isinstance(kinds, str):

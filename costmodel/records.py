@@ -148,3 +148,27 @@ def check_rate(value: object, what: str) -> Fraction | None:
 def is_price_name(value: object) -> bool:
     """Whether a price per hour is a name (``"list"``, a price table entry) rather than a number."""
     return isinstance(value, str) and bool(re.fullmatch(r"[a-z][a-z0-9-]*", value))
+
+
+def check_stack(stack: object, hardware: object, rates: list[str], time_model: str | None, inference: bool) -> None:
+    """A software stack (``Options.stack``) names a factor of the calibrated training step: it needs a device,
+    and no rate, roofline bound or inference estimate that would not use it. The name itself is checked against
+    the device's stacks where the device is read (``costmodel.devices.table.with_stack``)."""
+    if not isinstance(stack, str) or not stack.strip():
+        raise CostModelError(f"stack: expected the name of a software stack, received {stack!r}")
+    if hardware is None:
+        raise CostModelError("a software stack is a device's sustained factor: give --hardware NAME too")
+    other = (
+        rates[0]
+        if rates
+        else "time_model='roofline'"
+        if time_model == "roofline"
+        else "inference"
+        if inference
+        else None
+    )
+    if other is not None:
+        raise CostModelError(
+            f"stack chooses the sustained factor of the calibrated training step; received {other} too, "
+            "which does not use it (drop one)"
+        )

@@ -101,6 +101,7 @@ FLAGS = {
     "logits": "logits",
     "mfu_basis": "mfu_basis",
     "price_per_hour": "price_per_hour",
+    "stack": "stack",
 }
 
 
@@ -272,6 +273,12 @@ def add_hardware_args(p: argparse.ArgumentParser) -> None:
         metavar="KINDS",
         help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
         "(default: dp and sp; see docs/hardware.md)",
+    )
+    g.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="the software stack whose sustained factor the calibrated step uses (the device's efficiency.stacks, "
+        "e.g. megatron-deepspeed on a100-80gb; default: the device's own factor; see docs/hardware.md)",
     )
     g.add_argument(
         "--mfu-basis",

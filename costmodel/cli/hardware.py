@@ -98,6 +98,11 @@ def detail(d) -> str:
         shown = "-" if bw is None else f"{float(bw) / 1e9:,.1f} GB/s per direction"
         lines.append(f"  {scope:<11} {shown}")
         lines.append(f"    source: {src.get(scope, '-')}")
+    stacks = d.attained.stacks
+    if stacks:  # the calibrated step's sustained factor: the default, and one per software stack (--stack)
+        lines.append(f"  sustained   {float(d.attained.sustained):g} by default; per software stack (--stack NAME):")
+        for st in stacks.values():
+            lines.append(f"    {st.name:<20} {float(st.sustained):g}, fitted on {len(st.fitted_on)} runs")
     return "\n".join(lines)
 
 
@@ -134,7 +139,10 @@ def time_text(r: dict) -> list[str]:
     elif basis == "measured":
         how = f"at the measured {t['tokens_per_s']:,.0f} tokens/s"
     elif basis == "calibrated":
-        how = f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']})"
+        stack = f"; the {t['stack']} stack's sustained factor" if "stack" in t else ""
+        how = (
+            f"predicted (calibrated: attained rates, network tiers, overlap, schedule; {t['efficiency_source']}{stack})"
+        )
     else:
         how = "at the roofline bound (each op's max(FLOPs/peak, bytes/bandwidth), summed)"
     mfu_basis = {"engine": "the engine's FLOPs", "6n": "PaLM's 6N", "6n-attention": "PaLM's 6N + 12·L·H·Q·T"}

@@ -114,6 +114,12 @@ def add(sub: argparse._SubParsersAction) -> None:
         "(default: estimate's: dp and sp; DualPipe also ep)",
     )
     p.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="the software stack whose sustained factor the step uses (the device's efficiency.stacks; "
+        "default: the device's own factor; see docs/hardware.md)",
+    )
+    p.add_argument(
         "--no-megatron-sp",
         action="store_true",
         help="no Megatron sequence parallelism (default: on wherever tp > 1)",
@@ -158,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         only=args.only,
         overlap_comm=_overlap(args.overlap_comm),
         megatron_sp=not args.no_megatron_sp,
+        stack=args.stack,
         **chunking(args),
     )
     if args.plot:
@@ -172,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
             w.writerow([row[c] for c in COLUMNS])
         return 0
     print(
-        f"{r['model']} on {units.devices(r['devices'])} × {r['hardware']}, global batch {r['batch']} x {r['seq']} tokens\n  "
+        f"{r['model']} on {units.devices(r['devices'])} × {r['hardware']}"
+        + (f" ({r['stack']}'s sustained factor)" if "stack" in r else "")
+        + f", global batch {r['batch']} x {r['seq']} tokens\n  "
         f"{units.plural(r['searched'], 'layout')} searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
     )
     print(

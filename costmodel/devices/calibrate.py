@@ -206,6 +206,12 @@ def calibrate(rows: Sequence[Mapping], dev, *, name: str | None = None, source: 
     base = dev.attained
     eff.setdefault("attention", decimal(float(base.attention)))
     eff["sustained"] = decimal(float(base.sustained))
+    stacks = {  # the software stacks' factors: shares of whatever the kernels reach, as the default is
+        n: {"sustained": decimal(float(st.sustained)), "source": st.source, "fitted_on": list(st.fitted_on)}
+        for n, st in base.stacks.items()
+    }
+    if stacks:
+        eff["stacks"] = stacks
     entry["efficiency"] = eff
     network: dict[str, object] = {"node_size": base.node_size}
     for tier in ("scale_up", "scale_out"):

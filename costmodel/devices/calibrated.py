@@ -329,6 +329,8 @@ def calibrated_quantities(
             "time.overlap_comm": ",".join(sorted(kind for kind, flag in k.overlap.items() if flag == 1)) or "none",
         }
     )
+    if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
+        out.info["time.stack"] = options.stack
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
     out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")

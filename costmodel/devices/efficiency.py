@@ -22,6 +22,10 @@ bus-bandwidth efficiency (what nccl-tests' busbw reaches) and a latency per coll
 
 Curves are data with their sources (``costmodel/devices/data/hardware.json``, key ``efficiency``); a device
 without one gets :data:`GENERIC` (said in ``time.efficiency_source``). ``costmodel calibrate`` fits a user's.
+
+``sustained`` (the share of the kernels' rates a training step sustains) depends on the software that runs the
+step: ``efficiency.stacks`` holds a factor per software stack (:class:`Stack`, each with its source and the runs
+it was fitted on), ``sustained`` the device's default (``costmodel estimate --stack NAME`` chooses).
 """
 
 from __future__ import annotations
@@ -56,6 +60,16 @@ class Tier:
 
 
 @dataclass(frozen=True)
+class Stack:
+    """A software stack's ``sustained`` factor on one device, its ``source`` and the runs it was ``fitted_on``."""
+
+    name: str
+    sustained: sympy.Rational
+    source: str
+    fitted_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Efficiency:
     """Attained-rate curves and network tiers of one device (see the module notes)."""
 
@@ -69,6 +83,7 @@ class Efficiency:
     source: str = "generic"
     sources: Mapping[str, str] = field(default_factory=dict)
     sustained: sympy.Rational = sympy.Integer(1)  # share of the kernels' measured rates a training step sustains
+    stacks: Mapping[str, Stack] = field(default_factory=dict)  # sustained per software stack (the default above)
 
     def curve(self, dtype: str) -> GemmCurve:
         """The GEMM curve of ``dtype``; fp16, and a dtype without its own curve (fp8 on most devices, tf32,
@@ -144,10 +159,14 @@ def parse_efficiency(
         return None
     base = GENERIC
     gemm, memory, overhead, attention, source = dict(base.gemm), base.memory, base.overhead_s, base.attention, "generic"
-    sustained = base.sustained
+    sustained, stacks = base.sustained, {}
     sources: dict[str, str] = {}
     if entry is not None:
-        e = _table(entry, f"{where}: efficiency", ("gemm", "memory", "overhead_s", "attention", "sustained", "source"))
+        e = _table(
+            entry,
+            f"{where}: efficiency",
+            ("gemm", "memory", "overhead_s", "attention", "sustained", "stacks", "source"),
+        )
         curves = _table(e.get("gemm", {}), f"{where}: efficiency.gemm", ("bf16", "fp16", "fp8", "tf32", "fp32"))
         for dt, c in curves.items():
             w = f"{where}: efficiency.gemm.{dt}"
@@ -168,6 +187,7 @@ def parse_efficiency(
             attention = _num(e["attention"], f"{where}: efficiency.attention", hi=sympy.Integer(1), positive=True)
         if "sustained" in e:
             sustained = _num(e["sustained"], f"{where}: efficiency.sustained", hi=sympy.Integer(1), positive=True)
+        stacks = _stacks(e.get("stacks", {}), f"{where}: efficiency.stacks")
         source = str(e.get("source", "measured"))
         sources["efficiency"] = source
     node, up, out = base.node_size, base.scale_up, base.scale_out
@@ -193,7 +213,27 @@ def parse_efficiency(
             )
         up, out = tiers["scale_up"], tiers["scale_out"]
         sources["network"] = str(n.get("source", ""))
-    return Efficiency(gemm, memory, overhead, attention, node, up, out, source, sources, sustained)
+    return Efficiency(gemm, memory, overhead, attention, node, up, out, source, sources, sustained, stacks)
+
+
+def _stacks(value: object, where: str) -> dict[str, Stack]:
+    """``efficiency.stacks``: name → ``{"sustained": "0.65", "source": "...", "fitted_on": [run ids]}``."""
+    if not isinstance(value, Mapping):
+        raise CostModelError(f"{where}: expected a table of stack name -> factor, received {value!r}")
+    out = {}
+    for name, entry in value.items():
+        w = f"{where}.{name}"
+        if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_." for c in name):
+            raise CostModelError(f"{where}: a stack's name is letters, digits, '-', '_' or '.', received {name!r}")
+        e = _table(entry, w, ("sustained", "source", "fitted_on"))
+        if "sustained" not in e or not isinstance(e.get("source"), str) or not e["source"].strip():
+            raise CostModelError(f"{w}: expected a sustained factor and its source (text), received {dict(e)!r}")
+        runs = e.get("fitted_on", [])
+        if not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+            raise CostModelError(f"{w}.fitted_on: expected a list of run names, received {runs!r}")
+        sustained = _num(e["sustained"], f"{w}.sustained", hi=sympy.Integer(1), positive=True)
+        out[name] = Stack(name, sustained, e["source"], tuple(runs))
+    return out
 
 
 def _r(text: str) -> sympy.Rational:

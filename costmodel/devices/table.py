@@ -16,6 +16,7 @@ B/s); interconnect bandwidth is per device and per direction.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from collections.abc import Mapping
@@ -252,6 +253,32 @@ def device(spec: str | Device) -> Device:
         hint = closest(spec, prefixed) if prefixed else closest(spec, table)
         raise CostModelError(f"unknown hardware {spec!r}{hint}; see 'costmodel hardware'")
     return table[spec]
+
+
+def with_stack(dev: Device, stack: str | None) -> Device:
+    """``dev`` sustaining the rate of software ``stack`` (its ``efficiency.stacks`` entry); ``None``: ``dev`` as
+    it is, with the device's default ``sustained``. An unknown name is an error naming the device's stacks.
+
+    >>> float(with_stack(device("a100-80gb"), "megatron-deepspeed").attained.sustained) < 0.89
+    True
+    >>> with_stack(device("a100-80gb"), "deepspeed")
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.CostModelError: unknown stack 'deepspeed' for a100-80gb (did you mean 'megatron-deepspeed'?); its stacks: megatron-deepspeed, megatron-lm; omit --stack for its default sustained factor
+    """
+    if stack is None:
+        return dev
+    own = dev.attained.stacks
+    if stack not in own:
+        elsewhere = sorted({s for d in builtin().values() for s in d.attained.stacks} - set(own))
+        hint = closest(stack, [*own, *elsewhere])
+        has = f"its stacks: {', '.join(sorted(own))}" if own else "it has no stack factors"
+        more = f" (other devices have {', '.join(elsewhere)})" if elsewhere else ""
+        raise CostModelError(
+            f"unknown stack {stack!r} for {dev.name}{hint}; {has}{more}; omit --stack for its default sustained factor"
+        )
+    eff = dataclasses.replace(dev.attained, sustained=own[stack].sustained)
+    return dataclasses.replace(dev, efficiency=eff)
 
 
 def hardware(name: str | None = None, *, file: str | Path | None = None) -> Device | dict[str, Device]:

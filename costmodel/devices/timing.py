@@ -37,7 +37,7 @@ from . import prices
 from .calibrated import calibrated_quantities
 from .decode import decode_graph, prefill_graph
 from .roofline import op_bounds
-from .table import Device, device
+from .table import Device, device, with_stack
 
 #: Seconds in a day and in a (Julian, 365.25-day) year.
 DAY = 86400
@@ -246,7 +246,7 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
     out = Quantities()
     if options.hardware is None:
         return out
-    dev = device(options.hardware)
+    dev = with_stack(device(options.hardware), options.stack)  # a stack's sustained factor, or the default
     n, pipe = _devices(q, options)
     if devices is not None and options.layout.devices == 1:
         n = devices

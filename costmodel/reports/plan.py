@@ -29,7 +29,7 @@ import sympy
 from .. import units
 from ..devices.calibrated import Knobs, overlap_flags, step
 from ..devices.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
-from ..devices.table import device
+from ..devices.table import device, with_stack
 from ..errors import CostModelError
 from ..families import Model, load
 from ..formulas import float_mode, run_source
@@ -229,6 +229,7 @@ def plan(
     only: Mapping[str, object] | None = None,
     overlap_comm: tuple[str, ...] | None = None,
     megatron_sp: bool = True,
+    stack: str | None = None,
     workers: int = 1,
     dask: object = None,
     chunk: int = CHUNK,
@@ -247,7 +248,9 @@ def plan(
     ``{"zero": 0, "schedule": ("1f1b", "interleaved")}``) searches only the layouts with them: a software
     stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
     communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
-    Megatron sequence parallelism (it is on wherever tp > 1 by default).
+    Megatron sequence parallelism (it is on wherever tp > 1 by default). ``stack``: the software stack whose
+    ``sustained`` factor the step uses (:func:`~costmodel.devices.table.with_stack`; default the device's own),
+    then named in the result's ``stack``.
     The layouts are searched in chunks of ``chunk`` by the sweeps' chunk
     engine (:mod:`.plan_search`): in ``workers`` local processes, or on a Dask cluster at ``dask`` (a scheduler
     address or a ``distributed.Client``); the result is the same."""
@@ -259,7 +262,7 @@ def plan(
     if plot is not None:
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
-    dev = device(hardware)
+    dev = with_stack(device(hardware), stack)
     options = Options.make(
         batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
     )
@@ -359,6 +362,7 @@ def plan(
         "layouts": best,
         "pareto": [row(int(j)) for j in found.front],
         **extra,
+        **({"stack": stack} if stack is not None else {}),  # only when chosen: the default's output is unchanged
     }
     if plot is not None:
         plan_chart({**out, "chart": [row(j) for j in order[:CHARTED]]}, plot, capacity=int(dev.memory_bytes))

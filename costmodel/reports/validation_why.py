@@ -38,9 +38,10 @@ def why(rows: list, stacks: list, pct: Callable[[float], str], eq3: Callable[[Ma
         f"micro-batches: 1F1B bubbles of {100 * bubble['korthikanti22-530B-full_recompute']:.1f}%, "
         f"{100 * bubble['narayanan21-529.6B']:.1f}% and {100 * bubble['mtnlg-530b-2240']:.1f}%); "
         "the difference is the software, which no layout input "
-        "carries. A user of another stack calibrates its factor (`costmodel calibrate`, or `sustained` in a "
-        "hardware file). The check below fits one factor on one DeepSpeed run group and predicts the other "
-        "(both on A100s): if the stack is the cause, a factor fitted on one transfers.",
+        "carries. So the stack is an input of the step (`--stack`, 'Software stacks' above; docs/hardware.md "
+        "says how to fit your own). The check below is that section's leave-one-source-out for the DeepSpeed "
+        "runs: a factor fitted on one source's runs predicts the other's (both on A100s); if the stack is the "
+        "cause, a factor fitted on one transfers.",
         "",
     ]
     if stacks:
