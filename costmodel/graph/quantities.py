@@ -152,7 +152,7 @@ class Quantities:
         symbols = tuple(sorted(free_symbols(exprs), key=str))
         order = [*self.exprs, *self.choices, *self.info]
         f = Formulas(
-            source(exprs, symbols),
+            source(exprs, symbols, exact=True),  # evaluate() runs it in exact mode only
             [str(s) for s in symbols],
             list(self.exprs),
             sorted(self.floats),
