@@ -51,7 +51,11 @@ class Op:
         return dict(self.sizes)
 
     def attr(self, name: str, default: object = None) -> object:
-        return dict(self.attrs).get(name, default)
+        return self._attrs.get(name, default)
+
+    @functools.cached_property  # a frozen record: the attributes' dict is built once, not per lookup
+    def _attrs(self) -> dict[str, object]:
+        return dict(self.attrs)
 
     def with_attrs(self, **attrs: object) -> Op:
         """The same op with attributes changed (``None`` removes one)."""
