@@ -27,6 +27,7 @@ sizes, and the peak is their maximum (:class:`Peak`), evaluated when numbers are
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -186,23 +187,23 @@ def maximal(points: list[dict], labels: list[str]) -> list[int]:
             index.setdefault(m, len(index))
     memo: dict = {}
     sign = [_sign(m, memo) for m in index]
-    rows = []
+    unknown, known, strict = ([j for j, s in enumerate(sign) if s == want] for want in (0, 1, 2))
+    known += strict
+    rows = []  # per point: (coefficients compared for equality, ≤, and the part of those above 0)
     for p in points:  # coefficients are Python numbers (:class:`_Polys`): exact, and fast to compare
         row = [0] * len(index)
         for m, c in p.items():
             row[index[m]] = c
-        rows.append(row)
+        rows.append(([row[j] for j in unknown], [row[j] for j in known], [row[j] for j in strict], sum(row)))
     # every weight 1 ≥ 0: a point never comes before one that covers it (an equal sum with every coefficient ≥
     # is the same sum, then the later label goes first)
-    ranked = sorted(range(len(points)), key=lambda i: (sum(rows[i]), labels[i]), reverse=True)
+    ranked = sorted(range(len(points)), key=lambda i: (rows[i][3], labels[i]), reverse=True)
     kept: list[int] = []
     for i in ranked:
-        p = rows[i]
+        u, g, s2, _ = rows[i]
         for k in kept:
-            q = rows[k]
-            if all(a <= b if s else a == b for a, b, s in zip(p, q, sign)) and (
-                labels[k] > labels[i] or any(a < b and s == 2 for a, b, s in zip(p, q, sign))
-            ):
+            uk, gk, s2k, _ = rows[k]
+            if u == uk and all(map(operator.le, g, gk)) and (labels[k] > labels[i] or any(map(operator.lt, s2, s2k))):
                 break
         else:
             kept.append(i)
