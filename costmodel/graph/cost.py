@@ -102,7 +102,7 @@ class Saved:
     role: str = "activation"
     serves: tuple[int, ...] | None = None
 
-    @property
+    @functools.cached_property  # a frozen record: multiplied once
     def bytes(self) -> sympy.Expr:
         return self.elements * dtype_bytes(self.dtype)
 

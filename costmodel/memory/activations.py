@@ -25,6 +25,7 @@ FLOPs are returned as ``recompute_flops`` (hardware FLOPs, not model FLOPs).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ class Kept:
     copies: sympy.Expr
     savers: tuple[str, ...]  # ops that save it, in graph order
 
-    @property
+    @functools.cached_property  # a frozen record, its bytes read by every section: multiplied once
     def bytes(self) -> sympy.Expr:
         return self.saved.bytes * self.copies
 
@@ -231,7 +232,7 @@ def _block_inputs(G: nx.DiGraph, st: Structure, block: str) -> dict[str, Kept]:
             if in_block(src, block):
                 continue
             if src in out:
-                out[src] = Kept(**{**out[src].__dict__, "savers": (*out[src].savers, name)})
+                out[src] = dataclasses.replace(out[src], savers=(*out[src].savers, name))
                 continue
             axes = data_operands(op)[i]
             n = elements(axes, op.size)

@@ -306,7 +306,7 @@ def peak(
     kept = acts.tensors
     full = kept if recompute == "none" else activations(G, "none", counting, norm_stats=norm_stats).tensors
     alloc_kept = _ledger(kept, iters, structure(G).block_of)
-    alloc_full = _ledger(full, iters, structure(G).block_of)
+    alloc_full = alloc_kept if full is kept else _ledger(full, iters, structure(G).block_of)
     skip = {k.node for k in kept.values()}
     transient = {n: _operand_bytes(G, n, skip) for n in ops}
 
