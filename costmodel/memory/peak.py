@@ -254,27 +254,21 @@ def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr
     storage it views (once), a view's output nothing."""
     op = G.nodes[name]["op"]
     kind = kind_of(op)
-    p = op.parsed
-    data = data_operands(op)  # a weight operand is a parameter, not a transient activation
-    size = dtype_bytes(op.dtype)
-    held: dict[str, sympy.Expr] = {}  # storage node → bytes
-    for axes, src in zip(data, G.nodes[name]["inputs"]):
+    sizes, size = op.size, dtype_bytes(op.dtype)
+    operands = []  # (storage node, bytes) of each data operand (a weight is a parameter, not a transient)
+    for axes, src in zip(data_operands(op), G.nodes[name]["inputs"]):
         base = storage(G, src) if "op" in G.nodes[src] else src
-        if base not in skip:
-            held[base] = storage_bytes(G, src) if base != src else elements(axes, op.size) * size
+        operands.append((base, storage_bytes(G, src) if base != src else elements(axes, sizes) * size))
+    held = {base: nbytes for base, nbytes in operands if base not in skip}  # storage node → bytes
     own = is_view(G, name)
-    out = elements(p.output, op.size) * size
+    out = elements(op.parsed.output, sizes) * size
     fwd = list(held.values())
     if name not in skip and not own:
         fwd.append(out)
     if op.attr("detached"):  # no backward runs here
         return _expanded(tuple(fwd)), Zero
-    grad_of = {}  # a view's gradient is its storage's (accumulated in place), once per storage
-    for i, (a, src) in enumerate(zip(data, G.nodes[name]["inputs"])):
-        if i in kind.no_grad:
-            continue
-        base = storage(G, src) if "op" in G.nodes[src] else src
-        grad_of[base] = storage_bytes(G, src) if base != src else elements(a, op.size) * size
+    # a view's gradient is its storage's (accumulated in place), once per storage
+    grad_of = {base: nbytes for i, (base, nbytes) in enumerate(operands) if i not in kind.no_grad}
     grads = [storage_bytes(G, name) if own else out, *grad_of.values()]
     return _expanded(tuple(fwd)), _expanded((*grads, kind.backward_workspace(op)))
 
