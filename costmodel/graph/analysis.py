@@ -97,10 +97,10 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
     """
     groups: Counter = Counter()  # equal ops (unrolled identical layers) multiplied once: expanded, the same sums
     for _, data in op_nodes(G):
-        groups[op_cost(data["op"], counting), data["count"], bool(data.get("embedding"))] += 1
+        groups[data["op"], data["count"], bool(data.get("embedding"))] += 1  # an op hashes faster than its cost
     params, emb, active, fwd, bwd = [], [], [], [], []
-    for (cost, count, embedding), n in groups.items():
-        count = count * n
+    for (op, count, embedding), n in groups.items():
+        cost, count = op_cost(op, counting), count * n
         fwd.append(cost.forward * count)
         bwd.append(cost.backward * count)
         params.append(cost.params * count)

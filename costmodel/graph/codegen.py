@@ -224,6 +224,21 @@ def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
     return out
 
 
+def _has_float(exprs: Iterable[object]) -> bool:
+    """Whether a float (``sympy.Float``) is anywhere in ``exprs``: one walk over the distinct subtrees."""
+    seen: set[sympy.Basic] = set()
+    stack = [e for e in exprs if isinstance(e, sympy.Basic)]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if e.is_Float:
+            return True
+        stack.extend(a for a in e.args if isinstance(a, sympy.Basic))
+    return False
+
+
 _BASIC_FREE_SYMBOLS = sympy.Basic.__dict__["free_symbols"]
 
 
@@ -237,11 +252,18 @@ def _unites_args(cls: type) -> bool:
     return False
 
 
-def source(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: str = "f") -> str:
-    """``def name(h, <symbols>): ...; return [<exprs>]`` (``h``: the helpers of a mode)."""
+def source(
+    exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: str = "f", *, exact: bool = False
+) -> str:
+    """``def name(h, <symbols>): ...; return [<exprs>]`` (``h``: the helpers of a mode).
+
+    ``exact``: the source only ever runs in exact mode (:data:`costmodel.formulas.EXACT`): without a float
+    among the expressions, shared subtrees are named by hash-consing whatever their number (ints and
+    Fractions give the same numbers however a sum is grouped; ``cse`` is most of the time of a few hundred).
+    """
     args = ", ".join(_name(s) for s in symbols)
     lines = [f"def {name}(h{', ' if args else ''}{args}):", "    _F, _div, _max, _min, _ceil, _floor, _where, _and = h"]
-    if len(exprs) > SYMPY_CSE_LIMIT:
+    if len(exprs) > SYMPY_CSE_LIMIT or (exact and not _has_float(exprs)):
         defined, printed = _hash_consed(exprs)
         lines += defined
     else:

@@ -102,7 +102,7 @@ class Saved:
     role: str = "activation"
     serves: tuple[int, ...] | None = None
 
-    @property
+    @functools.cached_property  # a frozen record: multiplied once
     def bytes(self) -> sympy.Expr:
         return self.elements * dtype_bytes(self.dtype)
 
@@ -125,7 +125,7 @@ class Param:
     stack: sympy.Expr = sympy.Integer(1)
     quantized: bool = False
 
-    @property
+    @functools.cached_property  # a frozen record: computed once (params are summed per op, per section)
     def elements(self) -> sympy.Expr:
         return sympy.Mul(*(size for _, size in self.axes))
 
@@ -145,7 +145,7 @@ class OpCost:
     saved: tuple[Saved, ...] = ()
     active: sympy.Expr | None = None
 
-    @property
+    @functools.cached_property  # a frozen record (op_cost caches one per op): summed once
     def params(self) -> sympy.Expr:
         return sympy.Add(*(w.elements for w in self.weights))
 

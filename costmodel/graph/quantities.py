@@ -99,6 +99,9 @@ class Quantities:
     label_ties: set[str] = field(default_factory=set)
     info: dict[str, object] = field(default_factory=dict)
     checks: list[tuple[sympy.Basic, object]] = field(default_factory=list)
+    #: False when the expressions are only evaluated (estimate), never printed: a section may then leave out what
+    #: cannot change a number or a label (the points of a liveness peak another point always exceeds)
+    shown: bool = True
 
     def add(self, key: str, expr: object, show: str = "int") -> None:
         """Add ``key``: ``show`` is ``"int"`` (exact whole number), ``"float"`` or ``"number"``."""
@@ -149,7 +152,7 @@ class Quantities:
         symbols = tuple(sorted(free_symbols(exprs), key=str))
         order = [*self.exprs, *self.choices, *self.info]
         f = Formulas(
-            source(exprs, symbols),
+            source(exprs, symbols, exact=True),  # evaluate() runs it in exact mode only
             [str(s) for s in symbols],
             list(self.exprs),
             sorted(self.floats),

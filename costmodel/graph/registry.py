@@ -51,7 +51,22 @@ class Op:
         return dict(self.sizes)
 
     def attr(self, name: str, default: object = None) -> object:
-        return dict(self.attrs).get(name, default)
+        return self._attrs.get(name, default)
+
+    @functools.cached_property  # a frozen record: the attributes' dict is built once, not per lookup
+    def _attrs(self) -> dict[str, object]:
+        return dict(self.attrs)
+
+    def __hash__(self) -> int:
+        """The fields' hash, computed once: every ``op_cost`` lookup hashes the op (thousands a derivation)."""
+        got = self.__dict__.get("_hash")
+        if got is None:
+            got = self.__dict__["_hash"] = hash((self.kind, self.pattern, self.sizes, self.dtype, self.attrs))
+        return got
+
+    def __getstate__(self) -> dict:
+        """The fields only: a cached hash is this process's (a string hashes differently in another)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_attrs")}
 
     def with_attrs(self, **attrs: object) -> Op:
         """The same op with attributes changed (``None`` removes one)."""

@@ -25,6 +25,8 @@ FLOPs are returned as ``recompute_flops`` (hardware FLOPs, not model FLOPs).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 
 import networkx as nx
@@ -51,7 +53,7 @@ class Kept:
     copies: sympy.Expr
     savers: tuple[str, ...]  # ops that save it, in graph order
 
-    @property
+    @functools.cached_property  # a frozen record, its bytes read by every section: multiplied once
     def bytes(self) -> sympy.Expr:
         return self.saved.bytes * self.copies
 
@@ -67,9 +69,15 @@ def _axes_of(op, s: Saved) -> Axes:
     first = p.inputs[0]
     reduced = str(op.attr("axis", first[-1]))
     for axes in (p.output, first, tuple(a for a in first if a != reduced)):
-        if sympy.expand(elements(axes, op.size) - s.elements) == 0:
+        if _equal(elements(axes, op.size), s.elements):
             return axes
     return p.output
+
+
+@functools.lru_cache(maxsize=4096)
+def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """``a == b`` once expanded, once per pair (the layers of a model save tensors of a few shapes)."""
+    return sympy.expand(a - b) == 0
 
 
 def requires_grad(G: nx.DiGraph, counting: Counting = Counting(), carried: frozenset[str] = frozenset()) -> set[str]:
@@ -139,8 +147,9 @@ def kept_tensors(G: nx.DiGraph, counting: Counting = Counting()) -> dict[tuple, 
                 i = int(s.source.removeprefix("input"))
                 node, label = data["inputs"][i], "output"
             if s.serves is not None:  # kept only for some inputs' gradients (a·b keeps a for b's)
-                shares = [grad.get(data["inputs"][j], sympy.Integer(0)) for j in s.serves]
-                share = maximum(*shares)
+                shares = [grad.get(data["inputs"][j], Zero) for j in s.serves]
+                # maximum() of numbers is their max: taken directly (a sympy function call per tensor costs)
+                share = max(shares) if all(x.is_Number for x in shares) else maximum(*shares)
                 if share == 0:
                     continue
             base = _storage(G, node) if label == "output" else node
@@ -223,7 +232,7 @@ def _block_inputs(G: nx.DiGraph, st: Structure, block: str) -> dict[str, Kept]:
             if in_block(src, block):
                 continue
             if src in out:
-                out[src] = Kept(**{**out[src].__dict__, "savers": (*out[src].savers, name)})
+                out[src] = dataclasses.replace(out[src], savers=(*out[src].savers, name))
                 continue
             axes = data_operands(op)[i]
             n = elements(axes, op.size)

@@ -133,8 +133,12 @@ def _substituted(exprs: tuple[sympy.Expr, ...], *maps: Mapping) -> tuple[sympy.E
     return tuple(out)
 
 
-def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
-    """``memory_bytes.*``, ``communication_bytes.*``, ``flops.recompute`` and ``memory.*`` of one training step."""
+def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True) -> Quantities:
+    """``memory_bytes.*``, ``communication_bytes.*``, ``flops.recompute`` and ``memory.*`` of one training step.
+
+    ``every_point``: the peak is the maximum of every point of the liveness walk (what ``derive`` prints); else
+    of its maximal points only (:func:`~costmodel.memory.peak.maximal`: the same number and label).
+    """
     layout, counting = options.layout, options.counting
     H = prepared(G, options)
     q = Quantities()
@@ -206,7 +210,8 @@ def training_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
     if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
-        p = peak(H, options.recompute, sympy.Add(*(nums[k] for k in STATE_KEYS)), counting, options.norm_stats, acts)
+        states_sum = sympy.Add(*(nums[k] for k in STATE_KEYS))
+        p = peak(H, options.recompute, states_sum, counting, options.norm_stats, acts, every_point=every_point)
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
@@ -272,13 +277,14 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     }
 
 
-def memory_quantities(G: nx.DiGraph, options: Options) -> Quantities:
-    """Training or (``options.inference``) inference memory keys for one device."""
+def memory_quantities(G: nx.DiGraph, options: Options, *, every_point: bool = True) -> Quantities:
+    """Training or (``options.inference``) inference memory keys for one device (``every_point``: see
+    :func:`training_memory`)."""
     if options.inference:
         from .serving import inference_memory  # deferred: serving imports prepared() from here
 
         return inference_memory(G, options)
-    return training_memory(G, options)
+    return training_memory(G, options, every_point=every_point)
 
 
 __all__ = ["fullest", "memory_quantities", "prepared", "repeated_blocks", "training_memory"]

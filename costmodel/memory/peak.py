@@ -26,8 +26,11 @@ sizes, and the peak is their maximum (:class:`Peak`), evaluated when numbers are
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 
 import networkx as nx
 import sympy
@@ -37,7 +40,7 @@ from ..errors import CostModelError
 from ..graph.analysis import evaluate, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes, ratio
 from ..graph.pattern import elements
-from ..graph.quantities import maximum, whole
+from ..graph.quantities import maximum, roundup, whole
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
 from .activations import Activations, Kept, activations, is_view, storage, storage_bytes
@@ -72,7 +75,8 @@ class _Polys:
 
     Each point of the walk is the running sum plus one op's transients: expanding that sum in sympy per
     op was most of a derivation; adding coefficient dicts gives the same expanded expression (sympy's
-    ``Add`` of the same terms) at a fraction of the cost. Terms are built once per (monomial, coefficient).
+    ``Add`` of the same terms) at a fraction of the cost. Coefficients are Python ints and Fractions while
+    the walk adds them (sympy's numbers add slowly); terms are built once per (monomial, coefficient).
     """
 
     def __init__(self) -> None:
@@ -83,7 +87,8 @@ class _Polys:
         """The coefficient dict of an expanded expression (a sum of terms, a term or a number)."""
         got = self._dicts.get(expr)
         if got is None:
-            got = self._dicts[expr] = dict(sympy.expand(expr).as_coefficients_dict())
+            got = {m: _python(c) for m, c in sympy.expand(expr).as_coefficients_dict().items()}
+            self._dicts[expr] = got
         return got
 
     @staticmethod
@@ -105,27 +110,104 @@ class _Polys:
 
     def times(self, d: dict, n: sympy.Expr) -> dict:
         """``n`` times the sum: a number scales the coefficients, a symbolic count (``L``) is expanded in."""
-        if n.is_Number:
-            return {m: c * n for m, c in d.items()} if n != 0 else {}
+        if n.is_Rational:
+            k = _python(n)
+            return {m: c * k for m, c in d.items()} if k != 0 else {}
         return self.of(sympy.expand(n * self.expr(d)))
 
     def expr(self, d: dict) -> sympy.Expr:
         """The sum as sympy's ``Add`` of the same terms would build it: its monomials are distinct already, so
         only the canonical order is left to make (sympy's own sort, the number first), not ``Add``'s collection
         of like terms, which cost a millisecond a point."""
-        number, terms = d.get(sympy.S.One, Zero), []
+        number, terms = _sympy(d.get(sympy.S.One, 0)), []
         for m, c in d.items():
             if m is sympy.S.One:
                 continue
             t = self._terms.get((m, c))
             if t is None:  # Add's own shortcut: a coefficient goes first in a product's sorted factors
-                t = m if c == 1 else sympy.Mul._from_args((c, *(m.args if m.is_Mul else (m,))), is_commutative=True)
+                k = _sympy(c)
+                t = m if k == 1 else sympy.Mul._from_args((k, *(m.args if m.is_Mul else (m,))), is_commutative=True)
                 self._terms[(m, c)] = t
             terms.append(t)
         if len(terms) + (number != 0) < 2:
             return terms[0] if terms else number
         _addsort(terms)
         return sympy.Add._from_args([number, *terms] if number != 0 else terms, is_commutative=True)
+
+
+def _python(c: sympy.Expr):
+    """A sympy coefficient as a Python number (an int or a Fraction; anything else stays as it is)."""
+    if c.is_Integer:
+        return int(c)
+    return Fraction(int(c.p), int(c.q)) if c.is_Rational else c
+
+
+def _sympy(c) -> sympy.Expr:
+    """The inverse of :func:`_python`."""
+    if type(c) is int:
+        return sympy.Integer(c)
+    return sympy.Rational(c.numerator, c.denominator) if isinstance(c, Fraction) else c
+
+
+def _sign(m: sympy.Expr, memo: dict) -> int:
+    """2 when monomial ``m`` is above 0 at every config (a product of powers of positive symbols, ⌈x⌉ of a sum
+    of such with positive coefficients), 1 when it is at least 0 (⌈(L − 2)·x/6⌉ is 0 at L = 2), 0 unknown."""
+    got = memo.get(m)
+    if got is None:
+        if m.is_Mul:
+            got = min(_sign(f, memo) for f in m.args)
+        elif m.is_Pow and m.exp.is_real:
+            got = _sign(m.base, memo) if m.exp.is_positive else 2 * (_sign(m.base, memo) == 2)
+        elif isinstance(m, roundup) and all(c > 0 and _sign(t, memo) == 2 for t, c in _terms(m.args[0])):
+            got = 2
+        else:  # a symbol, a number, a ⌈⌉ of anything else: sympy's assumptions (positive integer sizes)
+            arg = m.args[0] if isinstance(m, roundup) else m
+            got = 2 if m.is_positive else 1 if arg.is_nonnegative else 0
+        memo[m] = got
+    return got
+
+
+def _terms(expr: sympy.Expr):
+    return expr.as_coefficients_dict().items()
+
+
+def maximal(points: list[dict], labels: list[str]) -> list[int]:
+    """The indices (in order) of the points of a walk that can be the peak, with the label the peak would name.
+
+    ``points`` are expanded sums ``{monomial: coefficient}``. A point P is dropped when another Q has every
+    coefficient ≥ P's (equal where the monomial's sign is unknown; sizes are positive, a ⌈⌉ is of bytes), so
+    that Q ≥ P at every config, and Q also wins where they are equal: Q's label comes later in alphabetical
+    order (the tie rule of ``memory.peak_at``), or a coefficient Q has larger is of a monomial never 0 (then
+    Q > P). Both relations chain, so checking each point against the points kept before it, largest first,
+    leaves exactly those no other point covers: the maximum and the label it names are unchanged.
+    """
+    index: dict[sympy.Expr, int] = {}
+    for p in points:
+        for m in p:
+            index.setdefault(m, len(index))
+    memo: dict = {}
+    sign = [_sign(m, memo) for m in index]
+    unknown, known, strict = ([j for j, s in enumerate(sign) if s == want] for want in (0, 1, 2))
+    known += strict
+    rows = []  # per point: (coefficients compared for equality, ≤, and the part of those above 0)
+    for p in points:  # coefficients are Python numbers (:class:`_Polys`): exact, and fast to compare
+        row = [0] * len(index)
+        for m, c in p.items():
+            row[index[m]] = c
+        rows.append(([row[j] for j in unknown], [row[j] for j in known], [row[j] for j in strict], sum(row)))
+    # every weight 1 ≥ 0: a point never comes before one that covers it (an equal sum with every coefficient ≥
+    # is the same sum, then the later label goes first)
+    ranked = sorted(range(len(points)), key=lambda i: (rows[i][3], labels[i]), reverse=True)
+    kept: list[int] = []
+    for i in ranked:
+        u, g, s2, _ = rows[i]
+        for k in kept:
+            uk, gk, s2k, _ = rows[k]
+            if u == uk and all(map(operator.le, g, gk)) and (labels[k] > labels[i] or any(map(operator.lt, s2, s2k))):
+                break
+        else:
+            kept.append(i)
+    return sorted(kept)
 
 
 def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]]]:
@@ -150,9 +232,21 @@ def _ledger(
         block = block_of.get(first)
         if block is not None and any(block_of.get(s) != block for s in k.savers):
             block = None
-        # cancel: a count such as L − L_dense or (L − 2)/6 divides out exactly, leaving a polynomial (fast to expand)
-        at.setdefault(first, []).append(whole(ratio(k.bytes, iters[block]), force=True))
+        at.setdefault(first, []).append(_per_iteration(k.bytes, iters[block]))
     return {n: sympy.Add(*v) for n, v in at.items()}
+
+
+@functools.lru_cache(maxsize=4096)
+def _per_iteration(nbytes: sympy.Expr, count: sympy.Expr) -> sympy.Expr:
+    """⌈bytes / count⌉, once per distinct pair (the layers of a model keep tensors of a few shapes)."""
+    # cancel: a count such as L − L_dense or (L − 2)/6 divides out exactly, leaving a polynomial (fast to expand)
+    return whole(ratio(nbytes, count), force=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expanded(terms: tuple[sympy.Expr, ...]) -> sympy.Expr:
+    """The expanded sum of ``terms``, once per distinct tuple (ops of one shape have the same operands)."""
+    return sympy.expand(sympy.Add(*terms))
 
 
 def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr, sympy.Expr]:
@@ -160,29 +254,23 @@ def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr
     storage it views (once), a view's output nothing."""
     op = G.nodes[name]["op"]
     kind = kind_of(op)
-    p = op.parsed
-    data = data_operands(op)  # a weight operand is a parameter, not a transient activation
-    size = dtype_bytes(op.dtype)
-    held: dict[str, sympy.Expr] = {}  # storage node → bytes
-    for axes, src in zip(data, G.nodes[name]["inputs"]):
+    sizes, size = op.size, dtype_bytes(op.dtype)
+    operands = []  # (storage node, bytes) of each data operand (a weight is a parameter, not a transient)
+    for axes, src in zip(data_operands(op), G.nodes[name]["inputs"]):
         base = storage(G, src) if "op" in G.nodes[src] else src
-        if base not in skip:
-            held[base] = storage_bytes(G, src) if base != src else elements(axes, op.size) * size
+        operands.append((base, storage_bytes(G, src) if base != src else elements(axes, sizes) * size))
+    held = {base: nbytes for base, nbytes in operands if base not in skip}  # storage node → bytes
     own = is_view(G, name)
-    out = elements(p.output, op.size) * size
+    out = elements(op.parsed.output, sizes) * size
     fwd = list(held.values())
     if name not in skip and not own:
         fwd.append(out)
     if op.attr("detached"):  # no backward runs here
-        return sympy.expand(sympy.Add(*fwd)), Zero
-    grad_of = {}  # a view's gradient is its storage's (accumulated in place), once per storage
-    for i, (a, src) in enumerate(zip(data, G.nodes[name]["inputs"])):
-        if i in kind.no_grad:
-            continue
-        base = storage(G, src) if "op" in G.nodes[src] else src
-        grad_of[base] = storage_bytes(G, src) if base != src else elements(a, op.size) * size
+        return _expanded(tuple(fwd)), Zero
+    # a view's gradient is its storage's (accumulated in place), once per storage
+    grad_of = {base: nbytes for i, (base, nbytes) in enumerate(operands) if i not in kind.no_grad}
     grads = [storage_bytes(G, name) if own else out, *grad_of.values()]
-    return sympy.expand(sympy.Add(*fwd)), sympy.expand(sympy.Add(*grads) + kind.backward_workspace(op))
+    return _expanded(tuple(fwd)), _expanded((*grads, kind.backward_workspace(op)))
 
 
 def peak(
@@ -192,11 +280,15 @@ def peak(
     counting: Counting = Counting(),
     norm_stats: bool = True,
     acts: Activations | None = None,
+    *,
+    every_point: bool = True,
 ) -> Peak:
     """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`.
 
     ``acts``: ``activations(G, recompute, counting, norm_stats=norm_stats)`` when the caller has it already
-    (the analysis is the larger part of a walk).
+    (the analysis is the larger part of a walk). ``every_point``: a candidate per point of the walk (what
+    ``derive`` prints); else only the :func:`maximal` ones (the same peak and label; what ``estimate``
+    evaluates: a 64-layer walk has 2,184 points and 8 maximal ones).
     """
     ops = order(G)
     segs = _segments(G, ops)
@@ -208,11 +300,11 @@ def peak(
     kept = acts.tensors
     full = kept if recompute == "none" else activations(G, "none", counting, norm_stats=norm_stats).tensors
     alloc_kept = _ledger(kept, iters, structure(G).block_of)
-    alloc_full = _ledger(full, iters, structure(G).block_of)
+    alloc_full = alloc_kept if full is kept else _ledger(full, iters, structure(G).block_of)
     skip = {k.node for k in kept.values()}
     transient = {n: _operand_bytes(G, n, skip) for n in ops}
 
-    candidates: list[sympy.Expr] = []
+    points: list[dict] = []
     labels: list[str] = []
     live: dict = {}
     poly = _Polys()
@@ -226,7 +318,7 @@ def peak(
         running = poly.plus(live, poly.times(per_iter, n - 1))  # the last iteration holds the most
         for x in nodes:
             running = poly.plus(running, poly.of(alloc_kept.get(x, Zero)))
-            candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][0]))))
+            points.append(poly.plus(running, poly.of(transient[x][0])))
             labels.append(f"forward of {x}")
         live = poly.plus(live, poly.times(per_iter, n))
     for block, nodes in reversed(segs):
@@ -234,10 +326,11 @@ def peak(
         kept_iter = iteration(alloc_kept, nodes)
         running = poly.plus(poly.plus(live, kept_iter, -1), iteration(alloc_full, nodes))  # recomputed: back
         for x in reversed(nodes):
-            candidates.append(poly.expr(poly.plus(running, poly.of(transient[x][1]))))
+            points.append(poly.plus(running, poly.of(transient[x][1])))
             labels.append(f"backward of {x}")
             running = poly.plus(running, poly.of(alloc_full.get(x, Zero)), -1)
         live = poly.plus(live, poly.times(kept_iter, n), -1)
-    if not candidates:
-        candidates, labels = [Zero], ["nothing"]
-    return Peak(tuple(candidates), tuple(labels), states)
+    if not points:
+        return Peak((Zero,), ("nothing",), states)
+    keep = range(len(points)) if every_point else maximal(points, labels)
+    return Peak(tuple(poly.expr(points[i]) for i in keep), tuple(labels[i] for i in keep), states)

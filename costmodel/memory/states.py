@@ -19,6 +19,7 @@ from each weight's axes (rows + columns of a matrix); torch's per-tensor
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -186,8 +187,11 @@ def model_state(
         for w in tied_matrices(G):
             part = share(w) if share is not None else 1
             terms["compute_copy"].append(w.elements * w.count * part * parts["compute_copy"])
+    groups: Counter = Counter()  # equal weights (unrolled identical layers) multiplied once: expanded, the same sums
     for w in weights(G):
-        part = share(w) if share is not None else 1
+        groups[w.param, w.count, share(w) if share is not None else 1, w.trainable] += 1
+    for (param, count, part, trains), copies in groups.items():
+        w = Weight("", param, count * copies, trains)
         n = w.elements * w.count * part
         terms["weights"].append(n * parts["weights"])
         if p.copy_of == "weights" or w.param.quantized:  # autocast casts the matmuls' weights only

@@ -69,7 +69,8 @@ def estimate_formulas(model: Model | str, settings: Mapping[str, object] | None,
     """Derive the quantities of ``model`` under ``opts`` and write them as formulas, with what a report of
     them shows (the model, its family and source, its own values, the symbols its graph uses)."""
     m = model_for(model, settings, opts)
-    f = quantities(m, opts).formulas().with_meta({})  # a copy: the formulas are shared by models of one graph
+    # evaluated, never printed; with_meta: a copy, the formulas are shared by models of one graph
+    f = quantities(m, opts, shown=False).formulas().with_meta({})
     values = {
         str(k): int(v)
         if (isinstance(v, int) and not isinstance(v, bool)) or getattr(v, "is_Integer", False)

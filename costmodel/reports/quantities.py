@@ -94,7 +94,7 @@ MFU_BASIS = {
 #: The sections of a run, in order; each sees the keys of those before it.
 SECTIONS: list[Callable[[object, Options, Quantities], Quantities]] = [
     count_quantities,
-    lambda model, options, q: memory_quantities(model.graph, options),
+    lambda model, options, q: memory_quantities(model.graph, options, every_point=q.shown),
     fit_quantities,
     time_quantities,
 ]
@@ -104,22 +104,24 @@ _CACHE: dict[tuple, Quantities] = {}
 _CACHE_SIZE = 64
 
 
-def quantities(model, options: Options) -> Quantities:
+def quantities(model, options: Options, *, shown: bool = True) -> Quantities:
     """Every key of an estimate of ``model`` under ``options``, as expressions of the graph's symbols.
 
     Derived once per (model, options) in a process: a model loaded by name with the same settings and the
     same options gives the same quantities (and their compiled evaluation) without deriving again.
+    ``shown=False``: the expressions are only evaluated, never printed (``estimate``): the same numbers and
+    labels from shorter expressions (a liveness peak's maximum over its maximal points only).
     """
     key = None
     if model.key is not None:
         try:
-            key = (model.key, options.replace(batch=None, seq=None))  # B and T are values, not choices
+            key = (model.key, options.replace(batch=None, seq=None), shown)  # B and T are values, not choices
             hash(key)
         except TypeError:
             key = None
     if key is not None and key in _CACHE:
         return _CACHE[key]
-    q = Quantities(checks=value_checks(model.graph))  # a config must first be one the graph describes
+    q = Quantities(checks=value_checks(model.graph), shown=shown)  # a config must first be one the graph describes
     for section in SECTIONS:
         q.update(section(model, options, q))
     if key is not None:

@@ -82,3 +82,14 @@ def test_a_model_through_the_large_set_path(hash_consed):
     values = {s: {"B": 2, "T": 1024, "V": 50257, "d": 768, "h": 12, "L": 12}.get(str(s), 4) for s in symbols}
     got = run_source(codegen.source(exprs, symbols))(EXACT, *(values[s] for s in symbols))
     assert got == _sympy_values(exprs, values)
+
+
+def test_exact_only_sources_are_hash_consed_unless_a_float_is_there():
+    """``exact=True`` (the estimate's formulas, run in exact mode only): hash-consing whatever the number of
+    expressions, the same numbers as sympy's; with a float in them, sympy's ``cse`` as before."""
+    src = codegen.source(EXPRS, SYMBOLS, exact=True)
+    assert "v__x" not in src and "    _x0 = " in src  # named by hash-consing, not by cse's numbered symbols
+    values = dict(zip(SYMBOLS, (2, 1024, 50257, 768, 12)))
+    assert run_source(src)(EXACT, *(values[s] for s in SYMBOLS)) == _sympy_values(EXPRS, values)
+    with_float = [*EXPRS, sympy.Float(0.5) * SHARED]
+    assert "v__x" in codegen.source(with_float, SYMBOLS, exact=True)
