@@ -17,7 +17,7 @@ floors, ``Mod`` and piecewise choices are helpers, so both modes are the same fo
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
@@ -209,23 +209,21 @@ def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
     """
     exprs = list(exprs)
     out: set[sympy.Symbol] = set()
-    seen: set[sympy.Basic] = set()
-    stack = [e for e in exprs if isinstance(e, sympy.Basic)]
-    while stack:
-        e = stack.pop()
-        if e in seen:
-            continue
-        seen.add(e)
-        if _unites_args(type(e)):  # the union over the arguments
-            stack.extend(e.args)
-        else:  # a symbol, or a node that binds its own (sympy's answer)
+    for e in _distinct(exprs, lambda e: _unites_args(type(e))):
+        if not _unites_args(type(e)):  # a symbol, or a node that binds its own (sympy's answer)
             out |= e.free_symbols
     out |= {s for e in exprs if not isinstance(e, sympy.Basic) for s in getattr(e, "free_symbols", ())}
     return out
 
 
 def _has_float(exprs: Iterable[object]) -> bool:
-    """Whether a float (``sympy.Float``) is anywhere in ``exprs``: one walk over the distinct subtrees."""
+    """Whether a float (``sympy.Float``) is anywhere in ``exprs``."""
+    return any(e.is_Float for e in _distinct(exprs, lambda e: True))
+
+
+def _distinct(exprs: Iterable[object], descend) -> Iterator[sympy.Basic]:
+    """Each distinct subtree of the sympy ``exprs`` once (a shared term is not walked again), entering the
+    arguments of the nodes where ``descend`` says so."""
     seen: set[sympy.Basic] = set()
     stack = [e for e in exprs if isinstance(e, sympy.Basic)]
     while stack:
@@ -233,10 +231,9 @@ def _has_float(exprs: Iterable[object]) -> bool:
         if e in seen:
             continue
         seen.add(e)
-        if e.is_Float:
-            return True
-        stack.extend(a for a in e.args if isinstance(a, sympy.Basic))
-    return False
+        yield e
+        if descend(e):
+            stack.extend(a for a in e.args if isinstance(a, sympy.Basic))
 
 
 _BASIC_FREE_SYMBOLS = sympy.Basic.__dict__["free_symbols"]
