@@ -137,8 +137,8 @@ class _Text:
     def __init__(self, stream) -> None:
         self.stream = stream
 
-    def write(self, data: bytes) -> None:
-        self.stream.write(data.decode("utf-8"))
+    def write(self, data) -> None:  # bytes, or the uint8 array of a text chunk (writers.text)
+        self.stream.write(memoryview(data).tobytes().decode("utf-8"))
 
     def flush(self) -> None:
         self.stream.flush()
