@@ -212,7 +212,7 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     g.add_argument(
         "--micro-batch",
         type=typed("micro_batch", "--micro-batch"),
-        help="sequences per micro-batch on one device (default: batch / dp)",
+        help="sequences per micro-batch on one device (default: 1 with a pipeline, --pp > 1; else batch / dp)",
     )
     g.add_argument(
         "--inference", action="store_true", default=None, help="inference memory: weights, KV cache, working set"

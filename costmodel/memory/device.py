@@ -61,12 +61,16 @@ def attention_text(G: nx.DiGraph, H: nx.DiGraph) -> str:
 
 
 def micro_batches(options: Options) -> tuple[sympy.Expr, sympy.Expr, list]:
-    """(micro-batch per device, micro-batches per step, checks): B = micro-batch × dp × micro-batches."""
-    dp = options.layout.dp
-    micro = sympy.Integer(options.micro_batch) if options.micro_batch else B / dp
+    """(micro-batch per device, micro-batches per step, checks): B = micro-batch × dp × micro-batches.
+
+    Without ``micro_batch``: one sequence per micro-batch under a pipeline (pp > 1: one micro-batch of the whole
+    batch would leave every stage but one idle, a bubble no pipeline run has), else the replica's whole batch."""
+    dp, given = options.layout.dp, options.micro_batch
+    given = given or (1 if options.layout.pp > 1 else None)
+    micro = sympy.Integer(given) if given else B / dp
     checks = []
-    if options.micro_batch or dp > 1:
-        m = options.micro_batch or 1
+    if given or dp > 1:
+        m = given or 1
         checks.append(
             (
                 sympy.Eq(sympy.Mod(B, dp * m), 0),

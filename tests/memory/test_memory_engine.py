@@ -226,6 +226,19 @@ def test_pipeline_first_stage_holds_all_layers_of_one_micro_batch():
     assert sympy.expand((last - part["block"] / 4 - part["last"]).subs(L, 4 * k)) == 0
 
 
+def test_a_pipeline_defaults_to_micro_batches_of_one_sequence():
+    """With pp > 1 and no micro-batch, B / dp sequences are B / dp micro-batches of one (Korthikanti et al.'s
+    Table 5 runs: micro-batch 1, 64 micro-batches), not one micro-batch of the whole batch; without a
+    pipeline the replica's batch stays one micro-batch."""
+    kw = dict(batch=64, seq=2048, hardware="a100-80gb", devices=64, tp=8, pp=8)
+    default, given = estimate("gpt3-175b", **kw), estimate("gpt3-175b", micro_batch=1, **kw)
+    assert default["memory"]["layout"]["micro_batch"] == 1 and default["memory"]["layout"]["micro_batches"] == 64
+    assert default["time"]["step_s"] == given["time"]["step_s"]
+    assert default["memory_bytes"]["peak"] == given["memory_bytes"]["peak"]
+    flat = estimate("gpt2-small", batch=8, dp=2)["memory"]["layout"]
+    assert (flat["micro_batch"], flat["micro_batches"]) == (4, 1)
+
+
 def test_context_parallel_divides_every_per_token_tensor():
     layout = Layout(sp=4)
     tensors = activations(GPT3).tensors.values()
