@@ -47,6 +47,18 @@ def run(args: argparse.Namespace) -> int:
                 "scale_out_bandwidth": None if d.scale_out_bandwidth is None else int(d.scale_out_bandwidth),
                 "ridge": {k: float(d.ridge(k)) for k in d.peak_flops},
                 "sources": dict(d.sources),
+                # the calibrated step's share of the kernels' rates: the default, and per software stack (--stack)
+                "sustained": {
+                    "default": float(d.attained.sustained),
+                    "stacks": {
+                        st.name: {
+                            "sustained": float(st.sustained),
+                            "source": st.source,
+                            "fitted_on": list(st.fitted_on),
+                        }
+                        for st in d.attained.stacks.values()
+                    },
+                },
             }
         print(
             json.dumps(

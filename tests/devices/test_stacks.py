@@ -135,3 +135,18 @@ def test_hardware_name_lists_the_stacks(capsys):
     assert code == 0 and f"megatron-deepspeed   {DEEPSPEED:g}, fitted on 4 runs" in out
     code, out, _ = run(capsys, "hardware", "h100-sxm")
     assert code == 0 and "--stack" not in out  # no stack factors, no lines
+
+
+def test_hardware_json_lists_each_devices_default_and_stacks(capsys):
+    """``hardware --json`` (an added key, ``sustained``) gives what ``hardware.json`` says, for every device."""
+    raw = json.loads(resources.files("costmodel").joinpath("devices/data/hardware.json").read_text(encoding="utf-8"))
+    code, out, _ = run(capsys, "hardware", "--json")
+    assert code == 0
+    shown = json.loads(out)["devices"]
+    for name, entry in raw["devices"].items():
+        eff = entry.get("efficiency", {})
+        got = shown[name]["sustained"]
+        assert got["default"] == float(eff.get("sustained", 1))
+        want = {k: (float(v["sustained"]), v["fitted_on"]) for k, v in eff.get("stacks", {}).items()}
+        assert {k: (v["sustained"], v["fitted_on"]) for k, v in got["stacks"].items()} == want
+    assert set(shown["a100-80gb"]["sustained"]["stacks"]) == {"megatron-lm", "megatron-deepspeed"}
