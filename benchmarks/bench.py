@@ -28,6 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import plan_bench  # the benchmarks beside this one (this script's folder is on sys.path)
+import sweep_bench
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
@@ -329,9 +332,6 @@ def table(quick: bool) -> list[tuple[str, str, str]]:
 def sweep_rows(points: str) -> list[tuple[str, str, str]]:
     """A sweep of ``points`` configs, two whole-number metrics, to CSV and to npy (``sweep_bench.py``: each a
     whole process on one core, formulas cached); the median of three runs of each."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import sweep_bench
-
     runs = [sweep_bench.cases([points], ["whole"], ["csv", "npy"], echo=False) for _ in range(3)]
     by = {f: [r for rs in runs for r in rs if r["format"] == f] for f in ("csv", "npy")}
     csv, npy = ({k: statistics.median(r[k] for r in by[f]) for k in ("seconds", "peak_mb")} for f in ("csv", "npy"))
@@ -349,9 +349,6 @@ def sweep_rows(points: str) -> list[tuple[str, str, str]]:
 
 def plan_rows(quick: bool) -> list[tuple[str, str, str]]:
     """The planner's whole search through the chunk engine (``plan_bench.py``), one core."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import plan_bench
-
     wall, cpu, n = plan_bench.search_rate(copies=5 if quick else 50)
     return [
         (

@@ -50,16 +50,20 @@ def _symbols(*names):
 FORMULAS = {"megatron-eq3": _megatron_eq3, "palm-6n": _palm}
 
 
+def measured(part: str):
+    """``runs``, ``skipped`` (runs not predicted, each with the reason) or ``stacks`` of measured_runs.json."""
+    text = resources.files("costmodel").joinpath("devices/data/measured_runs.json").read_text(encoding="utf-8")
+    return json.loads(text)[part]
+
+
 def runs() -> list[dict]:
     """The measured runs, as stored."""
-    text = resources.files("costmodel").joinpath("devices/data/measured_runs.json").read_text(encoding="utf-8")
-    return json.loads(text)["runs"]
+    return measured("runs")
 
 
-def skipped() -> list[dict]:
-    """Runs collected but not predicted, each with the reason."""
-    text = resources.files("costmodel").joinpath("devices/data/measured_runs.json").read_text(encoding="utf-8")
-    return json.loads(text)["skipped"]
+def default_sustained(device: str) -> float:
+    """The sustained factor of a built-in device's table entry (its default, without ``--stack``)."""
+    return float(builtin()[device].attained.sustained)
 
 
 def measured_step(run: Mapping) -> float:
@@ -81,7 +85,7 @@ def hardware(run: Mapping):
         return hw
     base = dict(hw)
     name = base.pop("base")
-    sustained = base.pop("sustained", None)  # a refitted factor (leave_one_out, transfer): the efficiency table's
+    sustained = base.pop("sustained", None)  # a refitted factor (leave_one_out, leave_one_source_out): the table's
     text = resources.files("costmodel").joinpath("devices/data/hardware.json").read_text(encoding="utf-8")
     entry = copy.deepcopy(json.loads(text)["devices"][name])
     entry.update(base)
@@ -199,7 +203,7 @@ def leave_one_out(rows: Iterable[Row]) -> list[Refit]:
             by_device.setdefault(device_name(r.run), []).append(r)
     out = []
     for name, rs in by_device.items():
-        current = float(builtin()[name].attained.sustained)
+        current = default_sustained(name)
         for r in rs:
             s = fit_sustained([x for x in rs if x is not r], current)
             out.append(Refit(predict(with_sustained(r.run, s)), s, f"the other {len(rs) - 1} in-sample runs"))
@@ -324,7 +328,7 @@ def render(
             out.insert(
                 -3,
                 f"{name}: the refitted factors lie in {min(fits):.4f}-{max(fits):.4f}; the table's `sustained` is "
-                f"{float(builtin()[name].attained.sustained):g}, fitted before and not quite the geometric centre of "
+                f"{default_sustained(name):g}, fitted before and not quite the geometric centre of "
                 "its in-sample runs.",
             )
             out.insert(-3, "")
@@ -361,7 +365,7 @@ def render(
             + (f" Assumptions: {'; '.join(r.run.get('assumptions', []))}." if r.run.get("assumptions") else "")
         )
     out += ["", "## Collected, not predicted", ""]
-    out += [f"- {s['what']}: {s['why']}." for s in skipped()]
+    out += [f"- {s['what']}: {s['why']}." for s in measured("skipped")]
     return "\n".join(out) + "\n"
 
 

@@ -20,21 +20,27 @@ its stack (``stack``) and its source (``source_key``: runs with one key come fro
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 
-from ..devices.table import builtin
 from ..errors import CostModelError
-from .validation import TABLE5, Refit, Row, device_name, fit_sustained, predict, with_sustained
+from .validation import (
+    TABLE5,
+    Refit,
+    Row,
+    default_sustained,
+    device_name,
+    fit_sustained,
+    measured,
+    predict,
+    with_sustained,
+)
 from .validation import summary as by_default
 
 
 def stacks() -> dict[str, dict[str, str]]:
     """The software stacks the measured runs name: ``about`` and the ``source`` that says which stack a run used."""
-    text = resources.files("costmodel").joinpath("devices/data/measured_runs.json").read_text(encoding="utf-8")
-    return json.loads(text)["stacks"]
+    return measured("stacks")
 
 
 def stack_of(run: Mapping) -> str:
@@ -67,16 +73,12 @@ def fittable(rows: Iterable[Row]) -> dict[tuple[str, str], list[Row]]:
     return {k: rs for k, rs in groups.items() if len({r.run["source_key"] for r in rs}) >= 2}
 
 
-def _default(device: str) -> float:
-    return float(builtin()[device].attained.sustained)
-
-
 def fit_stacks(rows: Iterable[Row]) -> list[StackFit]:
     """Each (device, stack) factor of :func:`fittable`: :func:`.validation.fit_sustained` over every run of the
     stack on the device, predicted with the device's default (``rows``), one pass from it."""
     out = []
     for (device, stack), rs in fittable(rows).items():
-        s = fit_sustained(rs, _default(device))
+        s = fit_sustained(rs, default_sustained(device))
         sources = tuple(dict.fromkeys(r.run["source_key"] for r in rs))
         out.append(StackFit(device, stack, s, tuple(r.run["id"] for r in rs), sources))
     return out
@@ -90,7 +92,7 @@ def leave_one_source_out(rows: Iterable[Row]) -> list[Refit]:
         for r in rs:
             own = r.run["source_key"]
             others = [x for x in rs if x.run["source_key"] != own]
-            s = fit_sustained(others, _default(device))
+            s = fit_sustained(others, default_sustained(device))
             names = ", ".join(dict.fromkeys(x.run["source_key"] for x in others))
             label = f"{stack} without {own}: {len(others)} run{'' if len(others) == 1 else 's'} of {names}"
             out.append(Refit(predict(with_sustained(r.run, s)), s, label))
@@ -130,7 +132,7 @@ def out_of_sample(rows: Iterable[Row], loo: Iterable[Refit], loso: Iterable[Refi
         elif row.in_sample:
             raise CostModelError(f"out_of_sample: in-sample run {key} has no leave-one-out error; pass leave_one_out")
         else:
-            default = _default(device_name(row.run))
+            default = default_sustained(device_name(row.run))
             out.append(OutOfSample(row, row.error, default, BASES[2], "device default"))
     return out
 
