@@ -27,8 +27,8 @@ def evaluation_rate(n: int = 1_000_000) -> tuple[float, float]:
     from costmodel.devices.table import device
     from costmodel.families import load
     from costmodel.options import Options
-    from costmodel.reports.estimate import resolve
-    from costmodel.reports.plan import derive, evaluate, layouts
+    from costmodel.sections.run import resolve
+    from costmodel.verbs.plan.plan import derive, evaluate, layouts
 
     m = load("gpt3-175b")
     o = Options.make(batch=1536, seq=2048, flash=True)
@@ -47,9 +47,9 @@ def search_rate(copies: int = 50, chunk: int = 1 << 16) -> tuple[float, float, i
     from costmodel.devices.table import device
     from costmodel.families import load
     from costmodel.options import Options
-    from costmodel.reports.estimate import resolve
-    from costmodel.reports.plan import derive, evaluate, layout_space
-    from costmodel.reports.plan_search import Search, Space, search
+    from costmodel.sections.run import resolve
+    from costmodel.verbs.plan.plan import derive, evaluate, layout_space
+    from costmodel.verbs.plan.search import Search, Space, search
 
     m = load("gpt3-175b")
     o = Options.make(batch=1536, seq=2048, flash=True)
@@ -67,8 +67,8 @@ def search() -> tuple[float, dict, dict, dict, int]:
     ZeRO stage: its best-placed variant), of the first TP 8 × PP 8 layout and of the published layout among
     Megatron-LM 2021's layouts (``plan_rank.MEGATRON_LM_2021``), and the layouts searched."""
     import costmodel
-    from costmodel.reports.plan_rank import MEGATRON_LM_2021
-    from costmodel.reports.plan_rank import PUBLISHED_GPT3_175B as PUBLISHED
+    from costmodel.verbs.plan.rank import MEGATRON_LM_2021
+    from costmodel.verbs.plan.rank import PUBLISHED_GPT3_175B as PUBLISHED
 
     kw = dict(hardware="a100-80gb", devices=1024, batch=1536, seq=2048, top=10, progress=False)
     t = time.perf_counter()

@@ -7,7 +7,7 @@ the costmodel process's maxrss from ``resource.getrusage(RUSAGE_CHILDREN)``, rea
 wrapper around each case, so each number is one process's.
 
 Two grids: ``whole`` (metrics that stay whole numbers under 2^53: written by the integer path) and ``large``
-(FLOP counts above 2^53 and 2^63: written exactly, in full, from int64 limbs: :mod:`costmodel.reports.wide`).
+(FLOP counts above 2^53 and 2^63: written exactly, in full, from int64 limbs: :mod:`costmodel.formulas.wide`).
 
 Run: ``python benchmarks/sweep_bench.py [--points 1e6,1e7] [--formats csv,npy] [--grids whole,large]``.
 """

@@ -72,7 +72,7 @@ def flopcounter(model, batch: int, seq: int) -> int:
 
 def main() -> None:
     import costmodel
-    from costmodel.reports.sweep import compile_metrics
+    from costmodel.verbs.sweep.derive import compile_metrics
 
     big, model, t_big = trace(32)
     small, _, t_small = trace(2)

@@ -41,21 +41,21 @@ from .version import __version__ as __version__  # noqa: E402
 #: The verbs, imported on first use (deferred: sympy and networkx are most of a start-up, and a verb
 #: that needs neither should not pay for them).
 _VERBS = {
-    "estimate": "costmodel.reports.fast",
-    "derive": "costmodel.reports.derive",
-    "compare": ("costmodel.reports.compare", "compare_conventions"),
-    "sweep": "costmodel.reports.stream",  # the verb streams; its derivation (reports/sweep.py) loads when needed
-    "roofline": "costmodel.reports.roofline",
-    "fit": "costmodel.reports.fit",
-    "report": "costmodel.reports.document",
+    "estimate": "costmodel.verbs.estimate",
+    "derive": "costmodel.verbs.derive",
+    "compare": ("costmodel.verbs.compare", "compare_conventions"),
+    "sweep": "costmodel.verbs.sweep.stream",  # the verb streams; its derivation (reports/sweep.py) loads when needed
+    "roofline": "costmodel.verbs.roofline",
+    "fit": "costmodel.verbs.fit",
+    "report": "costmodel.verbs.report",
     "load": "costmodel.families",
     "models": ("costmodel.families", "catalogue"),
     "Model": "costmodel.families",
     "hardware": "costmodel.devices.table",
     "trace": "costmodel.tracer",  # torch.export → a costmodel graph (torch is imported only when tracing)
     "recover": ("costmodel.tracer.recover", "recover"),
-    "calibrate": ("costmodel.devices.calibrate", "calibrate_file"),
-    "plan": "costmodel.reports.plan",
+    "calibrate": ("costmodel.verbs.calibrate", "calibrate_file"),
+    "plan": "costmodel.verbs.plan.plan",
 }
 
 __all__ = [

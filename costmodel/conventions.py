@@ -2,7 +2,7 @@
 
 Every published rule for "training FLOPs" is the same graph counted with different choices; this table
 writes each one down (:class:`~costmodel.options.Counting` for the op-level choices, plus how the step is
-summed). :mod:`costmodel.reports.compare` derives each from a model's graph. No sympy here: the names are
+summed). :mod:`costmodel.verbs.compare` derives each from a model's graph. No sympy here: the names are
 read at start-up (``costmodel compare --help``).
 
 >>> {'6nd', '6nd-total', 'chinchilla', 'engine'} <= set(CONVENTIONS)

@@ -2,7 +2,7 @@
 thousands separators, FLOPs in scientific form.
 
 One set of rules for every door: the terminal, the LaTeX, Markdown and HTML reports, and the live page's
-JavaScript (``reports/assets/units.js`` is this module line by line; the browser tests compare the two on
+JavaScript (``render/assets/units.js`` is this module line by line; the browser tests compare the two on
 the same numbers). Rounding is half away from zero on the exact binary value of a float (what JavaScript's
 ``toFixed``/``toExponential`` do), so both languages print the same digits.
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import sympy
 
+from costmodel import units
 from costmodel.devices.table import device
 from costmodel.dtypes import DTYPE_BYTES
 from costmodel.families import load
@@ -27,10 +28,10 @@ from costmodel.kit import GraphBuilder, totals
 from costmodel.memory.activations import activations as kept_activations
 from costmodel.memory.states import PRECISIONS, bytes_per_param
 from costmodel.options import Counting
-from costmodel.reports.compare import CONVENTIONS, training_flops
-from costmodel.reports.estimate import estimate
-from costmodel.reports.latex import latex
+from costmodel.render.latex import latex
 from costmodel.symbols import SYMBOLS, B, L, T, V, d, describe
+from costmodel.verbs.compare import CONVENTIONS, training_flops
+from costmodel.verbs.estimate import estimate
 
 DOCS = Path(__file__).resolve().parent
 MARKER = re.compile(
@@ -48,7 +49,7 @@ LECTURE = {
 }
 #: The H100 of the lecture, from the hardware table (dense bf16 peak, HBM bandwidth, with their sources).
 H100 = "h100-sxm"
-YEAR = 365.25 * 86400
+YEAR = float(units.YEAR)  # seconds in a Julian year: costmodel.units, the one definition
 
 
 def m(expr: sympy.Expr) -> str:

@@ -12,7 +12,9 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = ROOT / "costmodel"
 
-#: Module prefix → rank; a module imports only modules of its rank or below (docs/design.md, "Layers").
+#: Module prefix → rank; a module imports only modules of its rank or below (docs/design.md, "Layers"). The
+#: folders are the stages of the pipeline: choices → formulas → graph ‖ devices → families, memory → tracer,
+#: timing → sections (a run prepared once, its quantities) → render → verbs → cli.
 RANKS = [
     ("costmodel.errors", 0),
     ("costmodel.dtypes", 0),
@@ -20,24 +22,28 @@ RANKS = [
     ("costmodel.symbols", 0),
     ("costmodel.expr", 0),
     ("costmodel.files", 0),
-    ("costmodel.memory.policies", 0),
-    ("costmodel.formulas", 0),
     ("costmodel.version", 0),
     ("costmodel.units", 0),
-    ("costmodel.records", 1),
     ("costmodel.options", 1),
-    ("costmodel.conventions", 1),
-    ("costmodel.graph", 2),
-    ("costmodel.memory", 3),
-    ("costmodel.devices", 4),
-    ("costmodel.families", 5),
-    ("costmodel.reports", 6),
-    ("costmodel.trace", 6),
-    ("costmodel.kit", 7),
-    ("costmodel.cli", 8),
-    ("costmodel.__main__", 8),
-    ("costmodel", 8),
+    ("costmodel.conventions", 2),
+    ("costmodel.formulas", 2),
+    ("costmodel.graph", 3),
+    ("costmodel.devices", 3),
+    ("costmodel.families", 4),
+    ("costmodel.memory", 4),
+    ("costmodel.tracer", 5),
+    ("costmodel.timing", 5),
+    ("costmodel.sections", 6),
+    ("costmodel.render", 7),
+    ("costmodel.verbs", 8),
+    ("costmodel.kit", 9),
+    ("costmodel.cli", 10),
+    ("costmodel.__main__", 10),
+    ("costmodel", 10),
 ]
+
+#: Folders that may not import each other although they share a rank (parallel stages).
+APART = [("costmodel.graph", "costmodel.devices"), ("costmodel.families", "costmodel.memory")]
 
 
 def rank(module: str) -> int:
@@ -65,8 +71,16 @@ def imports(module: str, path: pathlib.Path) -> list[tuple[str, bool, int]]:
     top_level = {id(n) for n in tree.body} | {
         id(n) for stmt in tree.body if isinstance(stmt, (ast.If, ast.Try)) for n in ast.walk(stmt)
     }
+    type_only = {  # ``if TYPE_CHECKING:`` imports are annotations, not imports that run
+        id(n)
+        for stmt in tree.body
+        if isinstance(stmt, ast.If) and ast.unparse(stmt.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for n in ast.walk(stmt)
+    }
     found = []
     for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -89,23 +103,72 @@ def resolve(name: str, known: set[str]) -> str | None:
     return name or None
 
 
-def test_layers_import_only_downwards_and_no_module_imports_in_a_cycle():
+def folder(module: str) -> str:
+    """The stage a module belongs to: its RANKS prefix."""
+    for prefix, _ in RANKS:
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    raise AssertionError(f"{module} is in no layer of docs/design.md")
+
+
+def import_graph() -> tuple[nx.DiGraph, list[str]]:
+    """Every import between costmodel's modules, deferred ones (inside functions) included, and the imports
+    that go up a layer or across parallel stages."""
     mods = modules()
     graph = nx.DiGraph()
     wrong = []
+    apart = {frozenset(pair) for pair in APART}
     for module, path in mods.items():
         graph.add_node(module)
-        for name, top, line in imports(module, path):
+        for name, _, line in imports(module, path):
             target = resolve(name, set(mods))
-            if target is None or target == module:
-                continue
+            if target is None or target == module or target == "costmodel":
+                continue  # the package's own __init__ (the public verbs) is imported lazily by name
             if rank(target) > rank(module):
                 wrong.append(f"{module}:{line} imports {target} (a higher layer)")
-            if top and not (module == "costmodel" or target in ("costmodel",)):
+            if frozenset((folder(module), folder(target))) in apart:
+                wrong.append(f"{module}:{line} imports {target} (a parallel stage)")
+            if module != "costmodel":
                 graph.add_edge(module, target)
+    return graph, wrong
+
+
+def test_layers_import_only_downwards():
+    _, wrong = import_graph()
     assert not wrong, "\n".join(wrong)
-    cycles = list(nx.simple_cycles(graph))
-    assert not cycles, cycles[:5]
+
+
+def test_no_module_imports_in_a_cycle_deferred_imports_included():
+    graph, _ = import_graph()
+    cycles = sorted(sorted(c) for c in nx.simple_cycles(graph))
+    assert not cycles, "\n".join(" → ".join(c) for c in cycles[:10])
+
+
+def test_every_package_is_ranked_and_every_rank_exists():
+    mods = modules()
+    for module in mods:
+        rank(module)  # raises for a module in no layer
+    for prefix, _ in RANKS:
+        assert prefix in mods, f"RANKS names {prefix}, which is not a module or package of costmodel"
+
+
+def test_docs_design_names_every_module():
+    text = (ROOT / "docs" / "design.md").read_text()
+    missing = [
+        str(path.relative_to(ROOT))
+        for module, path in modules().items()
+        if path.name != "__init__.py" and not module.startswith("costmodel.cli.") and path.name not in text
+    ]
+    assert not missing, "docs/design.md does not name: " + ", ".join(missing)
+
+
+def test_no_folder_holds_more_than_a_fifth_of_the_engine():
+    sizes: dict[str, int] = {}
+    for module, path in modules().items():
+        sizes[folder(module)] = sizes.get(folder(module), 0) + len(path.read_text().splitlines())
+    total = sum(sizes.values())
+    big = {k: round(v / total, 3) for k, v in sizes.items() if v > 0.21 * total}
+    assert not big, big
 
 
 def test_a_deferred_import_says_why():
@@ -140,7 +203,7 @@ def test_the_cli_is_a_client_of_the_public_api():
 @pytest.mark.parametrize("forbidden", ["torch", "transformers", "costmodel_graphs", "graphs"])
 def test_the_engine_imports_no_torch_and_no_architectures_at_module_level(forbidden):
     for module, path in modules().items():
-        if module.startswith("costmodel.trace"):
+        if module.startswith("costmodel.tracer"):
             continue  # the tracer imports torch inside its functions
         tree = ast.parse(path.read_text())
         for node in tree.body:

@@ -13,8 +13,8 @@ from costmodel.kit import evaluate, totals
 from costmodel.memory import activations as memory
 from costmodel.memory import parallel
 from costmodel.memory import states as training
-from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, L, T, T_max, V, d, h
+from costmodel.verbs.estimate import estimate
 
 
 @st.composite

@@ -14,7 +14,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="fit efficiency curves to a CSV of measured kernel times",
         description="Fit the GEMM curve, memory efficiency and network tiers of a device to a CSV "
         "of measured kernel times (columns kind,dtype,batch,m,n,k,bytes,group,tier,"
-        "seconds; see costmodel.devices.calibrate) and write a hardware file that "
+        "seconds; see costmodel.verbs.calibrate) and write a hardware file that "
         "--hardware takes.",
     )
     p.add_argument("csv", metavar="CSV", help="measured kernel times")

@@ -37,7 +37,7 @@ import sympy
 
 from ..errors import CostModelError, closest
 from ..expr import parse_number
-from ..graph.quantities import maximum
+from ..formulas.quantities import maximum
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import sympy
 
 from ..errors import CostModelError
-from ..graph.quantities import choose
+from ..formulas.quantities import choose
 from .efficiency import Efficiency
 from .table import Device
 

@@ -18,7 +18,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..formulas import Text, verbatim
+from ..formulas.compiled import Text, verbatim
 from ..options import Counting
 from ..symbols import B, T, symbol
 from .cost import Cost, OpCost

@@ -268,7 +268,7 @@ def eager_attention(G: nx.DiGraph) -> nx.DiGraph:
 
 
 def attention_pass(G: nx.DiGraph, implementation: str) -> nx.DiGraph:
-    """The graph an attention implementation runs (see :data:`costmodel.memory.policies.ATTENTION`):
+    """The graph an attention implementation runs (see :data:`costmodel.options.policies.ATTENTION`):
     ``eager`` (:func:`eager_attention`), ``sdpa`` and ``flash`` (:func:`flash_attention`), ``unfused`` (``G``)."""
     if implementation == "eager":
         return eager_attention(G)

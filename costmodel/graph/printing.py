@@ -1,7 +1,7 @@
 """LaTeX of expressions through sympy's printer, with costmodel's symbol names (``d_ff`` → ``d_{ff}``).
 
 Printing is configured through printer settings, not string munging. The graph layer renders cost records
-with it in notebooks; the report layer's documents build on it (:mod:`costmodel.reports.latex`).
+with it in notebooks; the report layer's documents build on it (:mod:`costmodel.render.latex`).
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class Kind:
     state_bytes : bytes of the recurrent state one run of the op carries from one token to the next, for the
         whole batch (a causal convolution's last inputs, a selective scan's state): an inference cache that
         does not grow with the context. A decode step (attribute ``decode=True``, set by
-        :func:`~costmodel.devices.decode.decode_graph`) reads it and writes it back.
+        :func:`~costmodel.graph.decode.decode_graph`) reads it and writes it back.
     """
 
     name: str

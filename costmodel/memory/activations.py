@@ -33,14 +33,14 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
+from ..formulas.quantities import maximum
 from ..graph.analysis import Structure, in_block, order, repeated_blocks, structure
 from ..graph.cost import Saved, Zero, dtype_bytes
 from ..graph.passes import attention_chains
 from ..graph.pattern import Axes, elements
-from ..graph.quantities import maximum
 from ..graph.registry import data_operands, kind_of, op_cost
 from ..options import Counting
-from .policies import RECOMPUTE
+from ..options.policies import RECOMPUTE
 
 
 @dataclass(frozen=True)

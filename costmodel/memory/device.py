@@ -3,7 +3,7 @@
 :func:`memory_quantities` composes :mod:`.states` (model states), :mod:`.activations` (kept tensors),
 :mod:`.peak` (liveness), :mod:`.inference` (KV cache, inference weights, working set) and :mod:`.parallel`
 (layouts) into flat dotted keys, every number per device and an expression of the graph's symbols
-(:class:`~costmodel.graph.quantities.Quantities`); ``memory.conventions.*`` says how each
+(:class:`~costmodel.formulas.quantities.Quantities`); ``memory.conventions.*`` says how each
 ``memory_bytes.*`` line is counted. The global batch B is split into micro-batches: a device runs
 ``micro_batch`` sequences at a time (default B / dp).
 """
@@ -17,12 +17,13 @@ import networkx as nx
 import sympy
 
 from .. import units
-from ..formulas import Text, verbatim
+from ..formulas.compiled import Text, verbatim
+from ..formulas.quantities import Quantities, choose, maximum, whole
 from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
-from ..graph.quantities import Quantities, choose, maximum, whole
 from ..options import Layout, Options
+from ..options.policies import ATTENTION_ABOUT, precision
 from ..symbols import B
 from .activations import activations
 from .parallel import (
@@ -35,7 +36,6 @@ from .parallel import (
     stages,
 )
 from .peak import peak
-from .policies import ATTENTION_ABOUT, precision
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
@@ -281,14 +281,4 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
     }
 
 
-def memory_quantities(G: nx.DiGraph, options: Options, *, every_point: bool = True) -> Quantities:
-    """Training or (``options.inference``) inference memory keys for one device (``every_point``: see
-    :func:`training_memory`)."""
-    if options.inference:
-        from .serving import inference_memory  # deferred: serving imports prepared() from here
-
-        return inference_memory(G, options)
-    return training_memory(G, options, every_point=every_point)
-
-
-__all__ = ["fullest", "memory_quantities", "prepared", "repeated_blocks", "training_memory"]
+__all__ = ["fullest", "prepared", "repeated_blocks", "training_memory"]

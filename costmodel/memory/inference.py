@@ -11,9 +11,9 @@ from ..graph.analysis import op_nodes
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import data_operands, state_bytes
+from ..options.policies import weight_format
 from ..symbols import C, T
 from .activations import is_view, storage, storage_bytes
-from .policies import weight_format
 from .states import weights
 
 

@@ -34,7 +34,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..formulas import Text, verbatim
+from ..formulas.compiled import Text, verbatim
 from ..graph.analysis import Structure, as_fraction, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements

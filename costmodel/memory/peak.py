@@ -37,10 +37,10 @@ import sympy
 from sympy.core.add import _addsort  # sympy's canonical order of a sum's terms
 
 from ..errors import CostModelError
+from ..formulas.quantities import maximum, roundup, whole
 from ..graph.analysis import evaluate, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes, ratio
 from ..graph.pattern import elements
-from ..graph.quantities import maximum, roundup, whole
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
 from .activations import Activations, Kept, activations, is_view, storage, storage_bytes

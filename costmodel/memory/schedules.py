@@ -32,7 +32,7 @@ from __future__ import annotations
 import sympy
 
 from ..errors import CostModelError
-from .policies import SCHEDULES, check_schedule
+from ..options.policies import SCHEDULES, check_schedule
 
 
 def in_flight(schedule: str, stage: str, pp: object, micro_batches: object, vpp: object = 1) -> sympy.Expr:

@@ -17,17 +17,17 @@ from __future__ import annotations
 import networkx as nx
 import sympy
 
-from ..formulas import Text, verbatim
+from ..formulas.compiled import Text, verbatim
+from ..formulas.quantities import Quantities, maximum, whole
 from ..graph.cost import Zero
 from ..graph.passes import last_logits
-from ..graph.quantities import Quantities, maximum, whole
 from ..graph.registry import kind_of
 from ..options import Layout, Options
+from ..options.policies import ATTENTION_ABOUT, weight_format
 from ..symbols import C, T
 from .device import fullest, prepared
 from .inference import inference_weights, kv_cache, state_cache, working_set
 from .parallel import _block_share, layout_checks, split_axes, stage_of, stages, weight_share
-from .policies import ATTENTION_ABOUT, weight_format
 
 
 def prompt(options: Options) -> sympy.Expr:

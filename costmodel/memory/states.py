@@ -30,7 +30,7 @@ from ..graph.analysis import op_nodes
 from ..graph.cost import Param, dtype_bytes
 from ..graph.registry import op_cost, weight_operand, weight_use
 from ..graph.rules import matrix
-from .policies import OPTIMIZERS, PRECISIONS, optimizer, precision  # noqa: F401 (re-exported for readers)
+from ..options.policies import OPTIMIZERS, PRECISIONS, optimizer, precision  # noqa: F401 (re-exported for readers)
 
 
 def bytes_per_param(policy: str = "bf16-mixed", opt: str = "adamw") -> dict[str, sympy.Expr]:

@@ -67,6 +67,7 @@ def read_module(
     """Export ``module`` and read it into a :class:`Traced` (see :func:`trace`)."""
     import torch  # deferred: torch is optional, imported only when tracing
 
+    from . import ops_dense, ops_generic  # noqa: F401  (deferred: importing them fills the ATen table)
     from .aten import Reader  # deferred: the tracer's modules import each other
     from .export import export_program  # deferred: the tracer's modules import each other
     from .fold import plan  # deferred: the tracer's modules import each other

@@ -6,16 +6,15 @@ what it is to the :class:`Reader`: an op (:class:`~costmodel.tracer.ir.TOp`), an
 output), or an alias (a tuple's element that is its op's output). A target nobody registered is collected;
 :meth:`Reader.read` then raises one error naming every such target, so nothing is silently counted as zero.
 
-The table lives in :mod:`.ops_dense` (matmuls, attention, norms, softmax, lookups, the loss) and
-:mod:`.ops_generic` (views, factories, element-wise ops, reductions, indexing); this module is the engine
-they share: classifying operands (a graph tensor, a parameter, a buffer-derived constant, a scalar) and
+The table (:mod:`.table`) is filled by :mod:`.ops_dense` (matmuls, attention, norms, softmax, lookups, the
+loss) and :mod:`.ops_generic` (views, factories, element-wise ops, reductions, indexing), imported by
+:func:`costmodel.tracer.trace` before a program is read; this module is the engine they share: classifying operands (a graph tensor, a parameter, a buffer-derived constant, a scalar) and
 writing element-wise ops with broadcasting.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import sympy
@@ -23,22 +22,7 @@ import sympy
 from ..errors import CostModelError
 from .export import Program, target_name
 from .ir import Operand, TInput, TOp
-
-Mapper = Callable[["Reader", object], None]
-MAPPERS: dict[str, Mapper] = {}
-
-
-def maps(*targets: str) -> Callable[[Mapper], Mapper]:
-    """Register ``fn`` as the mapping of each ATen target (``"mm.default"``); a target taken twice raises."""
-
-    def register(fn: Mapper) -> Mapper:
-        for t in targets:
-            if t in MAPPERS:
-                raise CostModelError(f"ATen target {t!r} is already mapped (by {MAPPERS[t].__name__})")
-            MAPPERS[t] = fn
-        return fn
-
-    return register
+from .table import MAPPERS, MAPPERS_KEEP, weighted
 
 
 @dataclass
@@ -239,8 +223,6 @@ class Reader:
     # -- the walk ------------------------------------------------------------------------------------
 
     def read(self) -> Read:
-        from . import ops_dense, ops_generic  # noqa: F401  (importing them registers the table)
-
         outputs: list[str] = []
         for node in self.prog.graph.nodes:
             if node.op == "placeholder":
@@ -307,23 +289,3 @@ class Reader:
                 )
             self.items.insert(at, op)
         return {fqn: int(t.numel()) for fqn, t in unused.items()}
-
-
-def weighted(op: TOp, reader: Reader | None = None) -> TOp:
-    """An ``aten`` op reading a parameter: the parameter becomes its last operand (kind ``aten_weighted``).
-
-    An op reading several parameters (``lambda_q · lambda_k``) reads each as a tensor that a ``parameter``
-    op makes (the parameter is counted there, and needs a gradient like any parameter)."""
-    weights = [o for o in op.operands if o.weight]
-    if len(weights) > 1:
-        if reader is None:
-            raise CostModelError(f"trace: {op.node} reads {len(weights)} parameters; expected at most one here")
-        op.operands = [reader.parameter_tensor(o) if o.weight else o for o in op.operands]
-    elif weights:
-        op.operands = [o for o in op.operands if not o.weight] + weights
-        op.kind = "aten_weighted"
-    return op
-
-
-#: Targets mapped even when every tensor argument is a constant (none yet: a constant's ops are constants).
-MAPPERS_KEEP: dict[str, bool] = {}

@@ -14,13 +14,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sympy
 
 from ..errors import CostModelError
-from .aten import Reader, maps, weighted
 from .export import target_name
 from .ir import Operand, TOp
 from .saved import new_saved_shapes
+from .table import maps, weighted
+
+if TYPE_CHECKING:  # the reader's type only: aten's Reader does not import the table's fillers
+    from .aten import Reader
 
 
 def _param(r: Reader, a) -> str | None:

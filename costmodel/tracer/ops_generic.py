@@ -11,13 +11,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sympy
 
-from .aten import Reader, maps, weighted
 from .export import target_name
 from .ir import Operand, TOp
 from .kinds import fn_name
 from .saved import saves_of
+from .table import maps, weighted
+
+if TYPE_CHECKING:  # the reader's type only: aten's Reader does not import the table's fillers
+    from .aten import Reader
 
 # -- views and copies ---------------------------------------------------------------------------------
 

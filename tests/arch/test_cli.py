@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from costmodel import CostModelError
 from costmodel.cli import main
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 
 def run(*argv: str) -> tuple[int, str, str]:

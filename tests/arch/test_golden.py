@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 
 def gpt2_params(layers: int, d: int, vocab: int = 50257, context: int = 1024) -> int:

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 from tests.reference_gpt import ReferenceGPT, count
 
 

@@ -29,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 MOE_TYPES = ("mixtral", "deepseek_v3")
 

@@ -27,8 +27,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
-from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, T
+from costmodel.verbs.estimate import estimate
 
 MOE_TYPES = ("qwen3_moe",)
 
@@ -197,7 +197,7 @@ def test_sliding_layers_keep_w_minus_1_tokens(tmp_path):
 def test_windowed_decode_step_matches_transformers(tmp_path, name):
     # window=W counts what a model with a sliding cache computes in a decode step: a local layer's new
     # token meets min(C, W) keys (the W − 1 kept and its own), a global layer's all C = prompt + 1
-    from costmodel.devices.decode import decode_cost
+    from costmodel.sections.decode import decode_cost
     from costmodel.symbols import C, W
 
     fields = HAND_PICKED[name]

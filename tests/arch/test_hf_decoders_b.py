@@ -36,7 +36,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from costmodel import symbols
 from costmodel.families import load
 from costmodel.graph.analysis import evaluate, totals
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 SHAPES = ((2, 5), (3, 7))
 

@@ -21,7 +21,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from costmodel import CostModelError
 from costmodel.families import load
 from costmodel.graph.analysis import evaluate, totals
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 #: the Hugging Face model types this file checks (tests/arch/test_hf.py asks that every supported one is checked)
 CHECKED_TYPES = {"bert", "roberta", "vit"}

@@ -29,11 +29,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils.flop_counter import FlopCounterMode
 
-from costmodel.devices.decode import decode_graph
 from costmodel.families import load
 from costmodel.graph.analysis import evaluate, totals
-from costmodel.reports.estimate import estimate
+from costmodel.graph.decode import decode_graph
 from costmodel.symbols import B, C, T
+from costmodel.verbs.estimate import estimate
 
 
 def mamba(**over) -> dict:

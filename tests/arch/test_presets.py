@@ -16,7 +16,7 @@ import transformers
 
 from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 LLAMA = {"model_type": "llama", "max_position_embeddings": 4096, "tie_word_embeddings": False}
 #: name -> the fields of its config.json that size the model

@@ -17,7 +17,7 @@ import transformers
 
 from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 G1 = {
     "model_type": "gemma",

@@ -17,7 +17,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from costmodel.families import load
 from costmodel.graph.analysis import as_int, evaluate, totals
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 BERT = {
     "model_type": "bert",

@@ -11,8 +11,8 @@ from costmodel.families import load
 from costmodel.graph.pattern import parse
 from costmodel.graph.registry import KINDS, rule
 from costmodel.kit import GraphBuilder
-from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, T, d
+from costmodel.verbs.estimate import estimate
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from costmodel.cli import main
 from costmodel.expr import parse_expr
 from costmodel.graph.pattern import parse
 from costmodel.kit import GraphBuilder
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 FUZZ_EXAMPLES = int(
     os.environ.get("COSTMODEL_FUZZ_EXAMPLES", 5000 if os.environ.get("HYPOTHESIS_PROFILE") == "fuzz" else 1000)

@@ -11,12 +11,12 @@ import pytest
 import sympy
 
 from costmodel import CostModelError, estimate
-from costmodel.devices.calibrate import calibrate, fit_gemm
 from costmodel.devices.efficiency import GENERIC, GemmCurve, gemm_seconds, parse_efficiency
 from costmodel.devices.network import FACTORS, bus_bandwidth, collective_seconds, per_node
 from costmodel.devices.table import device
 from costmodel.memory.schedules import bubble_share, in_flight, stage_layers
 from costmodel.options import Options
+from costmodel.verbs.calibrate import calibrate, fit_gemm
 
 R = sympy.Rational
 

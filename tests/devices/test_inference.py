@@ -4,20 +4,20 @@ import pytest
 import sympy
 
 from costmodel import CostModelError, load
-from costmodel.devices.decode import (
+from costmodel.devices.table import device
+from costmodel.graph.analysis import evaluate
+from costmodel.graph.decode import decode_graph
+from costmodel.kit import GraphBuilder, limit
+from costmodel.kit import symbols as s
+from costmodel.sections.decode import (
     critical_batch,
     decode_cost,
-    decode_graph,
     decode_step,
     kv_cache_bytes,
     prefill,
     summary,
     weight_bytes,
 )
-from costmodel.devices.table import device
-from costmodel.graph.analysis import evaluate
-from costmodel.kit import GraphBuilder, limit
-from costmodel.kit import symbols as s
 from costmodel.symbols import B, C, L, T, V, d
 
 H100 = device("h100-sxm")
@@ -97,8 +97,9 @@ def test_batching_turns_short_context_decode_compute_bound(gpt67):
 
 
 def test_fused_flash_decode_reads_exactly_the_kv_cache():
-    from costmodel.devices.decode import decode_cost, prefill_graph
+    from costmodel.graph.decode import prefill_graph
     from costmodel.graph.passes import flash_attention, fuse_elementwise
+    from costmodel.sections.decode import decode_cost
 
     G = fuse_elementwise(flash_attention(prefill_graph(load("gpt").graph)), training=False)
     per_step = decode_cost(G)
@@ -108,7 +109,7 @@ def test_fused_flash_decode_reads_exactly_the_kv_cache():
 
 
 def test_decode_intensity_is_the_batch():
-    from costmodel.devices.decode import decode_intensity
+    from costmodel.sections.decode import decode_intensity
 
     i = decode_intensity(load("gpt").graph)
     # the lecture: small-batch decoding reads every weight for B tokens, so I ∝ B (no KV cache, wide model)
@@ -183,7 +184,7 @@ def test_roofline_cli_decode_sliding_window(capsys):
 
 def test_inference_pipeline_stages_hold_their_share_of_the_weights():
     from costmodel import estimate
-    from costmodel.reports.results import flatten
+    from costmodel.render.results import flatten
 
     one = flatten(estimate("llama2-7b", inference=True, context=4096))
     two = flatten(estimate("llama2-7b", inference=True, context=4096, pp=2))
@@ -225,7 +226,7 @@ def totals_params(G):
 
 
 def test_mla_decode_reads_the_latent_cache_once():
-    from costmodel.devices.decode import prefill_graph
+    from costmodel.graph.decode import prefill_graph
     from costmodel.graph.passes import flash_attention
     from costmodel.symbols import d_rope, r_kv
 

@@ -7,8 +7,9 @@ import pytest
 
 from costmodel import CostModelError, load, sweep, units
 from costmodel.cli import main
-from costmodel.devices.decode import decode_graph, prefill_graph
-from costmodel.devices.plot import (
+from costmodel.devices.table import device
+from costmodel.graph.decode import decode_graph, prefill_graph
+from costmodel.render.plot import (
     ALL_LABELLED,
     LABELLED,
     memory_chart,
@@ -17,9 +18,8 @@ from costmodel.devices.plot import (
     sweep_chart,
     texts_overlap,
 )
-from costmodel.devices.roofline import roofline
-from costmodel.devices.table import device
 from costmodel.symbols import B, C
+from costmodel.timing.roofline import roofline
 
 H100 = device("h100-sxm")
 

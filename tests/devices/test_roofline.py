@@ -4,13 +4,13 @@ import pytest
 import sympy
 
 from costmodel import load
-from costmodel.devices.decode import decode_graph, prefill_graph
-from costmodel.devices.roofline import roofline, total, variants
 from costmodel.devices.table import device
+from costmodel.graph.decode import decode_graph, prefill_graph
 from costmodel.graph.passes import flash_attention, fuse_elementwise
 from costmodel.kit import GraphBuilder, leading_term, limit, totals
 from costmodel.kit import symbols as s
 from costmodel.symbols import B, C, T
+from costmodel.timing.roofline import roofline, total, variants
 
 H100 = device("h100-sxm")
 PEAK, BW = 989_400_000_000_000, 3_350_000_000_000  # H100 SXM: whitepaper BF16 dense, datasheet HBM3

@@ -6,10 +6,11 @@
 import sympy
 
 from costmodel import estimate, load, roofline
-from costmodel.devices.decode import decode_graph, kv_cache_bytes, state_cache_bytes
 from costmodel.graph.analysis import evaluate, op_nodes, totals
+from costmodel.graph.decode import decode_graph
 from costmodel.graph.passes import fuse_elementwise
 from costmodel.graph.registry import op_cost, state_bytes
+from costmodel.sections.decode import kv_cache_bytes, state_cache_bytes
 from costmodel.symbols import B, C, L, d_conv, d_inner, d_state
 
 

@@ -118,8 +118,8 @@ def test_plan_with_a_stack(capsys):
 
 
 def test_calibrate_keeps_the_base_devices_stacks():
-    from costmodel.devices.calibrate import calibrate  # the kernel fit, only for this test
     from costmodel.devices.table import parse_table
+    from costmodel.verbs.calibrate import calibrate  # the kernel fit, only for this test
 
     bw = 2.039e12 * 0.85  # copies at 85 % of the bandwidth, 6 us each
     rows = [{"kind": "memory", "bytes": float(n), "seconds": n / bw + 6e-6} for n in (1e6, 1e8, 1e9)]

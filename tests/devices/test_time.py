@@ -5,7 +5,7 @@ import sympy
 
 from costmodel import CostModelError
 from costmodel.devices.table import device
-from costmodel.devices.timing import (
+from costmodel.timing.quantities import (
     DAY,
     YEAR,
     comm_time,
@@ -17,7 +17,7 @@ from costmodel.devices.timing import (
     training_time,
     utilization,
 )
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 
 def test_lecture_gpt3_on_one_h100_is_25_years():
@@ -123,12 +123,12 @@ def test_utilization_and_hours():
 
 def _step_with(keys, **options):
     """A time section fed the keys the memory section writes (communication, recompute, micro-batches)."""
-    from costmodel.devices.timing import time_quantities
     from costmodel.families import load
-    from costmodel.graph.quantities import Quantities
+    from costmodel.formulas.compiled.quantities import Quantities
     from costmodel.options import Options
-    from costmodel.reports.quantities import count_quantities
+    from costmodel.sections.quantities import count_quantities
     from costmodel.symbols import B
+    from costmodel.timing.quantities import time_quantities
 
     m = load("gpt2-small")
     rated = any(k in options for k in ("mfu", "achieved_flops", "tokens_per_s"))

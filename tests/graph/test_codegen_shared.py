@@ -8,11 +8,11 @@ import pytest
 import sympy
 
 from costmodel import load
-from costmodel.formulas import EXACT, run_source
-from costmodel.graph import codegen
-from costmodel.graph.quantities import choose, maximum, roundup
+from costmodel.formulas.compiled import python as codegen
+from costmodel.formulas.compiled.compiled import EXACT, run_source
+from costmodel.formulas.compiled.quantities import choose, maximum, roundup
 from costmodel.options import Options
-from costmodel.reports.quantities import quantities
+from costmodel.sections.quantities import quantities
 from costmodel.symbols import B, T, V, d, h
 
 SHARED = 2 * B * T * d + B * T * V  # a term many points repeat

@@ -10,8 +10,8 @@ import pytest
 import sympy
 
 from costmodel import CostModelError, load
-from costmodel.devices.decode import decode_graph, prefill_graph
 from costmodel.graph.analysis import op_nodes, totals
+from costmodel.graph.decode import decode_graph, prefill_graph
 from costmodel.graph.passes import flash_attention
 from costmodel.kit import GraphBuilder
 from costmodel.kit import symbols as s

@@ -19,8 +19,8 @@ from costmodel.memory.parallel import activation_share, communication, weight_sh
 from costmodel.memory.peak import peak
 from costmodel.memory.states import bytes_per_param, model_state, model_state_bytes, weights
 from costmodel.options import Layout
-from costmodel.reports.fit import fit
 from costmodel.sizes import parse_memory as parse_size
+from costmodel.verbs.fit import fit
 
 B, T, d, h, L, V = s.B, s.T, s.d, s.h, s.L, s.V
 GPT3 = load("gpt", {"dropout_p": True}).graph  # the GPT-3 recipe: bf16 activations, dropout on

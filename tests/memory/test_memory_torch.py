@@ -34,7 +34,7 @@ from costmodel.memory.activations import activations
 from costmodel.memory.inference import kv_cache
 from costmodel.memory.peak import peak
 from costmodel.memory.states import model_state
-from costmodel.reports.estimate import estimate
+from costmodel.verbs.estimate import estimate
 
 SIZES = dict(B=2, T=8, d=16, h=4, L=2, V=40, T_max=12)
 

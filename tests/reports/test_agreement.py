@@ -23,8 +23,8 @@ from sympy.printing.pycode import PythonCodePrinter
 
 import costmodel
 from costmodel.cli import main
-from costmodel.reports import latex as tex
-from costmodel.reports.results import flatten
+from costmodel.render import latex as tex
+from costmodel.render.results import flatten
 
 #: (preset, options): every option value the issue names appears at least once. Without a rate the time keys are
 #: on the roofline basis here: the calibrated step's formulas in the model's symbols are too large to derive and

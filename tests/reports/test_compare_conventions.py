@@ -6,8 +6,8 @@ import sympy
 from costmodel import CostModelError, Counting
 from costmodel.cli import main
 from costmodel.families import load
-from costmodel.reports.compare import CONVENTIONS, compare, convention, difference, training_flops
 from costmodel.symbols import B, L, T, T_max, V, d, h
+from costmodel.verbs.compare import CONVENTIONS, compare, convention, difference, training_flops
 
 G = load("gpt").graph  # GPT-2/3: learned positions, biases, tied unembedding; head dim k = d/h
 N = sympy.expand(12 * L * d**2 + 13 * L * d + 2 * d)  # non-embedding params: 12d² + 13d per layer, final LN 2d

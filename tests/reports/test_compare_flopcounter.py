@@ -7,7 +7,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from costmodel.families import load
 from costmodel.graph.analysis import evaluate
-from costmodel.reports.compare import CONVENTIONS, training_flops
+from costmodel.verbs.compare import CONVENTIONS, training_flops
 
 
 @pytest.mark.parametrize("L, d, h, V, T, B", [(2, 64, 4, 100, 32, 2), (3, 96, 6, 257, 48, 1)])

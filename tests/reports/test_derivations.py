@@ -15,8 +15,8 @@ from costmodel.families import load
 from costmodel.graph.rules import ELEMENTWISE
 from costmodel.kit import GraphBuilder, Totals, leading_term, limit, totals
 from costmodel.memory.states import bytes_per_param, model_state_bytes
-from costmodel.reports.estimate import estimate
 from costmodel.symbols import B, L, T, V, d, h
+from costmodel.verbs.estimate import estimate
 
 
 def gpt_totals() -> Totals:

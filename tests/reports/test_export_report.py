@@ -12,9 +12,9 @@ from costmodel.cli import main
 from costmodel.expr import parse_expr
 from costmodel.families import load, presets
 from costmodel.kit import totals
-from costmodel.reports.document import report
-from costmodel.reports.latex import derivation, escape, terms
+from costmodel.render.latex import derivation, escape, terms
 from costmodel.symbols import L, d
+from costmodel.verbs.report import report
 
 PDFLATEX = shutil.which("pdflatex")
 PDFTOTEXT = shutil.which("pdftotext")
@@ -133,7 +133,7 @@ def test_time_section_with_a_device():
 
 def test_any_quantity_as_an_equation_compiles(tmp_path):
     from costmodel import CostModelError
-    from costmodel.reports.document import PREAMBLE, equation
+    from costmodel.verbs.report import PREAMBLE, equation
 
     eqs = "\n".join(equation("gpt", k) for k in ("flops.training", "memory_bytes.total", "params.non_embedding"))
     with pytest.raises(CostModelError, match="did you mean 'flops.training'"):

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import costmodel
-from costmodel import formulas
-from costmodel.reports import fast
+from costmodel.formulas.compiled import compiled as formulas
+from costmodel.verbs import estimate as fast
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def cache(tmp_path, monkeypatch):
 
 def fresh(model, **options):
     """An estimate derived now, bypassing both caches."""
-    from costmodel.reports.estimate import estimate_formulas
+    from costmodel.sections.run import estimate_formulas
 
     opts = costmodel.Options.make(**options)
     return fast.report(estimate_formulas(model, None, opts), opts)

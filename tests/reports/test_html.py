@@ -20,9 +20,10 @@ import pytest
 from costmodel import units
 from costmodel.cli import main
 from costmodel.options import Options
-from costmodel.reports import summary
-from costmodel.reports.estimate import estimate, model_for, resolve
-from costmodel.reports.quantities import quantities
+from costmodel.render import summary
+from costmodel.sections.quantities import quantities
+from costmodel.sections.run import model_for, resolve
+from costmodel.verbs.estimate import estimate
 
 # the roofline time is a formula in the devices N, so the page has a devices control (the calibrated step fixes N)
 MODEL, OPTIONS = (
@@ -144,7 +145,7 @@ def test_golden_page_numbers_equal_the_json(page, capsys):
         )
         == 0
     )
-    from costmodel.reports.results import flatten
+    from costmodel.render.results import flatten
 
     flat = flatten(json.loads(capsys.readouterr().out))
     cells = _Cells()
@@ -347,7 +348,7 @@ def test_nothing_overflows(browser, page, width, tmp_path):
     ids=["no-device", "inference"],
 )
 def test_other_pages_follow_their_controls(browser, model, options, tmp_path):
-    from costmodel.reports.document import report
+    from costmodel.verbs.report import report
 
     path = tmp_path / "page.html"
     report(model, **options).write("html", str(path))
@@ -365,7 +366,7 @@ def test_a_capacity_far_below_the_bars_stays_on_the_chart(browser, tmp_path):
     # gpt2-small at B=256, T=1024 needs ~7x an A100-40GB (73.8 GB at B=64, activations linear in B): the
     # capacity mark sits near the chart's left edge, where its right-aligned label once ran off the chart
     # (deepseek-v3's 80 GB beside 11,104 GB did)
-    from costmodel.reports.document import report
+    from costmodel.verbs.report import report
 
     path = tmp_path / "page.html"
     options = {"hardware": "a100-40gb", "batch": 256, "seq": 1024}
@@ -379,7 +380,7 @@ def test_a_capacity_far_below_the_bars_stays_on_the_chart(browser, tmp_path):
 def test_deepseek_v3_page(browser, tmp_path):
     # 69 ops on the roofline (few labelled, none overlapping), the numbers equal estimate's; minutes to write
     # (derive's expansion of 558 formulas): slow; the gpt2-small pages above check the same code quickly
-    from costmodel.reports.document import report
+    from costmodel.verbs.report import report
 
     path = tmp_path / "page.html"
     options = {"hardware": "h100-sxm", "devices": 1024, "tokens": 3 * 10**11}

@@ -7,8 +7,8 @@ import pytest
 
 import costmodel
 from costmodel.options import Options
-from costmodel.reports import names, summary
-from costmodel.reports.notebook import SWEEP_ROWS, facts_of
+from costmodel.render import names, summary
+from costmodel.render.notebook import SWEEP_ROWS, facts_of
 
 OPTIONS = {"hardware": "h100-sxm", "devices": 8, "dp": 8, "batch": 16, "tokens": 10**10}
 

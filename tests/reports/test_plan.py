@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from costmodel import CostModelError
-from costmodel.reports.plan import layouts, pareto, plan
+from costmodel.verbs.plan.plan import layouts, pareto, plan
 
 TINY = {"L": 4, "d": 64, "h": 4, "V": 100, "T_max": 256}
 
@@ -108,8 +108,8 @@ def test_expert_parallel_sizes_searched_and_sharded():
     from costmodel.devices.table import device
     from costmodel.families import load
     from costmodel.options import Options
-    from costmodel.reports.estimate import resolve
-    from costmodel.reports.plan import derive, evaluate
+    from costmodel.sections.run import resolve
+    from costmodel.verbs.plan.plan import derive, evaluate
 
     moe = {"L": 2, "d": 64, "h": 4, "n_kv": 2, "V": 128, "d_ff": 128, "n_experts": 8, "top_k": 2}
     lay = layouts(16, 32, 2, 256, heads=4, experts=8)

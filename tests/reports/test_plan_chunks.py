@@ -1,6 +1,6 @@
 """The planner searches through the sweeps' chunk engine: the same plan for every chunk size, number of local
 processes and a Dask cluster, and the same ranking, ties and Pareto front as ranking every layout at once
-(:func:`~costmodel.reports.plan_rank.rank` and :func:`~costmodel.reports.plan_rank.pareto` over whole arrays)."""
+(:func:`~costmodel.verbs.plan.rank.rank` and :func:`~costmodel.verbs.plan.rank.pareto` over whole arrays)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pickle
 import numpy as np
 import pytest
 
-from costmodel.reports.plan import layout_space, layouts, plan
-from costmodel.reports.plan_rank import TIE, matches, pareto, rank
-from costmodel.reports.plan_search import Search, search
+from costmodel.verbs.plan.plan import layout_space, layouts, plan
+from costmodel.verbs.plan.rank import TIE, matches, pareto, rank
+from costmodel.verbs.plan.search import Search, search
 
 TINY = {"L": 4, "d": 64, "h": 4, "V": 100, "T_max": 256}
 SMALL = dict(settings=TINY, hardware="h100-sxm", devices=4, batch=8, seq=256, progress=False)
@@ -106,8 +106,8 @@ def test_compiled_step_pickles_as_its_source():
     from costmodel.devices.table import device
     from costmodel.families import load
     from costmodel.options import Options
-    from costmodel.reports.estimate import resolve
-    from costmodel.reports.plan import derive, evaluate
+    from costmodel.sections.run import resolve
+    from costmodel.verbs.plan.plan import derive, evaluate
 
     m = load("gpt", TINY)
     o = Options.make(batch=8, seq=256, flash=True)
@@ -139,7 +139,7 @@ def _numbered_steps(compiled, lay):
 def test_memory_is_flat_in_the_layouts_searched():
     import tracemalloc
 
-    from costmodel.reports.plan_search import Space
+    from costmodel.verbs.plan.search import Space
 
     sp = layout_space(16, 32, 4, 256, heads=4)
     big = _Numbered(Space(sp.groups * 300, sp.counts * 300, sp.rest))  # 549,000 layouts

@@ -6,8 +6,8 @@ each sampled layout's flags (``--flash``: the planner's default attention; ``--m
 the planner assumes). The sample spans pipelines (1F1B, GPipe, ZB-H1, interleaved with vpp, DualPipe),
 context and expert parallelism, ZeRO stages and recompute policies, on a dense GPT, a dense Llama (GQA,
 SwiGLU) and a Mixtral (routed experts). The estimate runs its own derivation with numbers (the memory
-section stage by stage, the step from ``costmodel.devices.calibrated`` with numeric knobs); the planner
-evaluates one compiled formula and the vectorised memory of ``costmodel.reports.plan_memory``.
+section stage by stage, the step from ``costmodel.timing.calibrated`` with numeric knobs); the planner
+evaluates one compiled formula and the vectorised memory of ``costmodel.verbs.plan.memory``.
 """
 
 from __future__ import annotations

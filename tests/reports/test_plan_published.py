@@ -5,7 +5,7 @@
   fastest at (t, p) = (8, 8): tensor parallelism up to the GPUs of a node, pipeline across nodes (their
   Takeaway #1). The model ranks Fig. 13's five combinations at its two batch sizes the same way: (8, 8) first.
 * GPT-3 175B on 1024 A100s at batch 1536 (TP 8, PP 8, DP 16, interleaved; Sec. 5.1), among the layouts the
-  software that ran it could run (costmodel.reports.plan_rank.MEGATRON_LM_2021: no sequence parallelism, selective
+  software that ran it could run (costmodel.verbs.plan.rank.MEGATRON_LM_2021: no sequence parallelism, selective
   recompute or FlashAttention, no distributed optimizer, the gradient all-reduce after the backward, 1F1B or
   interleaved, fp16, full recompute as every run of Table 1): 8th, its step 1.064x the best (TP 4 x PP 16,
   interleaved), which halves the all-reduces per device (a device holds L/pp layers, each all-reducing b·s·h)
@@ -20,7 +20,7 @@ import pytest
 import costmodel
 from costmodel import estimate
 from costmodel.families import load
-from costmodel.reports.plan_rank import MEGATRON_LM_2021, PUBLISHED_GPT3_175B
+from costmodel.verbs.plan.rank import MEGATRON_LM_2021, PUBLISHED_GPT3_175B
 
 FIG13 = ((2, 32), (4, 16), (8, 8), (16, 4), (32, 2))
 

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from costmodel import CostModelError
 from costmodel.cli import main
-from costmodel.reports.estimate import estimate
-from costmodel.reports.sweep import chinchilla_optimal, compile_metrics, parse_grid, sweep
+from costmodel.verbs.estimate import estimate
+from costmodel.verbs.sweep.derive import chinchilla_optimal, compile_metrics, parse_grid
+from costmodel.verbs.sweep.stream import sweep
 
 METRICS = ["flops.training", "memory_bytes.total", "params.total", "bytes.forward"]
 

@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 
 from costmodel import CostModelError
 from costmodel.cli import main
-from costmodel.graph.codegen import compile_exprs
-from costmodel.reports import stream
-from costmodel.reports.checked import Int64OverflowError, Q, checked_mode, exact_values
-from costmodel.reports.estimate import estimate
-from costmodel.reports.sweep import plan, sweep
+from costmodel.formulas.compiled.checked import Int64OverflowError, Q, checked_mode, exact_values
+from costmodel.formulas.compiled.python import compile_exprs
 from costmodel.symbols import d, h
+from costmodel.verbs.estimate import estimate
+from costmodel.verbs.sweep import stream
+from costmodel.verbs.sweep.derive import plan
+from costmodel.verbs.sweep.stream import sweep
 
 # -- exact arithmetic: int64 with checked overflow equals Python ints, or says it cannot ----------------------
 
@@ -44,7 +45,7 @@ SIZES = st.one_of(st.integers(1, 100), st.integers(1, 2**31), st.integers(2**60,
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(SIZES, SIZES), min_size=1, max_size=5))
 def test_checked_int64_is_exact_or_refuses(pairs):
-    from costmodel.formulas import EXACT
+    from costmodel.formulas.compiled.compiled import EXACT
 
     ds, hs = (np.array(v, dtype=np.int64) for v in zip(*pairs))
     want = [_F(EXACT, int(a), int(b)) for a, b in pairs]  # Python ints and Fractions, one config at a time
@@ -224,9 +225,9 @@ def test_json_is_strict_and_stderr_empty(capsys):
 
 
 def test_non_finite_values_are_null_or_a_reason():
-    from costmodel.reports.results import Sweep
-    from costmodel.reports.sweep import _float
-    from costmodel.reports.writers import text
+    from costmodel.render.results import Sweep
+    from costmodel.verbs.sweep.derive import _float
+    from costmodel.verbs.sweep.writers import text
 
     cols = {"d": np.array([1, 2, 3]), "m": np.array([np.inf, np.nan, 2.5]), "valid": np.ones(3, bool)}
     s = Sweep(cols, grid=["d"], metrics=["m"])
@@ -244,7 +245,7 @@ def test_cached_plan_equals_the_derived_one_and_needs_no_sympy(tmp_path, monkeyp
     import subprocess
     import sys
 
-    from costmodel.reports import plans
+    from costmodel.verbs.sweep import plans
 
     monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
     grid, metrics = ["d=64:640:64", "L=2,4"], ["params.total", "flops.training"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.reports import validation
+from costmodel.verbs.validation import validation
 
 
 def test_korthikanti_table5_within_its_recorded_error():

@@ -11,7 +11,8 @@ import pytest
 
 from costmodel.devices.table import builtin
 from costmodel.errors import CostModelError
-from costmodel.reports import validation, validation_stacks
+from costmodel.verbs.validation import stacks as validation_stacks
+from costmodel.verbs.validation import validation
 
 DOC = validation.__file__.rsplit("/costmodel/", 1)[0] + "/docs/validation.md"
 

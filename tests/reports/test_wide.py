@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.reports.wide import INEXACT, MODE, W, digits
+from costmodel.formulas.compiled.wide import INEXACT, MODE, W, digits
 
 EDGE = st.sampled_from([0, 1, -1, 2**31, 2**53 + 1, 2**62 - 1, 2**62, 2**63 - 1, -(2**63) + 1, 10**18, -(10**18)])
 INT64 = st.one_of(EDGE, st.integers(-(2**63) + 1, 2**63 - 1))
@@ -60,10 +60,10 @@ def test_scalars_broadcast_and_division_is_inexact():
 def test_sweep_text_beyond_2_53_and_2_63_equals_python_ints(ds, ls, exact):
     """A sweep's CSV of metrics past 2^53 and 2^63 (gpt2-small's FLOPs grow as L·d²) against the generated
     formulas evaluated in Python ints (``formulas.EXACT``), point by point."""
-    from costmodel import formulas
-    from costmodel.reports import writers
-    from costmodel.reports.chunks import Plan, evaluate, widen
-    from costmodel.reports.plans import plan
+    from costmodel.formulas.compiled import compiled as formulas
+    from costmodel.formulas.compiled.chunks import Plan, evaluate, widen
+    from costmodel.verbs.sweep import writers
+    from costmodel.verbs.sweep.plans import plan
 
     p, _ = plan("gpt2-small", ["d=768", "L=12"], ["flops.training", "params.total"], exact=exact)
     q = Plan(p.source, p.symbols, p.metrics, p.base, ("d", "L"), (tuple(ds), tuple(ls)), exact)
@@ -83,7 +83,7 @@ def test_sweep_text_beyond_2_53_and_2_63_equals_python_ints(ds, ls, exact):
 def test_int64_columns_are_written_as_python_writes_them(values):
     """The CSV and JSON-lines text of int64 columns (four digits at a time, by unsigned division) against
     ``str`` of each value, int64's least value included."""
-    from costmodel.reports import writers
+    from costmodel.verbs.sweep import writers
 
     a = np.array(values, dtype=np.int64)
     cols = {"a": a, "b": a[::-1].copy()}

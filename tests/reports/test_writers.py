@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.reports import writers
-from costmodel.reports.wide import Exact
+from costmodel.formulas.compiled.wide import Exact
+from costmodel.verbs.sweep import writers
 
 INT64 = st.one_of(
     st.sampled_from([0, 1, -1, 9, 10, 9999, 10000, -10000, 2**53, 2**63 - 1, -(2**63)]),

@@ -1,0 +1,281 @@
+"""Derive with sympy, evaluate without it: formulas emitted as plain Python arithmetic.
+
+:func:`source` writes expressions as the body of a Python function of the symbols' values, with common
+subexpressions shared. The same text runs in two modes, chosen by the helpers it is given
+(:data:`costmodel.formulas.compiled.EXACT`, :func:`costmodel.formulas.compiled.float_mode`): exact (Python ints and ``fractions.Fraction``: the numbers ``estimate``
+gives) and vectorised (numpy float64 arrays: a sweep of millions of configs). ``max``, ``min``, ceilings,
+floors, ``Mod`` and piecewise choices are helpers, so both modes are the same formula.
+
+>>> import sympy
+>>> from costmodel.formulas.compiled import EXACT
+>>> from costmodel.symbols import B, d
+>>> f = compile_exprs([B * d**2 / 3, sympy.ceiling(B / 2)], (B, d))
+>>> f(EXACT, 2, 3)
+[6, 1]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator, Sequence
+
+import sympy
+from sympy.printing.pycode import PythonCodePrinter
+
+from .compiled import run_source
+
+
+class _Printer(PythonCodePrinter):
+    """Python source with exact constants (``_F(p, q)``) and the mode's helpers for non-arithmetic functions."""
+
+    def text(self, e) -> str:
+        """``doprint(e)`` without its first step, a rebuild of the whole tree that strips ``re(...)`` around
+        unevaluated expressions (costs have none): that walk was most of the time of writing thousands of
+        formulas. What the printer cannot write goes through ``doprint``, which says so."""
+        self._not_supported, self._number_symbols = set(), set()
+        out = self._print(e)
+        if self._not_supported or self._number_symbols:
+            return self.doprint(e)
+        return out
+
+    def _print_Integer(self, e):
+        return str(e.p)
+
+    def _print_Rational(self, e):
+        return f"_F({e.p}, {e.q})"
+
+    def _print_Half(self, e):
+        return "_F(1, 2)"
+
+    def _print_Pow(self, e, rational=False):
+        base, exp = e.args
+        if exp.is_Integer and exp > 0:
+            return f"({self._print(base)})**{int(exp)}"
+        if exp.is_Integer and exp < 0:
+            return f"_div(1, ({self._print(base)})**{-int(exp)})"
+        raise ValueError(f"codegen: cannot write a non-integer power {e}")
+
+    def _print_Mul(self, e):
+        num, den = [], []
+        for a in e.as_ordered_factors():
+            if a.is_Pow and a.exp.is_Integer and a.exp < 0:
+                den.append(self._print(a.base) if a.exp == -1 else f"({self._print(a.base)})**{-int(a.exp)}")
+            elif a.is_Rational and not a.is_Integer:
+                num.append(str(a.p))
+                den.append(str(a.q))
+            else:
+                num.append(self._print(a))
+        top = "*".join(f"({n})" for n in num) or "1"
+        return f"_div({top}, {'*'.join(f'({d})' for d in den)})" if den else top
+
+    def _print_Add(self, e):
+        return "(" + " + ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Max(self, e):
+        return f"_max({', '.join(self._print(a) for a in e.args)})"
+
+    def _print_Min(self, e):
+        return f"_min({', '.join(self._print(a) for a in e.args)})"
+
+    def _print_maximum(self, e):
+        return f"_max({', '.join(self._print(a) for a in e.args)})"
+
+    def _print_roundup(self, e):
+        return f"_ceil({self._print(e.args[0])})"
+
+    def _print_choose(self, e):
+        x, y, a, b = (self._print(v) for v in e.args)
+        return f"_where(({x}) >= ({y}), {a}, {b})"
+
+    def _print_ceiling(self, e):
+        return f"_ceil({self._print(e.args[0])})"
+
+    def _print_floor(self, e):
+        return f"_floor({self._print(e.args[0])})"
+
+    def _print_Mod(self, e):
+        return f"(({self._print(e.args[0])}) % ({self._print(e.args[1])}))"
+
+    def _print_Piecewise(self, e):
+        out = "None"
+        for value, cond in reversed(e.args):
+            out = (
+                self._print(value)
+                if cond is sympy.true
+                else f"_where({self._print(cond)}, {self._print(value)}, {out})"
+            )
+        return out
+
+    def _print_Relational(self, e):
+        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[e.rel_op]
+        return f"(({self._print(e.lhs)}) {op} ({self._print(e.rhs)}))"
+
+    def _print_And(self, e):
+        return "_and(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_BooleanTrue(self, e):
+        return "True"
+
+    def _print_BooleanFalse(self, e):
+        return "False"
+
+    def _print_Symbol(self, e):
+        return _name(e)
+
+    def _print_Dummy(self, e):
+        return _name(e)
+
+
+@functools.lru_cache(maxsize=4096)
+def _name(s: sympy.Symbol) -> str:
+    return "v_" + "".join(c if c.isalnum() else "_" for c in str(s))
+
+
+class _Shared(_Printer):
+    """The printer of :func:`_hash_consed`: a named subexpression prints as its name, except where it is
+    being defined (``defining``)."""
+
+    def __init__(self, names: dict[sympy.Basic, str]):
+        super().__init__({"fully_qualified_modules": False})
+        self.names = names
+        self.defining: sympy.Basic | None = None
+
+    def _print(self, expr, **kwargs):
+        if expr is not self.defining and isinstance(expr, sympy.Basic):
+            got = self.names.get(expr)
+            if got is not None:
+                return got
+        return super()._print(expr, **kwargs)
+
+
+#: Up to this many expressions, sympy's ``cse`` writes the source (it also pulls common sub-sums out of
+#: sums, which costs more than the derivation for thousands of liveness points); above it, shared
+#: subtrees are named by hash-consing only (:func:`_hash_consed`). Both give the same exact numbers; float
+#: mode may differ in the last bit where ``cse`` regrouped a sum.
+SYMPY_CSE_LIMIT = 1000
+
+
+def _hash_consed(exprs: Sequence[sympy.Basic]) -> tuple[list[str], list[str]]:
+    """(definitions ``_xN = ...``, printed expressions): every subexpression met more than once computed once.
+
+    One walk counts the subtrees (a subtree already seen is not walked again), a second prints each repeated
+    one after its own repeated parts, and the expressions refer to them by name; nothing is rebuilt in sympy.
+    """
+    seen: dict[sympy.Basic, int] = {}
+
+    def count(e) -> None:
+        if not isinstance(e, sympy.Expr) or e.is_Atom:  # numbers and symbols print as they are
+            for a in e.args if isinstance(e, sympy.Basic) else ():
+                count(a)
+            return
+        if e in seen:
+            seen[e] += 1
+            return
+        seen[e] = 1
+        for a in e.args:
+            count(a)
+
+    for e in exprs:
+        count(e)
+    names: dict[sympy.Basic, str] = {}
+    printer = _Shared(names)
+    lines: list[str] = []
+
+    def define(e) -> None:  # post-order: a subtree's own shared parts are named first
+        if not isinstance(e, sympy.Basic) or e in names:
+            return
+        for a in e.args:
+            define(a)
+        if seen.get(e, 0) > 1:
+            printer.defining = e
+            text = printer.text(e)
+            names[e] = f"_x{len(names)}"
+            lines.append(f"    {names[e]} = {text}")
+
+    for e in exprs:
+        define(e)
+    printer.defining = None
+    return lines, [printer.text(e) for e in exprs]
+
+
+def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
+    """The symbols of ``exprs`` (anything without ``free_symbols`` has none): one walk over the distinct
+    subtrees, where ``e.free_symbols`` walks every occurrence again (thousands of liveness points sharing
+    their terms).
+
+    >>> from costmodel.symbols import B, d
+    >>> sorted(free_symbols([B * d + 1, 2 * d, 3]), key=str)
+    [B, d]
+    """
+    exprs = list(exprs)
+    out: set[sympy.Symbol] = set()
+    for e in _distinct(exprs, lambda e: _unites_args(type(e))):
+        if not _unites_args(type(e)):  # a symbol, or a node that binds its own (sympy's answer)
+            out |= e.free_symbols
+    out |= {s for e in exprs if not isinstance(e, sympy.Basic) for s in getattr(e, "free_symbols", ())}
+    return out
+
+
+def _has_float(exprs: Iterable[object]) -> bool:
+    """Whether a float (``sympy.Float``) is anywhere in ``exprs``."""
+    return any(e.is_Float for e in _distinct(exprs, lambda e: True))
+
+
+def _distinct(exprs: Iterable[object], descend) -> Iterator[sympy.Basic]:
+    """Each distinct subtree of the sympy ``exprs`` once (a shared term is not walked again), entering the
+    arguments of the nodes where ``descend`` says so."""
+    seen: set[sympy.Basic] = set()
+    stack = [e for e in exprs if isinstance(e, sympy.Basic)]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        yield e
+        if descend(e):
+            stack.extend(a for a in e.args if isinstance(a, sympy.Basic))
+
+
+_BASIC_FREE_SYMBOLS = sympy.Basic.__dict__["free_symbols"]
+
+
+@functools.cache
+def _unites_args(cls: type) -> bool:
+    """Whether an instance of ``cls`` has Basic's ``free_symbols`` (the union over its arguments). Looked up in
+    the class's own MRO: ``type(e).free_symbols`` would find a function class's metaclass property instead."""
+    for k in cls.__mro__:
+        if "free_symbols" in k.__dict__:
+            return k.__dict__["free_symbols"] is _BASIC_FREE_SYMBOLS
+    return False
+
+
+def source(
+    exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], name: str = "f", *, exact: bool = False
+) -> str:
+    """``def name(h, <symbols>): ...; return [<exprs>]`` (``h``: the helpers of a mode).
+
+    ``exact``: the source only ever runs in exact mode (:data:`costmodel.formulas.compiled.EXACT`): without a float
+    among the expressions, shared subtrees are named by hash-consing whatever their number (ints and
+    Fractions give the same numbers however a sum is grouped; ``cse`` is most of the time of a few hundred).
+    """
+    args = ", ".join(_name(s) for s in symbols)
+    lines = [f"def {name}(h{', ' if args else ''}{args}):", "    _F, _div, _max, _min, _ceil, _floor, _where, _and = h"]
+    if len(exprs) > SYMPY_CSE_LIMIT or (exact and not _has_float(exprs)):
+        defined, printed = _hash_consed(exprs)
+        lines += defined
+    else:
+        printer = _Printer({"fully_qualified_modules": False})
+        replacements, reduced = sympy.cse(list(exprs), symbols=sympy.numbered_symbols("_x"), optimizations=None)
+        lines += [f"    {_name(sym)} = {printer.text(expr)}" for sym, expr in replacements]
+        printed = [printer.text(e) for e in reduced]
+    lines.append("    return [" + ", ".join(printed) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def compile_exprs(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol]):
+    """A Python function ``f(mode, *values)`` returning the expressions' values (see the module notes)."""
+    return run_source(source(exprs, symbols))  # our own generated source
+
+
+# The modes (EXACT, float_mode, object_mode) live with the sympy-free formulas (:mod:`costmodel.formulas.compiled`), which
+# evaluate the same generated source without importing this module.

@@ -1,0 +1,418 @@
+"""The one record of a user's choices: :class:`Options` (with :class:`Counting` and :class:`Layout`).
+
+Every verb (``estimate``, ``derive``, ``sweep``, ``fit``, ``report``...) takes its choices as one frozen,
+validated :class:`Options`; keyword arguments are turned into one by :meth:`Options.make`, which refuses a
+misspelt name and suggests the closest valid ones. Nothing reads options with ``.get()``: a field that
+exists is honoured by every entry point it applies to, and one that does not is an error.
+
+This module imports no sympy or networkx (a cached estimate starts without them): numbers are ``int`` or
+``fractions.Fraction``.
+
+>>> Options.make(recompute="full", tp=2).layout.tp
+2
+>>> Options.make(recompte="full")
+Traceback (most recent call last):
+...
+costmodel.errors.CostModelError: unknown option 'recompte' (did you mean 'recompute' ...?); valid options: ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+
+from ..dtypes import DTYPE_BYTES, check_dtype
+from ..errors import CostModelError, closest
+from ..sizes import parse_count, parse_rate
+from .policies import (
+    ATTENTION,
+    FUSED_ATTENTION,
+    LOGITS,
+    MFU_BASES,
+    OPTIMIZERS,
+    PRECISIONS,
+    RECOMPUTE,
+    SCHEDULES,
+    WEIGHT_FORMATS,
+)
+from .records import Counting, Layout, check_choice, check_count, check_rate, check_stack, is_price_name
+
+#: How a step is predicted without a rate (see :mod:`costmodel.timing.calibrated`).
+TIME_MODELS = ("calibrated", "roofline")
+#: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
+COMM_KINDS = ("dp", "tp", "pp", "sp", "ep")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Everything a user chooses for one run, validated once.
+
+    The step: ``batch`` (B, default 1), ``seq`` (T, default the model's), ``tokens`` (D: whole-run
+    totals). Counting: ``counting`` (:class:`Counting`). Training memory: ``precision``, ``optimizer``,
+    ``recompute`` (none/selective/full), ``recompute_fraction`` (a share of each repeated block's
+    iterations recomputed whole, the rest as ``recompute`` says: PaLM's partial rematerialisation),
+    ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the default;
+    ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused, no
+    T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
+    statistics norms keep; Korthikanti et al. leave them out), ``layout`` (:class:`Layout`),
+    ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C; the prompt too unless
+    ``seq`` is given), ``weights_dtype``, ``kv_dtype``, ``logits`` (``last``: a generation's prefill keeps
+    the last position's logits; ``all``: scoring keeps every position's). Time: ``hardware`` (a name, a
+    ``.toml``/``.json`` file or a Device), ``devices``, one of ``achieved_flops`` (per device), ``mfu``,
+    ``tokens_per_s`` (measured, all devices), ``mfu_basis`` (the model FLOPs of MFU: ``engine``, ``6n``,
+    ``6n-attention``), ``dtype`` (whose peak), ``comm_bytes`` and ``comm_links`` (extra traffic and its
+    links), ``overlap`` (communication hidden behind compute), ``pipeline`` ((stages, micro-batches)),
+    ``price_per_hour`` (US dollars per device-hour: ``time.cost_usd``; or ``"list"``, the price table's entry
+    for the device, or an entry's name: :mod:`costmodel.devices.prices`), ``time_model`` (without a rate: ``"calibrated"``, the default, or
+    ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
+    ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.timing.calibrated`) and ``stack``
+    (the software stack whose ``sustained`` factor the calibrated step uses, a name of the device's
+    ``efficiency.stacks``; default: the device's own factor).
+    """
+
+    batch: int | None = None
+    seq: int | None = None
+    tokens: int | None = None
+    counting: Counting = field(default_factory=Counting)
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    recompute_fraction: Fraction | None = None
+    attention: str = "unfused"
+    flash: bool = False
+    norm_stats: bool = True
+    layout: Layout = field(default_factory=Layout)
+    micro_batch: int | None = None
+    inference: bool = False
+    context: int | None = None
+    weights_dtype: str = "bf16"
+    kv_dtype: str | None = None
+    logits: str = "last"
+    hardware: object = None
+    devices: int = 1
+    achieved_flops: Fraction | None = None
+    mfu: Fraction | None = None
+    tokens_per_s: Fraction | None = None
+    dtype: str | None = None
+    comm_bytes: tuple[tuple[str, int], ...] = ()
+    comm_links: tuple[tuple[str, str], ...] = ()
+    overlap: bool = False
+    pipeline: tuple[int, int] | None = None
+    time_model: str | None = None
+    overlap_comm: tuple[str, ...] | None = None
+    mfu_basis: str = "engine"
+    price_per_hour: Fraction | str | None = None
+    stack: str | None = None
+
+    def __post_init__(self) -> None:
+        set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
+        set_("batch", check_count(self.batch, "batch"))
+        set_("seq", check_count(self.seq, "seq", length=True))
+        set_("tokens", check_count(self.tokens, "tokens"))
+        set_("micro_batch", check_count(self.micro_batch, "micro_batch"))
+        set_("context", check_count(self.context, "context", length=True))
+        set_("devices", parse_count(self.devices, "devices"))
+        if not isinstance(self.counting, Counting):
+            raise CostModelError(f"counting: expected a Counting record, received {self.counting!r}")
+        if not isinstance(self.layout, Layout):
+            raise CostModelError(f"layout: expected a Layout record, received {self.layout!r}")
+        check_choice(self.precision, PRECISIONS, "precision")
+        check_choice(self.optimizer, OPTIMIZERS, "optimizer")
+        check_choice(self.recompute, RECOMPUTE, "recompute")
+        check_choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
+        check_choice(self.attention, ATTENTION, "attention")
+        check_choice(self.logits, LOGITS, "logits")
+        check_choice(self.mfu_basis, MFU_BASES, "mfu_basis")
+        if self.kv_dtype is not None:
+            check_dtype(self.kv_dtype, "kv_dtype")
+        if self.dtype is not None:
+            check_dtype(self.dtype, "dtype")
+        for name in ("flash", "inference", "overlap", "norm_stats"):
+            if not isinstance(getattr(self, name), bool):
+                raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
+        if self.hardware is not None and not isinstance(self.hardware, str) and not hasattr(self.hardware, "peak"):
+            raise CostModelError(
+                f"hardware: expected a device name, a .toml/.json file or a Device, received {self.hardware!r}"
+            )
+        if self.flash and self.attention in ("unfused", "eager"):
+            if self.attention == "eager":
+                raise CostModelError(
+                    "flash is a synonym of attention='flash'; received flash=True with "
+                    "attention='eager' (give one of them)"
+                )
+            set_("attention", "flash")
+        set_("flash", self.attention in FUSED_ATTENTION)
+        for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
+            if name == "price_per_hour" and is_price_name(self.price_per_hour):
+                continue  # a price table entry, read with the device (costmodel.devices.prices)
+            set_(name, check_rate(getattr(self, name), name))
+        if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
+            raise CostModelError(
+                f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "
+                f"{float(self.recompute_fraction):g}"
+            )
+        if self.recompute_fraction is not None and self.inference:
+            raise CostModelError(
+                "recompute_fraction is a training choice; an inference estimate keeps nothing for "
+                "backward (drop --recompute-fraction)"
+            )
+        if self.price_per_hour is not None and not isinstance(self.price_per_hour, str) and self.price_per_hour <= 0:
+            raise CostModelError(
+                f"price_per_hour: expected a positive price per device-hour, received {float(self.price_per_hour):g}"
+            )
+        if self.price_per_hour is not None and self.hardware is None:
+            raise CostModelError("a price per device-hour needs a device and a time: give --hardware NAME")
+        given = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise CostModelError(f"give one of achieved_flops, mfu and tokens_per_s, received {' and '.join(given)}")
+        if self.mfu is not None and self.mfu > 1:
+            raise CostModelError(f"MFU is a share of peak: expected 0 < MFU <= 1, received {float(self.mfu):g}")
+        if given and self.hardware is None:
+            raise CostModelError("an achieved FLOP/s, MFU or throughput needs a device: give --hardware NAME")
+        if self.context is not None and not self.inference:
+            raise CostModelError("context is the KV-cache length of an inference estimate; give --inference too")
+        if self.layout.zero and self.layout.dp == 1:
+            raise CostModelError(
+                f"--zero {self.layout.zero} shards over data-parallel devices; expected --dp > 1, received --dp 1"
+            )
+        if self.inference and self.layout.zero:
+            raise CostModelError("ZeRO shards training state; an inference estimate has none (drop --zero)")
+        set_(
+            "comm_bytes",
+            tuple(
+                sorted(
+                    (str(k), parse_count(v, f"comm_bytes[{k}]", minimum=0)) for k, v in dict(self.comm_bytes).items()
+                )
+            ),
+        )
+        set_("comm_links", tuple(sorted((str(k), str(v)) for k, v in dict(self.comm_links).items())))
+        if self.time_model is not None:
+            check_choice(self.time_model, TIME_MODELS, "time_model")
+            given_rate = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
+            if given_rate:
+                raise CostModelError(
+                    f"time_model chooses how a step is predicted without a rate; received "
+                    f"{given_rate[0]} too (drop one)"
+                )
+            if self.hardware is None:
+                raise CostModelError("a time model needs a device: give --hardware NAME")
+        if self.stack is not None:
+            rate = [n for n in ("achieved_flops", "mfu", "tokens_per_s") if getattr(self, n) is not None]
+            check_stack(self.stack, self.hardware, rate, self.time_model, self.inference)
+        if self.overlap_comm is not None:
+            kinds = self.overlap_comm
+            if isinstance(kinds, str):
+                kinds = tuple(k.strip() for k in kinds.split(",") if k.strip())
+            for k in kinds:
+                check_choice(k, COMM_KINDS, "overlap_comm")
+            set_("overlap_comm", tuple(sorted(set(kinds))))
+        if self.pipeline is not None:
+            stages, micro = self.pipeline
+            set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
+
+    # -- making one ---------------------------------------------------------------------------------
+
+    #: Flat names accepted by :meth:`make` that set a field of a sub-record.
+    SHORTCUTS = {
+        "causal": "counting",
+        "embedding": "counting",
+        "elementwise": "counting",
+        "softmax_flops": "counting",
+        "dp": "layout",
+        "tp": "layout",
+        "pp": "layout",
+        "sp": "layout",
+        "ep": "layout",
+        "zero": "layout",
+        "megatron_sp": "layout",
+        "vpp": "layout",
+        "schedule": "layout",
+        "stage_layers": "layout",
+    }
+    #: Other names of an option: context parallelism (``cp``) is the layout's ``sp``.
+    ALIASES = {"cp": "sp"}
+
+    #: How each option typed as text is read (:meth:`parse`): counts, lengths (8k = 8192), exact rates.
+    PARSERS = {
+        "batch": "count",
+        "seq": "length",
+        "tokens": "count",
+        "micro_batch": "count",
+        "context": "length",
+        "devices": "count",
+        "dp": "count",
+        "tp": "count",
+        "pp": "count",
+        "sp": "count",
+        "ep": "count",
+        "cp": "count",
+        "vpp": "count",
+        "achieved_flops": "rate",
+        "mfu": "rate",
+        "tokens_per_s": "rate",
+        "recompute_fraction": "rate",
+        "price_per_hour": "price",
+    }
+
+    @classmethod
+    def parse(cls, name: str, text: str, what: str | None = None) -> object:
+        """One option typed as text (``"300B"``, ``"8k"``, ``"0.45"``), read as that option reads it."""
+        how = cls.PARSERS.get(name)
+        what = what or name
+        if how == "count":
+            return parse_count(text, what)
+        if how == "length":
+            return parse_count(text, what, length=True)
+        if how == "rate":
+            return parse_rate(text, what)
+        if how == "price":  # US dollars, or a name of the price table read with the device
+            return text if is_price_name(text) else parse_rate(text, what)
+        raise CostModelError(f"option {name!r} is not read from text")
+
+    @classmethod
+    def choices(cls, name: str) -> list[str]:
+        """The values a named option accepts (``precision``, ``optimizer``, ``recompute``, ``weights_dtype``,
+        ``kv_dtype``/``dtype``, ``causal``, ``zero``)."""
+        table = {
+            "precision": PRECISIONS,
+            "optimizer": OPTIMIZERS,
+            "recompute": RECOMPUTE,
+            "schedule": SCHEDULES,
+            "time_model": TIME_MODELS,
+            "overlap_comm": COMM_KINDS,
+            "weights_dtype": WEIGHT_FORMATS,
+            "kv_dtype": DTYPE_BYTES,
+            "dtype": DTYPE_BYTES,
+            "causal": ("full", "half"),
+            "embedding": ("lookup", "matmul"),
+            "elementwise": ("all", "none", "softmax"),
+            "attention": ATTENTION,
+            "logits": LOGITS,
+            "mfu_basis": MFU_BASES,
+        }
+        if name not in table:
+            raise CostModelError(f"option {name!r} has no fixed choices{closest(name, table)}")
+        return (
+            list(table[name])
+            if name
+            in (
+                "recompute",
+                "causal",
+                "embedding",
+                "elementwise",
+                "schedule",
+                "time_model",
+                "overlap_comm",
+                "attention",
+                "logits",
+                "mfu_basis",
+            )
+            else sorted(table[name])
+        )
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """Every name :meth:`make` accepts."""
+        return [f.name for f in fields(cls)] + list(cls.SHORTCUTS) + list(cls.ALIASES)
+
+    @classmethod
+    def make(cls, options: Options | Mapping[str, object] | None = None, /, **kwargs: object) -> Options:
+        """Options from keyword arguments (on top of ``options``); flat shortcuts such as ``tp=2`` or
+        ``causal="half"`` set the field of :attr:`layout` or :attr:`counting`. A name that is not an
+        option is an error naming the closest valid ones.
+        """
+        base = options if isinstance(options, Options) else _default()
+        extra = dict(options) if isinstance(options, Mapping) else {}
+        extra.update(kwargs)
+        for alias, name in cls.ALIASES.items():
+            if alias in extra:
+                if name in extra and extra[name] != extra[alias]:
+                    raise CostModelError(
+                        f"{alias} is another name of {name}: give one of them, received "
+                        f"{alias}={extra[alias]!r} and {name}={extra[name]!r}"
+                    )
+                extra[name] = extra.pop(alias)
+        if not extra:
+            return base
+        try:  # the same options again (a loop of estimates): the checked record, without checking again
+            memo = (base, tuple((k, type(v), v) for k, v in sorted(extra.items())))
+            return _MADE[memo]
+        except TypeError:  # an unhashable value (a list): build it
+            memo = None
+        except KeyError:
+            pass
+        made = cls._make(base, extra)
+        if memo is not None:
+            if len(_MADE) >= 512:
+                _MADE.pop(next(iter(_MADE)))
+            _MADE[memo] = made
+        return made
+
+    @classmethod
+    def _make(cls, base: Options, extra: dict[str, object]) -> Options:
+        valid = cls.names()
+        for name in extra:
+            if name not in valid:
+                raise CostModelError(
+                    f"unknown option {name!r}{closest(name, valid)}; valid options: " + ", ".join(valid)
+                )
+        own = {k: v for k, v in extra.items() if k not in cls.SHORTCUTS}
+        if "flash" in own and "attention" not in own:  # flash is a synonym: it sets the attention
+            if own["flash"] is True:
+                own["attention"] = "flash"
+            elif own["flash"] is False and base.attention in FUSED_ATTENTION:
+                own["attention"] = "unfused"
+        subs: dict[str, dict[str, object]] = {}
+        for k, v in extra.items():
+            if k in cls.SHORTCUTS:
+                subs.setdefault(cls.SHORTCUTS[k], {})[k] = v
+        for record, changes in subs.items():
+            current = own.get(record, getattr(base, record))
+            own[record] = dataclasses.replace(current, **changes)
+        return dataclasses.replace(base, **own)
+
+    def derivation_key(self) -> tuple:
+        """Every option but the step's batch and sequence (values, not choices): what derived formulas
+        depend on, as a hashable tuple."""
+        got = self.__dict__.get("_derivation_key")
+        if got is None:  # worked out once per record (a loop of estimates asks each time)
+            got = tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("batch", "seq"))
+            object.__setattr__(self, "_derivation_key", got)
+        return got
+
+    def replace(self, **kwargs: object) -> Options:
+        """A copy with some options changed (validated again, shortcuts allowed)."""
+        return Options.make(self, **kwargs)
+
+    def describe(self) -> dict[str, object]:
+        """Plain values of every option (for a report's header or a cache key)."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, (Counting, Layout)):
+                out.update({f"{f.name}.{g.name}": getattr(v, g.name) for g in fields(v)})
+            elif isinstance(v, Fraction):
+                out[f.name] = str(v)
+            elif v is not None and not isinstance(v, (str, int, bool, tuple)):
+                out[f.name] = getattr(v, "name", str(v))
+            else:
+                out[f.name] = v
+        return out
+
+
+_DEFAULTS: list[Options] = []
+
+
+_MADE: dict[tuple, Options] = {}  # Options.make memo: (base, given options with their types) → record
+
+
+def _default() -> Options:
+    """The default options, made once."""
+    if not _DEFAULTS:
+        _DEFAULTS.append(Options())
+    return _DEFAULTS[0]
+
+
+__all__ = ["Counting", "DTYPE_BYTES", "FUSED_ATTENTION", "Layout", "Options"]

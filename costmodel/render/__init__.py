@@ -1,0 +1,1 @@
+"""Results and every output format (LaTeX, Markdown, HTML, Jupyter, charts); nothing here calls a verb."""

@@ -1,0 +1,389 @@
+"""The calibrated step: compute at attained rates, communication on its tier, overlap, bubble, optimizer.
+
+One step of one device, from the graph and the layout (:class:`Knobs`: numbers for an estimate, symbols for
+the planner, so the planner compiles this very derivation once)::
+
+    step = m · t_max + bubble + exposed DP communication + optimizer step
+
+* Each pipeline stage runs, per micro-batch, its ops' forward and backward kernels
+  (:mod:`costmodel.timing.kernels`: each op at its size on the device, on the device's efficiency curves),
+  the forward again where activations are recomputed (full: every layer; selective: the attention core), and
+  its exposed communication: tensor-parallel all-reduces (and their recomputed ones), context-parallel ring
+  passes and expert all-to-alls not hidden, pipeline point-to-point sends (Megatron's scatter/gather: each of
+  the ``tp`` ranks sends 1/tp; interleaving sends ``v`` times as often). ``t_i`` is that stage's time; the first
+  stage also runs what precedes the layers (embeddings), the last what follows (final norm, head, loss).
+* The schedule (:mod:`costmodel.memory.schedules`) sets the bubble: ``β · (Σ t_i − t_max)``.
+* Data-parallel gradient reduction (ZeRO-3: also the parameter all-gathers) runs once per step; when hidden it
+  overlaps the last micro-batch's backward (ZeRO-3's prefetched gathers: the whole step), and only what
+  sticks out is exposed.
+* The optimizer step reads and writes the states of the fuller stage at the memory efficiency.
+
+What hides behind compute is a choice (``overlap_comm``): by default data-parallel reduction (bucketed, as
+PyTorch DDP/FSDP and Megatron-Core with ``--overlap-grad-reduce`` do) and context-parallel ring passes (ring
+attention overlaps them with the blocks of attention); tensor-parallel all-reduces, pipeline sends and expert
+all-to-alls are exposed (DualPipe hides the all-to-alls). A hidden kind costs ``max(0, its time − the compute
+it hides behind)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+
+from .. import units
+from ..devices.efficiency import Efficiency
+from ..devices.network import bus_bandwidth, collective_seconds, latency, strides
+from ..devices.table import Device
+from ..formulas.quantities import Quantities, maximum
+from ..graph.analysis import op_nodes, repeated_blocks
+from ..graph.cost import Zero
+from ..graph.passes import fuse_elementwise
+from ..memory.activations import attention_cores, inputs_of_blocks
+from ..memory.parallel import split_axes, stage_of
+from ..memory.schedules import SCHEDULES, bubble_share
+from ..options import Counting
+from ..symbols import B
+from .kernels import Split, divisors, kv_bytes, on_device, op_time, routed_bytes, tp_bytes, tp_collectives
+from .links import LINKS, comm_seconds
+
+#: Communication the calibrated model hides behind compute unless told otherwise.
+DEFAULT_OVERLAP = ("dp", "sp")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Every layout choice of a step as an expression (0/1 flags for the one-hot choices)."""
+
+    tp: sympy.Expr
+    pp: sympy.Expr
+    dp: sympy.Expr
+    cp: sympy.Expr
+    ep: sympy.Expr
+    vpp: sympy.Expr
+    micro: sympy.Expr  # sequences per micro-batch on one device
+    micro_batches: sympy.Expr
+    recompute: Mapping[str, sympy.Expr]  # "selective", "full" → 1 when chosen
+    schedule: Mapping[str, sympy.Expr]  # one-hot over SCHEDULES
+    megatron_sp: sympy.Expr
+    single: sympy.Expr  # 1 when pp == 1
+    zero3: sympy.Expr
+    # kind of communication → 1 when it hides behind compute (absent: 0, exposed); a symbol in the planner
+    overlap: Mapping[str, sympy.Expr] = field(default_factory=lambda: overlap_flags(None, 0))
+    stage_layers: tuple[int, int] | None = None  # uneven stages: layers of the first and the last
+    pp_number: int | None = None  # pp when it is a number (a 2-stage pipeline has no middle stage)
+    dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
+
+
+@dataclass
+class _Region:
+    """Per-micro-batch seconds of a region of ops (what precedes the layers, the layers, what follows)."""
+
+    forward: sympy.Expr = Zero
+    backward: sympy.Expr = Zero
+    selective: sympy.Expr = Zero  # forward of the attention core (selective recompute)
+    tp_forward: sympy.Expr = Zero
+    tp_backward: sympy.Expr = Zero
+    cp: sympy.Expr = Zero
+    ep: sympy.Expr = Zero
+    parts: dict = field(default_factory=dict)
+
+
+def time_graph(G: nx.DiGraph, fuse: bool = False) -> nx.DiGraph:
+    """The kernels a device runs: the graph's ops as declared (each a kernel), or with ``fuse`` its element-wise
+    chains folded into their producers (what backward needs is still written).
+
+    Unfused is the default: it reproduces Megatron-LM's measured per-layer times (Korthikanti et al. 2022,
+    Table 4: 22B, TP 8) within 3%, where the fused graph is 20% fast (Megatron's real softmax, dropout and
+    bias kernels do not reach the bandwidth the fused count assumes)."""
+    return fuse_elementwise(G, training=True) if fuse else G
+
+
+def regions(
+    H: nx.DiGraph, dev: Device, eff: Efficiency, dtype: str, k: Knobs, counting: Counting
+) -> dict[str, _Region]:
+    """Seconds per micro-batch of ``"first"`` (before the layers), ``"block"`` (all layers) and ``"last"``."""
+    split = frozenset(split_axes(H))
+    seq_tp = 1 + k.megatron_sp * (k.tp - 1)
+    s = Split(k.micro, k.tp, k.cp, k.ep, seq_tp, split)
+    F = time_graph(H)
+    cores = {n for chain, context in attention_cores(H) for n in (*chain, context)}
+    out = {r: _Region() for r in ("first", "block", "last")}
+    for name, data in op_nodes(F):
+        op = data["op"]
+        t = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting)
+        where = out[stage_of(F, name)]
+        count = data["count"]
+        where.forward += t.forward * count
+        where.backward += t.backward * count
+        if name in cores or any(n in cores for n in (op.attr("names") or ())):
+            where.selective += t.forward * count
+    st = strides(k.tp, k.cp, k.dp)
+    for name, items in tp_collectives(H, split).items():
+        where = out[stage_of(H, name)]
+        count = H.nodes[name]["count"]
+        for phase, op in items:
+            sec = collective_seconds("all_reduce", tp_bytes(op, phase, k.micro, k.cp), dev, eff, k.tp, st["tp"])
+            if phase == "forward":
+                where.tp_forward += sec * count
+            else:
+                where.tp_backward += sec * count
+    sent: set[tuple] = set()
+    for name, data in op_nodes(H):
+        op, count, where = data["op"], data["count"], out[stage_of(H, name)]
+        if "kv_cache" in data.get("tags", ()):  # ring attention: gather k, v forward; scatter their grads back
+            where.cp += (
+                2
+                * count
+                * collective_seconds("all_gather", kv_bytes(op, split, k.micro, k.tp), dev, eff, k.cp, st["cp"])
+            )
+        route = op.attr("route")
+        if op.attr("experts") and route:
+            dispatch = str(route) in op.parsed.output
+            if dispatch and (data["inputs"][0], count) in sent:
+                continue  # SwiGLU's gate and up share one dispatch
+            if dispatch:
+                sent.add((data["inputs"][0], count))
+            nbytes = routed_bytes(op, k.micro) / (seq_tp * k.cp)
+            where.ep += 2 * count * collective_seconds("all_to_all", nbytes, dev, eff, k.ep, st["ep"])
+    return out
+
+
+def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.Expr:
+    """Pipeline sends per micro-batch on one stage: the layer input forward and its gradient backward, once per
+    chunk (``vpp``); each tensor-parallel rank sends 1/tp of it (Megatron's scatter/gather)."""
+    nbytes = sympy.Add(*(k.saved.bytes for inputs in inputs_of_blocks(H).values() for k in inputs.values()))
+    nbytes = nbytes.xreplace({B: k.micro}) / (k.tp * k.cp)
+    st = strides(k.tp, k.cp, k.dp)
+    return 2 * k.vpp * (1 - k.single) * collective_seconds("p2p", nbytes, dev, eff, 2, st["pp"])
+
+
+def overlap_flags(kinds: Iterable[str] | None, dualpipe: sympy.Expr | int) -> dict[str, sympy.Expr]:
+    """:attr:`Knobs.overlap`: the ``kinds`` given (``overlap_comm``), else :data:`DEFAULT_OVERLAP` and, under
+    DualPipe, the expert all-to-alls (``dualpipe``: 1 when it runs, 0 when not, or the planner's symbol)."""
+    if kinds is not None:
+        return dict.fromkeys(kinds, sympy.Integer(1))
+    return {**dict.fromkeys(DEFAULT_OVERLAP, sympy.Integer(1)), "ep": sympy.sympify(dualpipe)}
+
+
+def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy.Expr:
+    flag = k.overlap.get(kind, Zero)  # hidden where it is 1, exposed where it is 0
+    if flag == 0:
+        return seconds
+    hidden = maximum(0, seconds - behind)
+    return hidden if flag == 1 else flag * hidden + (1 - flag) * seconds
+
+
+def step(
+    H: nx.DiGraph,
+    dev: Device,
+    dtype: str,
+    k: Knobs,
+    *,
+    dp_bytes: sympy.Expr,
+    optimizer_bytes: sympy.Expr,
+    counting: Counting = Counting(),
+) -> dict[str, sympy.Expr]:
+    """Seconds of one step and its parts (see the module notes), as expressions of the knobs and the graph.
+
+    ``dp_bytes``: what one device sends for data parallelism per step (the memory section's
+    ``communication_bytes.dp``); ``optimizer_bytes``: what its optimizer step reads and writes.
+    """
+    eff = dev.attained
+    R = regions(H, dev, eff, dtype, k, counting)
+    p2p = p2p_seconds(H, dev, eff, k)
+    blk, pre, post = R["block"], R["first"], R["last"]
+    shares = dict.fromkeys(("first", "middle", "last"), 1 / k.pp)
+    if k.stage_layers is not None:  # uneven: the first and last stages' own layers, the middle ones the rest
+        n, (first, last) = layers(H), k.stage_layers
+        shares = {
+            "first": first / n,
+            "middle": (n - first - last) / ((k.pp - 2) * n) if k.pp_number != 2 else Zero,
+            "last": last / n,
+        }
+    rec_sel, rec_full = k.recompute.get("selective", 0), k.recompute.get("full", 0)
+    stages = {}
+    for stage, share in shares.items():
+        own = [(blk, share)]
+        if stage == "first":
+            own += [(pre, 1), (post, k.single)]
+        elif stage == "last":
+            own += [(post, 1 - k.single)]
+        f = sympy.Add(*(r.forward * w for r, w in own))
+        b = sympy.Add(*(r.backward * w for r, w in own))
+        rec = share * (rec_full * blk.forward + rec_sel * blk.selective)
+        tp = sympy.Add(*(w * (r.tp_forward * (1 + (rec_full if r is blk else 0)) + r.tp_backward) for r, w in own))
+        cp = sympy.Add(*(r.cp * w for r, w in own))
+        ep = sympy.Add(*(r.ep * w for r, w in own))
+        c = f + b + rec
+        exposed = _hide("tp", tp, c, k) + _hide("sp", cp, c, k) + _hide("ep", ep, c, k) + _hide("pp", p2p, c, k)
+        stages[stage] = {"f": f, "b": b + rec, "c": c, "t": c + exposed, "tp": tp, "sp": cp, "ep": ep, "pp": p2p}
+    names = ("first", "last") if k.pp_number == 2 else ("first", "middle", "last")
+    t_max = maximum(*(stages[s]["t"] for s in names))
+    c_max = maximum(*(stages[s]["c"] for s in names))
+    total = stages["first"]["t"] * k.single + (1 - k.single) * (
+        stages["first"]["t"] + (k.pp - 2) * stages["middle"]["t"] + stages["last"]["t"]
+    )
+    mid = stages["middle"]
+    beta = sympy.Add(
+        *(
+            flag * bubble_share(name, k.pp, k.vpp, mid["f"], mid["b"])
+            for name, flag in k.schedule.items()
+            if flag != 0 and name in SCHEDULES
+        )
+    )
+    m = k.micro_batches
+    bubble = (1 - k.single) * beta * (total - t_max)
+    st = strides(k.tp, k.cp, k.dp)
+    alive = k.dp_sends if k.dp_sends is not None else sympy.Integer(0) if dp_bytes == 0 else 1
+    dp_s = alive * (latency(eff, k.dp, st["dp"]) + dp_bytes / bus_bandwidth(dev, eff, k.dp, st["dp"]))
+    window = k.zero3 * m * c_max + (1 - k.zero3) * mid["b"]
+    dp_exposed = _hide("dp", dp_s, window, k)
+    optimizer_s = optimizer_bytes / (dev.memory_bandwidth * eff.memory * eff.sustained) + eff.overhead_s
+    pipeline = m * t_max + bubble
+    comm = {kind: m * stages["first"][kind] for kind in ("tp", "pp", "sp", "ep")}
+    comm["dp"] = dp_s
+    exposed = m * t_max - m * c_max + dp_exposed
+    return {
+        "step_s": pipeline + dp_exposed + optimizer_s,
+        "compute_s": m * c_max,
+        "exposed_communication_s": exposed,
+        "hidden_communication_s": maximum(0, sympy.Add(*comm.values()) - exposed),
+        "bubble_s": bubble,
+        "optimizer_s": optimizer_s,
+        "pipeline_bubble": bubble / pipeline,
+        **{f"comm.{kind}": v for kind, v in comm.items()},
+    }
+
+
+def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
+    """The knobs of one estimate: its layout as numbers (micro-batches from the memory section)."""
+    lay = options.layout
+    micro = q_exprs.get("memory.layout.micro_batch", B)
+    n_micro = q_exprs.get("memory.layout.micro_batches", sympy.Integer(1))
+    dp = lay.dp
+    if lay.devices == 1 and devices > 1:  # --devices without a layout: the batch spread evenly, no gradients sent
+        micro, dp = micro / devices, devices
+    one = sympy.Integer
+    schedule = {s: one(int(lay.schedule == s)) for s in SCHEDULES}
+    return Knobs(
+        one(lay.tp),
+        one(lay.pp),
+        one(dp),
+        one(lay.sp),
+        one(lay.ep),
+        one(lay.vpp),
+        micro,
+        n_micro,
+        {r: one(int(options.recompute == r)) for r in ("selective", "full")},
+        schedule,
+        one(int(lay.megatron_sp)),
+        one(int(lay.pp == 1)),
+        one(int(lay.zero == 3)),
+        overlap_flags(options.overlap_comm, schedule["dualpipe"]),
+        lay.stage_layers,
+        lay.pp,
+    )
+
+
+def calibrated_quantities(
+    G: nx.DiGraph,
+    dev: Device,
+    dtype: str,
+    n: int,
+    options,
+    q: Quantities,
+    model_flops: sympy.Expr,
+    hardware_flops: sympy.Expr,
+    bound: sympy.Expr,
+    tokens: sympy.Expr,
+) -> Quantities:
+    """The ``time.*``, ``mfu`` and ``hfu`` keys on the calibrated basis (the module notes): what
+    :func:`costmodel.timing.quantities.time_quantities` returns when no rate is given. ``options.comm_bytes``
+    (extra traffic on named links) is added as exposed communication (hidden with ``options.overlap``)."""
+
+    out = Quantities()
+    k = knobs(options, q.exprs, n)
+    get = lambda key: q.exprs.get(key, sympy.Integer(0))  # noqa: E731
+    # the optimizer step reads weights, gradients and states and writes weights and states back
+    opt_bytes = 2 * (get("memory_bytes.params") + get("memory_bytes.optimizer")) + 2 * get("memory_bytes.grads")
+    # the kernels' own work: a causal FlashAttention kernel skips the masked half, a materialised one does not
+    counting = Counting(causal="half" if options.flash else "full")
+    parts = step(G, dev, dtype, k, dp_bytes=get("communication_bytes.dp"), optimizer_bytes=opt_bytes, counting=counting)
+    extra = comm_seconds(
+        {key: sympy.Integer(v) for key, v in options.comm_bytes}, dev, dict(options.comm_links) or LINKS
+    )
+    extra_s = sympy.Add(*extra.values())
+    exposed_extra = maximum(0, extra_s - parts["compute_s"]) if options.overlap else extra_s
+    step_s = parts["step_s"] + exposed_extra
+    peak = dev.peak(dtype)
+    out.info.update(
+        {
+            "time.hardware": dev.name,
+            "time.devices": n,
+            "time.dtype": dtype,
+            "time.basis": "calibrated",
+            "time.efficiency_source": dev.attained.source,
+            "time.overlap": options.overlap,
+            "time.overlap_comm": ",".join(sorted(kind for kind, flag in k.overlap.items() if flag == 1)) or "none",
+        }
+    )
+    if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
+        out.info["time.stack"] = options.stack
+    out.add("time.peak_flops", peak, "number")
+    out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
+    out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")
+    out.add("time.roofline_step_s", bound / n, "float")
+    out.add("time.compute_s", parts["compute_s"], "float")
+    lay = options.layout
+    kinds = {
+        "tp": lay.tp > 1,
+        "pp": lay.pp > 1,
+        "sp": lay.sp > 1,
+        "ep": lay.ep > 1,
+        "dp": get("communication_bytes.dp") != 0,
+    }
+    comm = {kind: parts[f"comm.{kind}"] for kind, used in kinds.items() if used}
+    comm.update(extra)
+    out.add("time.comm_s", sympy.Add(*comm.values()), "float")
+    out.add("time.step_s", step_s, "float")
+    out.add("time.tokens_per_s", tokens / step_s, "float")
+    out.add("mfu", model_flops / (step_s * n * peak), "float")
+    out.add("hfu", hardware_flops / (step_s * n * peak), "float")
+    for kind, v in comm.items():
+        out.add(f"time.comm_by_kind.{kind}", v, "float")
+    parts = {
+        **parts,
+        "exposed_communication_s": parts["exposed_communication_s"] + exposed_extra,
+        "hidden_communication_s": parts["hidden_communication_s"] + extra_s - exposed_extra,
+    }
+    for key in ("compute_s", "exposed_communication_s", "hidden_communication_s", "bubble_s", "optimizer_s"):
+        out.add(f"time.breakdown.{key}", parts[key], "float")
+    if lay.pp > 1:
+        out.add("time.pipeline_bubble", parts["pipeline_bubble"], "float")
+    if options.tokens is not None:
+        run_s = step_s * q.exprs["flops.training_total"] / model_flops
+        out.add("time.training_s", run_s, "float")
+        out.add("time.training_days", run_s / units.DAY, "float")
+        out.add("time.gpu_hours", run_s * n / 3600, "float")
+    return out
+
+
+def layers(H: nx.DiGraph) -> sympy.Expr:
+    """Layers of the repeated blocks (what the pipeline splits)."""
+    return sympy.Add(*repeated_blocks(H).values()) if repeated_blocks(H) else sympy.Integer(1)
+
+
+__all__ = [
+    "DEFAULT_OVERLAP",
+    "calibrated_quantities",
+    "Knobs",
+    "knobs",
+    "layers",
+    "overlap_flags",
+    "regions",
+    "step",
+    "time_graph",
+]

@@ -1,0 +1,118 @@
+"""A model's formulas (:func:`derive`): the expressions behind every number of an estimate.
+
+The expressions are :func:`~costmodel.sections.quantities.quantities` — the very ones ``estimate``
+substitutes numbers into — plus a few what-ifs (activations under each recompute choice and with
+FlashAttention, the KV cache in C). Symbols the user set (``--set L=12``) are substituted; a preset's own
+values are not, so ``derive gpt2-small`` shows the structure's formulas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import networkx as nx
+import sympy
+
+from ..errors import CostModelError
+from ..families import Model
+from ..formulas.python import free_symbols
+from ..formulas.quantities import choose, maximum, roundup
+from ..graph.analysis import breakdown, check_values
+from ..graph.passes import flash_attention
+from ..memory.activations import activations
+from ..memory.inference import kv_cache, state_cache
+from ..options import Counting, Options
+from ..render.results import Derivation
+from ..sections.quantities import quantities
+from ..sections.run import model_for
+from ..symbols import SYMBOLS, C, describe
+
+
+def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.Expr]:
+    """Activation bytes under each recompute choice and with FlashAttention, the KV cache in C and the
+    recurrent state cache (a state-space model's)."""
+    out = {f"memory_bytes.activations_{r}": activations(G, r, counting).bytes for r in ("selective", "full")}
+    try:
+        out["memory_bytes.activations_flash"] = activations(flash_attention(G), "none", counting).bytes
+    except CostModelError:
+        pass  # attention this graph cannot fuse: no FlashAttention what-if
+    try:
+        out["memory_bytes.kv_cache"] = kv_cache(G, C)
+    except CostModelError:
+        pass  # no tensor tagged kv_cache: no cache to derive
+    if state_cache(G) != 0:
+        out["memory_bytes.state_cache"] = state_cache(G)
+    return out
+
+
+_OURS = (maximum, roundup, choose)  # functions sympy's expand only walks into
+
+
+def _expanded(e: sympy.Basic) -> bool:
+    """Whether ``sympy.expand`` would return ``e`` unchanged, for the forms a derivation makes: a sum of
+    products of numbers, symbols, integer powers of symbols and our functions of such sums (a liveness peak is
+    ``maximum`` of hundreds of expanded sums: re-expanding each was seconds). ``False`` when unsure."""
+    if e.is_Atom:
+        return True
+    for term in e.args if e.is_Add else (e,):
+        for f in term.args if term.is_Mul else (term,):
+            if f.is_Atom or f.is_Pow and f.base.is_Symbol and f.exp.is_Integer:
+                continue
+            if not (isinstance(f, _OURS) and all(_expanded(a) for a in f.args)):
+                return False
+    return True
+
+
+def derive(
+    model: Model | str,
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    **kwargs: object,
+) -> Derivation:
+    """The symbolic formulas of a model: ``{"model", "family", "symbols", "expressions", "ops", "conventions"}``.
+
+    ``expressions`` maps every numeric key of an estimate under the same options to its sympy expression
+    (and the what-ifs of :func:`what_ifs`); ``ops`` gives each op's kind, pattern, count, forward FLOPs,
+    bytes, intensity and parameters per run.
+    """
+    opts = Options.make(options, **kwargs)
+    m = model_for(model, settings, opts)
+    given = {
+        s: sympy.Integer(v) if isinstance(v, int) else v for s, v in m.values.items() if str(s) in (settings or {})
+    }
+    check_values(m.graph, given)
+
+    def fix(e: sympy.Expr) -> sympy.Expr:
+        e = e.xreplace(given)
+        return e if _expanded(e) else sympy.expand(e)
+
+    q = quantities(m, opts)
+    exprs = {k: fix(v) for k, v in q.exprs.items()}
+    for k, v in what_ifs(m.graph, opts.counting).items():
+        exprs.setdefault(k, fix(v))
+    ops = {}
+    for name, c in breakdown(m.graph, opts.counting).items():
+        data = m.graph.nodes[name]
+        per_run = (c.forward * (1 / data["count"])).map(fix)
+        ops[name] = {
+            "kind": data["op"].kind,
+            "pattern": data["op"].pattern,
+            "count": fix(data["count"]),
+            "flops": per_run.flops,
+            "bytes": per_run.bytes,
+            "intensity": per_run.intensity,
+            "params": fix(c.params / data["count"]),
+        }
+    used = free_symbols([*exprs.values(), *(v["count"] for v in ops.values())])
+    symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol" for s in sorted(used, key=str)}
+    return Derivation(
+        {
+            "model": m.name,
+            "family": m.family.name,
+            "symbols": symbols,
+            "expressions": exprs,
+            "ops": ops,
+            "conventions": {"causal": opts.counting.causal, "precision": opts.precision, "optimizer": opts.optimizer},
+        }
+    )

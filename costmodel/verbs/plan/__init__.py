@@ -1,0 +1,1 @@
+"""The layout planner: search, memory per layout, ranking."""

@@ -1,0 +1,1 @@
+"""Predicted against measured runs: docs/validation.md."""
