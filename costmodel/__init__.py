@@ -44,7 +44,7 @@ _VERBS = {
     "estimate": "costmodel.verbs.estimate",
     "derive": "costmodel.verbs.derive",
     "compare": ("costmodel.verbs.compare", "compare_conventions"),
-    "sweep": "costmodel.verbs.sweep.stream",  # the verb streams; its derivation (reports/sweep.py) loads when needed
+    "sweep": "costmodel.verbs.sweep.stream",  # the verb streams; its derivation (verbs/sweep/derive.py) loads when needed
     "roofline": "costmodel.verbs.roofline",
     "fit": "costmodel.verbs.fit",
     "report": "costmodel.verbs.report",

@@ -180,7 +180,7 @@ def _objects(values: list, n: int) -> np.ndarray:
 
 def run(plan: Plan, task: Callable, *, workers: int = 1, dask: object = None, chunk: int = CHUNK) -> Iterator:
     """``task(plan, start, stop)`` for every chunk, yielded in order. ``plan``: a :class:`Plan`, or any picklable
-    object with its ``spans(chunk)`` (the planner's :class:`~.plan_search.Search`). ``workers > 1``: local processes;
+    object with its ``spans(chunk)`` (the planner's :class:`~costmodel.verbs.plan.search.Search`). ``workers > 1``: local processes;
     ``dask``: a scheduler address or a ``distributed.Client``. At most two chunks per worker are in flight,
     so memory stays flat however many chunks there are."""
     spans = plan.spans(chunk)

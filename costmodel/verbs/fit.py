@@ -152,12 +152,15 @@ def fit(
         raise CostModelError(f"fit: solve must be 'batch' or 'seq', received {solve!r}")
     if by not in ("peak", "total"):
         raise CostModelError(f"fit: by must be 'peak' or 'total', received {by!r}")
+    opts = Options.make(options, **kwargs)
+    if hardware is None and memory is None and opts.hardware is not None:
+        # the device given with the other options, as every verb takes it: its memory is the size to fill
+        hardware, opts = opts.hardware, opts.replace(hardware=None)
     if (memory is None) == (hardware is None):
         raise CostModelError("fit: give a memory size (80GB) or a device whose memory to fill, one of the two")
     if memory is None:
         memory = int(device(hardware).memory_bytes)
     memory = parse_memory(memory)
-    opts = Options.make(options, **kwargs)
     if opts.hardware is not None:
         raise CostModelError("fit: the device is the hardware= argument (its memory); time options do not apply")
     dp = opts.layout.dp

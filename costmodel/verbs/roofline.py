@@ -80,7 +80,7 @@ def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev, step: nx.DiG
 
 def roofline(
     model: Model | str,
-    hardware: object,
+    hardware: object = None,
     *,
     decode: bool = False,
     phase: str = "forward",
@@ -106,7 +106,11 @@ def roofline(
     context = kwargs.get("context")
     if context is not None and not decode:
         raise CostModelError("--context is the KV cache length of --decode; give --decode too")
-    dev = device(hardware)
+    if hardware is not None and opts.hardware is not None and hardware != opts.hardware:
+        raise CostModelError(f"roofline: two devices, hardware={hardware!r} and options.hardware={opts.hardware!r}")
+    if hardware is None and opts.hardware is None:
+        raise CostModelError("roofline: give a device (options hardware=NAME, or --hardware NAME)")
+    dev = device(hardware if hardware is not None else opts.hardware)
     m = model_for(model, settings, opts)
     values = resolve(m, opts)
     base = m.graph if phase == "training" else prefill_graph(m.graph)

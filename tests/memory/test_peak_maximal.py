@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from costmodel import Options, load
-from costmodel.formulas.compiled.quantities import roundup
+from costmodel.formulas.quantities import roundup
 from costmodel.memory.device import prepared
 from costmodel.memory.peak import maximal, peak
 from costmodel.symbols import B, L, T, d

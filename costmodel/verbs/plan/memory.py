@@ -12,7 +12,7 @@ those facts** here, and a layout's memory is those sums times the class's share,
 
 The planner's layouts hold only what this replays: even stages (``layers % pp == 0``: no
 ``stage_layers``), Megatron sequence parallelism whenever ``tp > 1`` (every kept tensor ÷ tp) or never,
-the memory section's default norm statistics and no recompute fraction. ``tests/reports/test_plan_exact.py``
+the memory section's default norm statistics and no recompute fraction. ``tests/verbs/test_plan_exact.py``
 checks the result against ``estimate`` layout by layout.
 """
 

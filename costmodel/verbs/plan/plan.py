@@ -9,9 +9,9 @@ and compiled to vectorised Python (:mod:`costmodel.formulas.python`): the search
 arrays of layouts. It is the derivation ``estimate`` runs, with the same kernel counting (a causal
 FlashAttention kernel: half the scores) and the same overlap (DualPipe hides the all-to-alls); what it reads
 from the memory section (the optimizer step's bytes, the data-parallel bytes) and the memory per device come
-from :mod:`.plan_memory`, which replays the memory section's per-stage sums on arrays of layouts. So a
+from :mod:`.memory`, which replays the memory section's per-stage sums on arrays of layouts. So a
 layout's step and memory are ``estimate``'s for that layout (with ``flash`` as the plan's, Megatron sequence
-parallelism whenever tp > 1), to float rounding: ``tests/reports/test_plan_exact.py``.
+parallelism whenever tp > 1), to float rounding: ``tests/verbs/test_plan_exact.py``.
 Expert parallelism is searched over the powers of two that divide the experts and the data-parallel size
 (or the values given); a dense model runs at ep = 1.
 """
@@ -47,7 +47,7 @@ from .search import CHUNK, Search, Space, space
 from .search import search as run_search
 
 #: The symbols of a layout in the compiled step (in this order); the last two are numbers of the memory
-#: screen (:mod:`.plan_memory`): bytes one device sends for data parallelism and its optimizer step's bytes.
+#: screen (:mod:`.memory`): bytes one device sends for data parallelism and its optimizer step's bytes.
 KNOBS = sympy.symbols(
     "tp pp dp cp ep vpp b m sel full msp single zero3 "
     + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES)
@@ -63,7 +63,7 @@ class Compiled:
     f: object  # pipelined layouts (pp > 1)
     single: object  # pp == 1: the same formula with the pipeline's terms removed before compiling (no 0·∞)
     layers: int
-    memory: MemoryTable  # model states and activations by class (plan_memory)
+    memory: MemoryTable  # model states and activations by class (.memory)
     experts: int = 1  # routed experts per MoE layer (1: a dense model)
     megatron_sp: bool = True  # Megatron sequence parallelism wherever tp > 1 (else nowhere)
     sources: tuple[str, str] | None = None  # the generated source of f and single: how it pickles to a worker
@@ -85,7 +85,7 @@ def derive(
 ) -> Compiled:
     """Derive and compile the calibrated step with every layout choice a symbol: the derivation ``estimate``
     runs (:func:`costmodel.timing.calibrated.calibrated_quantities`), with its inputs from the memory
-    section taken from :func:`.plan_memory.memory` at evaluation. ``overlap``: the kinds of communication
+    section taken from :func:`.memory.memory` at evaluation. ``overlap``: the kinds of communication
     hidden behind compute (``estimate``'s ``overlap_comm``; by default its default)."""
     tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags, dpon, dpb, optb = KNOBS
     G = prepared(m.graph, options)
@@ -156,7 +156,7 @@ def layout_space(
     eps=None,
     only: Mapping[str, object] | None = None,
 ) -> Space:
-    """The layouts of :func:`layouts` by flat index, none listed (:class:`~.plan_search.Space`); with ``only``
+    """The layouts of :func:`layouts` by flat index, none listed (:class:`~.search.Space`); with ``only``
     (fields of a layout, see :func:`plan`), only those that have them."""
     sp = space(devices, batch, layers, seq, node, heads, micro, vpps, cps, experts, eps, only)
     if only and not sp.size:
@@ -212,11 +212,12 @@ CHARTED = 300
 def plan(
     model: Model | str,
     *,
-    hardware,
-    devices: int,
-    batch: int,
-    seq: int,
+    hardware=None,
+    devices: int | None = None,
+    batch: int | None = None,
+    seq: int | None = None,
     settings: Mapping | None = None,
+    options: Options | None = None,
     top: int = 10,
     tokens: int | None = None,
     verify: bool = False,
@@ -245,17 +246,32 @@ def plan(
     None where none fits. ``ep``: the expert-parallel sizes to try (a model with routed experts; by default the
     powers of two that divide them). With ``plot`` (a ``.png``/``.svg``/``.pdf`` path; needs matplotlib), also
     draws step time against memory per device for the :data:`CHARTED` fastest fitting layouts and the Pareto
-    front (``devices.plot.plan_chart``). ``only`` (fields of a layout, each a value or a tuple of values, e.g.
+    front (``render.plot.plan_chart``). ``only`` (fields of a layout, each a value or a tuple of values, e.g.
     ``{"zero": 0, "schedule": ("1f1b", "interleaved")}``) searches only the layouts with them: a software
     stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
     communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
-    Megatron sequence parallelism (it is on wherever tp > 1 by default). ``stack``: the software stack whose
+    Megatron sequence parallelism (it is on wherever tp > 1 by default). ``options``: an :class:`~costmodel.options.Options` as every verb takes (its device, batch, sequence,
+    flash, precision, optimizer, communication overlap and stack replace the planner's defaults). ``stack``: the software stack whose
     ``sustained`` factor the step uses (:func:`~costmodel.devices.table.with_stack`; default the device's own),
     then named in the result's ``stack``.
     The layouts are searched in chunks of ``chunk`` by the sweeps' chunk
-    engine (:mod:`.plan_search`): in ``workers`` local processes, or on a Dask cluster at ``dask`` (a scheduler
+    engine (:mod:`.search`): in ``workers`` local processes, or on a Dask cluster at ``dask`` (a scheduler
     address or a ``distributed.Client``); the result is the same."""
     started = time.perf_counter()
+    if options is not None:  # the choices every verb takes: they replace the planner's own defaults
+        given = Options.make(options)
+        hardware = hardware if hardware is not None else given.hardware
+        batch = batch if batch is not None else given.batch
+        seq = seq if seq is not None else given.seq
+        flash, precision, optimizer = given.flash, given.precision, given.optimizer
+        overlap_comm = given.overlap_comm if overlap_comm is None else overlap_comm
+        stack = stack if stack is not None else getattr(given, "stack", None)
+        devices = devices if devices is not None else (given.layout.devices if given.layout.devices > 1 else None)
+    missing = [
+        k for k, v in (("hardware", hardware), ("devices", devices), ("batch", batch), ("seq", seq)) if v is None
+    ]
+    if missing:
+        raise CostModelError(f"plan: give {', '.join(missing)} (keywords, or in options)")
     if reference:
         check_reference(reference)  # before the search, not after it
     if only:

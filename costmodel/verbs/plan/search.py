@@ -11,10 +11,10 @@ Two passes, each chunk reduced where it ran, so only small results travel:
 
 1. per chunk: the number of fitting layouts, their distinct steps with counts, the chunk's Pareto front and
    the fastest step of a layout matching the reference. Merged: the distinct steps (the tie groups,
-   :data:`~.plan_rank.TIE`, chain through them: a layout's ``step_rank`` needs every step below it), the
+   :data:`~.rank.TIE`, chain through them: a layout's ``step_rank`` needs every step below it), the
    global Pareto front (the front of the chunks' fronts) and the reference's fastest step.
 2. per chunk: every fitting layout of the tie groups a plan shows (the first ones up to ``need`` layouts, those
-   of the Pareto front and of the reference), which the ranking of :func:`~.plan_rank.rank` then orders.
+   of the Pareto front and of the reference), which the ranking of :func:`~.rank.rank` then orders.
 
 Memory is that of the distinct fitting steps (16 bytes each: a step and its count, which the dense step rank
 needs) and of the layouts shown, not of the layouts searched. Every order breaks ties by the flat index, and
@@ -270,7 +270,7 @@ def search(
         empty = {k: np.zeros(0, np.int64) for k in keys} | {"step_s": np.zeros(0), "memory": np.zeros(0)}
         return Found(s.size, 0, empty, np.zeros(0, np.int64), None)
     u, c = _merge(steps, counts)
-    # tie groups: a step within TIE of the one below joins its group (plan_rank.rank's chain)
+    # tie groups: a step within TIE of the one below joins its group (rank.rank's chain)
     gid = np.cumsum(np.r_[True, u[1:] > u[:-1] * (1 + TIE)])
     size = np.bincount(gid, weights=c).astype(np.int64)  # layouts per group (index 0 unused)
     before = np.cumsum(size) - size  # fitting layouts in the groups before
@@ -298,7 +298,7 @@ def search(
     )
     by_index = np.argsort(rows["index"])
     pos = by_index[np.searchsorted(rows["index"], front[0], sorter=by_index)]
-    fastest = pos[np.lexsort((front[2], front[1]))]  # plan_rank.pareto's order: fastest, then smallest memory
+    fastest = pos[np.lexsort((front[2], front[1]))]  # rank.pareto's order: fastest, then smallest memory
     best_ref = None
     if ref is not None:
         hit = np.flatnonzero(matches(rows, s.reference) & (rg == gid[np.searchsorted(u, ref)]))

@@ -18,6 +18,7 @@ The grid is validated (names, sizes, points × metrics) before anything is deriv
 never materialised: :func:`plan` derives the :class:`~.chunks.Plan` that :func:`~.stream.sweep` (the verb,
 cached by :mod:`.plans`) streams to a file chunk by chunk (memory flat in the grid's size) or collects.
 
+>>> from costmodel.verbs.sweep.stream import sweep
 >>> s = sweep("gpt3-175b", {"L": [48, 96]}, ["params.total"], exact=True)
 >>> [int(v) for v in s["params.total"]]
 [87623503872, 174604259328]

@@ -138,7 +138,7 @@ def out_of_sample(rows: Iterable[Row], loo: Iterable[Refit], loso: Iterable[Refi
 
 
 #: Mean and max |out-of-sample error| per group (:func:`summary`) when ``docs/validation.md`` was last generated
-#: (shares): a test fails when a mean grows past its record (``tests/reports/test_validation_stacks.py``).
+#: (shares): a test fails when a mean grows past its record (``tests/verbs/test_validation_stacks.py``).
 RECORDED: dict[str, tuple[float, float]] = {
     "korthikanti22-table5": (0.0447, 0.0950),
     "korthikanti22-dp": (0.0151, 0.0151),

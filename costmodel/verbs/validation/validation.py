@@ -208,7 +208,7 @@ def leave_one_out(rows: Iterable[Row]) -> list[Refit]:
 
 
 #: Mean and max |error| per group when ``docs/validation.md`` was last generated (shares): a test fails when a
-#: mean grows past its record (``tests/reports/test_validation.py``).
+#: mean grows past its record (``tests/verbs/test_validation.py``).
 RECORDED: dict[str, tuple[float, float]] = {
     "korthikanti22-table5": (0.0236, 0.0473),
     "korthikanti22-dp": (0.0711, 0.0711),
@@ -225,7 +225,7 @@ RECORDED: dict[str, tuple[float, float]] = {
 RECORDED_POOLED: dict[str, tuple[float, float]] = {
     "every run but Table 5": (0.0795, 0.2821),
     "held-out runs": (0.1043, 0.2821),
-    # every run out of sample, with its stack's factor refitted without its source (validation_stacks.POOLS)
+    # every run out of sample, with its stack's factor refitted without its source (stacks.POOLS)
     "every run but Table 5, by stack": (0.0572, 0.2403),
     "held-out runs, by stack": (0.0658, 0.2403),
 }
@@ -266,7 +266,7 @@ def render(
 ) -> str:
     """``docs/validation.md``: every run predicted against measured, per-group mean and max error; with ``loo``
     (:func:`leave_one_out`), ``stacks`` (the DeepSpeed runs' leave-one-source-out refits) and ``by_stack`` (the
-    lines of :func:`.validation_stacks.render`), those sections too."""
+    lines of :func:`.stacks.render`), those sections too."""
     rows, loo, stacks = list(rows), list(loo), list(stacks)
     pct = percent
     out = [

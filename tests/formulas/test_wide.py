@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.formulas.compiled.wide import INEXACT, MODE, W, digits
+from costmodel.formulas.wide import INEXACT, MODE, W, digits
 
 EDGE = st.sampled_from([0, 1, -1, 2**31, 2**53 + 1, 2**62 - 1, 2**62, 2**63 - 1, -(2**63) + 1, 10**18, -(10**18)])
 INT64 = st.one_of(EDGE, st.integers(-(2**63) + 1, 2**63 - 1))
@@ -60,8 +60,8 @@ def test_scalars_broadcast_and_division_is_inexact():
 def test_sweep_text_beyond_2_53_and_2_63_equals_python_ints(ds, ls, exact):
     """A sweep's CSV of metrics past 2^53 and 2^63 (gpt2-small's FLOPs grow as L·d²) against the generated
     formulas evaluated in Python ints (``formulas.EXACT``), point by point."""
-    from costmodel.formulas.compiled import compiled as formulas
-    from costmodel.formulas.compiled.chunks import Plan, evaluate, widen
+    from costmodel.formulas import compiled as formulas
+    from costmodel.formulas.chunks import Plan, evaluate, widen
     from costmodel.verbs.sweep import writers
     from costmodel.verbs.sweep.plans import plan
 

@@ -28,7 +28,7 @@ from costmodel.render.results import flatten
 
 #: (preset, options): every option value the issue names appears at least once. Without a rate the time keys are
 #: on the roofline basis here: the calibrated step's formulas in the model's symbols are too large to derive and
-#: sweep in a test (the planner compiles them with the sizes substituted; tests/reports/test_plan.py).
+#: sweep in a test (the planner compiles them with the sizes substituted; tests/verbs/test_plan.py).
 COMBOS = [
     ("gpt2-small", {}),
     ("gpt2-small", {"recompute": "full", "flash": True, "dropout_p": True}),

@@ -8,9 +8,9 @@ import pytest
 import sympy
 
 from costmodel import load
-from costmodel.formulas.compiled import python as codegen
-from costmodel.formulas.compiled.compiled import EXACT, run_source
-from costmodel.formulas.compiled.quantities import choose, maximum, roundup
+from costmodel.formulas import python as codegen
+from costmodel.formulas.compiled import EXACT, run_source
+from costmodel.formulas.quantities import choose, maximum, roundup
 from costmodel.options import Options
 from costmodel.sections.quantities import quantities
 from costmodel.symbols import B, T, V, d, h

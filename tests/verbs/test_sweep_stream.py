@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from costmodel import CostModelError
 from costmodel.cli import main
-from costmodel.formulas.compiled.checked import Int64OverflowError, Q, checked_mode, exact_values
-from costmodel.formulas.compiled.python import compile_exprs
+from costmodel.formulas.checked import Int64OverflowError, Q, checked_mode, exact_values
+from costmodel.formulas.python import compile_exprs
 from costmodel.symbols import d, h
 from costmodel.verbs.estimate import estimate
 from costmodel.verbs.sweep import stream
@@ -45,7 +45,7 @@ SIZES = st.one_of(st.integers(1, 100), st.integers(1, 2**31), st.integers(2**60,
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(SIZES, SIZES), min_size=1, max_size=5))
 def test_checked_int64_is_exact_or_refuses(pairs):
-    from costmodel.formulas.compiled.compiled import EXACT
+    from costmodel.formulas.compiled import EXACT
 
     ds, hs = (np.array(v, dtype=np.int64) for v in zip(*pairs))
     want = [_F(EXACT, int(a), int(b)) for a, b in pairs]  # Python ints and Fractions, one config at a time

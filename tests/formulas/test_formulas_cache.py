@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import costmodel
-from costmodel.formulas.compiled import compiled as formulas
+from costmodel.formulas import compiled as formulas
 from costmodel.verbs import estimate as fast
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,10 +5,10 @@ import sympy
 
 from costmodel import CostModelError
 from costmodel.devices.table import device
+from costmodel.timing.links import comm_time
 from costmodel.timing.quantities import (
     DAY,
     YEAR,
-    comm_time,
     gpu_hours,
     mfu_from_throughput,
     pipeline_bubble,
@@ -124,7 +124,7 @@ def test_utilization_and_hours():
 def _step_with(keys, **options):
     """A time section fed the keys the memory section writes (communication, recompute, micro-batches)."""
     from costmodel.families import load
-    from costmodel.formulas.compiled.quantities import Quantities
+    from costmodel.formulas.quantities import Quantities
     from costmodel.options import Options
     from costmodel.sections.quantities import count_quantities
     from costmodel.symbols import B

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.formulas.compiled.wide import Exact
+from costmodel.formulas.wide import Exact
 from costmodel.verbs.sweep import writers
 
 INT64 = st.one_of(
