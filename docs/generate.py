@@ -382,6 +382,30 @@ def presets() -> str:
     return table(["preset", "family", "parameters", "active per token", "what it is"], rows)
 
 
+def options_table() -> str:
+    """Every option a user types, from its one declaration (costmodel.options.flags)."""
+    from costmodel import Options
+
+    defaults = Options()
+    rows = []
+    for f in Options.flags():
+        field = f.name if hasattr(defaults, f.name) else None
+        default = (
+            getattr(defaults, field)
+            if field
+            else getattr(defaults.layout, f.name, getattr(defaults.counting, f.name, None))
+        )
+        accepts = (
+            ", ".join(f"`{c}`" for c in Options.choices(f.name))
+            if f.kind == "choice"
+            else {"switch": "on/off", "on": "on"}.get(f.kind) or (", ".join(map(str, f.numbers)) if f.numbers else "")
+            or {"count": "a count (`300B`)", "length": "a length (`8k`)", "rate": "an exact number", "price": "USD, `list` or a price entry"}.get(f.read or "", "text")
+        )
+        shown = "" if default is None else f"`{default}`"
+        rows.append([f"`{f.option}`", f"`{f.name}`", accepts, shown, f.help.format(batch_default="1").replace("|", "\\|")])
+    return table(["flag", "Python (`Options`)", "accepts", "default", "what it is"], rows)
+
+
 BLOCKS = {
     "presets": presets,
     "symbols": symbols_table,
@@ -397,6 +421,7 @@ BLOCKS = {
     "memory-policies": memory_policies,
     "korthikanti": korthikanti,
     "encoder-decoder": encoder_decoder,
+    "options": options_table,
 }
 
 

@@ -1,7 +1,8 @@
 """What the subcommands share: the model and its settings, the option flags, number formatting.
 
-Every flag maps to one field of :class:`costmodel.Options` (the table :data:`FLAGS`), typed text is
-read by :meth:`costmodel.Options.parse`, and the CLI imports nothing but the public API.
+Every option's flag is made from its one declaration (:meth:`costmodel.Options.flags`: the flag, how its text
+is read, its choices and its help line), typed text is read by :meth:`costmodel.Options.parse`, and the CLI
+imports nothing but the public API.
 """
 
 from __future__ import annotations
@@ -63,59 +64,15 @@ def typed(name: str, flag: str):
     return convert
 
 
-#: argparse destination → Options field (a shortcut such as ``tp`` sets a field of the layout).
-FLAGS = {
-    "batch": "batch",
-    "seq": "seq",
-    "tokens": "tokens",
-    "precision": "precision",
-    "optimizer": "optimizer",
-    "causal": "causal",
-    "recompute": "recompute",
-    "flash": "flash",
-    "zero": "zero",
-    "dp": "dp",
-    "tp": "tp",
-    "pp": "pp",
-    "sp": "sp",
-    "ep": "ep",
-    "megatron_sp": "megatron_sp",
-    "micro_batch": "micro_batch",
-    "inference": "inference",
-    "context": "context",
-    "weights_dtype": "weights_dtype",
-    "kv_dtype": "kv_dtype",
-    "hardware": "hardware",
-    "devices": "devices",
-    "mfu": "mfu",
-    "tokens_per_s": "tokens_per_s",
-    "cp": "cp",
-    "vpp": "vpp",
-    "schedule": "schedule",
-    "stage_layers": "stage_layers",
-    "time_model": "time_model",
-    "overlap_comm": "overlap_comm",
-    "attention": "attention",
-    "recompute_fraction": "recompute_fraction",
-    "norm_stats": "norm_stats",
-    "logits": "logits",
-    "mfu_basis": "mfu_basis",
-    "price_per_hour": "price_per_hour",
-    "stack": "stack",
-}
-
-
 def options(args: argparse.Namespace, skip: Iterable[str] = ()) -> Options:
     """The :class:`Options` the parsed flags describe (flags a command lacks keep their defaults)."""
     given = {
-        field: getattr(args, dest)
-        for dest, field in FLAGS.items()
-        if dest not in skip and getattr(args, dest, None) is not None
+        f.name: getattr(args, f.dest) * f.scale if f.scale != 1 else getattr(args, f.dest)
+        for f in Options.flags()
+        if f.name not in skip and getattr(args, f.dest, None) is not None
     }
     if given.get("overlap_comm") in ("none", ""):
         given["overlap_comm"] = ()
-    if getattr(args, "achieved_tflops", None) is not None:
-        given["achieved_flops"] = args.achieved_tflops * 10**12
     return Options.make(**given)
 
 
@@ -126,174 +83,65 @@ def output_file(text: str) -> str:
     return text
 
 
+def add_flag(p, name: str, help: str | None = None, **fmt: object) -> None:
+    """Add the flag of option ``name`` as declared once (:meth:`costmodel.Options.flags`); ``help`` replaces
+    its declared line for this command, ``fmt`` fills the declared line's blanks (``{batch_default}``)."""
+    f = next(f for f in Options.flags() if f.name == name)
+    kw: dict[str, object] = {"help": help or f.help.format(**fmt)}
+    if f.metavar:
+        kw["metavar"] = f.metavar
+    if f.kind == "choice":
+        kw["choices"] = Options.choices(f.name)
+    elif f.kind == "switch":
+        kw.update(action=argparse.BooleanOptionalAction, default=None)
+    elif f.kind == "on":
+        kw.update(action="store_true", default=None)
+    elif f.numbers is not None:
+        kw.update(type=int, choices=list(f.numbers))
+    elif f.read is not None:
+        kw["type"] = typed(f.name, f.option)
+    p.add_argument(f.option, **kw)
+
+
+def add_flags(p: argparse.ArgumentParser, group: str, *, skip: Iterable[str] = (), **fmt: object) -> None:
+    """Add every declared flag of ``group`` (:data:`costmodel.options.flags.GROUPS`), under its title, flags of
+    one exclusive set (the rates) in a mutually exclusive group."""
+    declared = [f for f in Options.flags(group) if f.name not in skip]
+    title = Options.flag_groups()[group]
+    g = p.add_argument_group(title) if title else p
+    sets: dict[str, object] = {}
+    for f in declared:
+        target = g
+        if f.exclusive:
+            if f.exclusive not in sets:
+                sets[f.exclusive] = g.add_mutually_exclusive_group()
+            target = sets[f.exclusive]
+        add_flag(target, f.name, **fmt)
+
+
 def add_step_args(p: argparse.ArgumentParser, *, batch_default: str = "1") -> None:
-    p.add_argument(
-        "--batch", type=typed("batch", "--batch"), help=f"sequences per step, B (default {batch_default}); 1k = 1000"
-    )
-    p.add_argument(
-        "--seq", type=typed("seq", "--seq"), help="tokens per sequence, T (default: the model's context); 8k = 8192"
-    )
+    """``--batch --seq`` (``--tokens`` is each command's own: what it adds differs)."""
+    add_flags(p, "step", skip=("tokens",), batch_default=batch_default)
 
 
 def add_counting_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--causal",
-        choices=Options.choices("causal"),
-        help="count causal attention over the full T×T square (default) or half of it",
-    )
+    add_flags(p, "counting")
 
 
 def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     """--precision/--optimizer (unless the caller has them), recompute, flash, layout, inference."""
     if precision:
         add_precision_args(p)
-    g = p.add_argument_group("memory and parallel layout (every memory_bytes.* number is per device)")
-    g.add_argument(
-        "--recompute",
-        choices=Options.choices("recompute"),
-        help="activation recompute: none (default), selective (attention core) or full (layer inputs only)",
-    )
-    g.add_argument(
-        "--recompute-fraction",
-        type=typed("recompute_fraction", "--recompute-fraction"),
-        metavar="F",
-        help="partial rematerialisation: a share F of each repeated block's layers recomputed whole, the "
-        "rest as --recompute says (PaLM 540B: --recompute selective --recompute-fraction 0.75)",
-    )
-    g.add_argument(
-        "--attention",
-        choices=Options.choices("attention"),
-        help="attention implementation: unfused (default: scores materialised, softmax in the "
-        "activations' dtype), eager (transformers' eager attention: softmax in fp32 cast back, two T×T "
-        "tensors kept), sdpa or flash (fused: no T×T tensor kept)",
-    )
-    g.add_argument(
-        "--flash",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="a synonym of --attention flash: no T×T scores kept",
-    )
-    g.add_argument(
-        "--norm-stats",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="count the fp32 statistics norms keep for backward (default); --no-norm-stats leaves them "
-        "out, as Korthikanti et al. 2022, Table 2 do",
-    )
-    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], help="ZeRO stage over dp (3 = FSDP full shard)")
-    for name, what in (
-        ("dp", "data"),
-        ("tp", "tensor (Megatron)"),
-        ("pp", "pipeline (1F1B)"),
-        ("sp", "sequence/context"),
-        ("cp", "context (ring attention; the same as --sp)"),
-        ("ep", "expert"),
-    ):
-        g.add_argument(f"--{name}", type=typed(name, f"--{name}"), help=f"{what} parallel degree")
-    g.add_argument(
-        "--vpp", type=typed("vpp", "--vpp"), help="virtual pipeline stages per device (interleaved 1F1B; default 1)"
-    )
-    g.add_argument(
-        "--schedule",
-        choices=Options.choices("schedule"),
-        help="pipeline schedule (default 1f1b; interleaved with --vpp > 1)",
-    )
-    g.add_argument(
-        "--stage-layers",
-        metavar="FIRST,LAST",
-        help="layers on the first and last pipeline stages when they differ (Llama 3 405B: 7,7)",
-    )
-    g.add_argument(
-        "--megatron-sp",
-        action="store_true",
-        default=None,
-        help="Megatron sequence parallelism in the TP group (replicated activations divided by tp)",
-    )
-    g.add_argument(
-        "--micro-batch",
-        type=typed("micro_batch", "--micro-batch"),
-        help="sequences per micro-batch on one device (default: 1 with a pipeline, --pp > 1; else batch / dp)",
-    )
-    g.add_argument(
-        "--inference", action="store_true", default=None, help="inference memory: weights, KV cache, working set"
-    )
-    g.add_argument(
-        "--context", type=typed("context", "--context"), help="KV-cache context in tokens (inference); 128k = 131072"
-    )
-    g.add_argument(
-        "--weights-dtype",
-        choices=Options.choices("weights_dtype"),
-        help="inference weight format (int4/int8/fp8 carry their group scales)",
-    )
-    g.add_argument(
-        "--kv-dtype",
-        choices=Options.choices("kv_dtype"),
-        help="KV-cache element dtype for inference (default: the graph's activation dtype)",
-    )
-    g.add_argument(
-        "--logits",
-        choices=Options.choices("logits"),
-        help="inference prefill: keep the last position's logits (default: a generation) or all of "
-        "them (scoring a text)",
-    )
+    add_flags(p, "memory")
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--precision", choices=Options.choices("precision"), help="precision policy (default bf16-mixed)")
-    p.add_argument("--optimizer", choices=Options.choices("optimizer"), help="optimizer (default adamw)")
+    add_flags(p, "precision")
 
 
 def add_hardware_args(p: argparse.ArgumentParser) -> None:
     """``--hardware --devices --achieved-tflops --mfu --tokens-per-s`` (time and utilisation)."""
-    g = p.add_argument_group("time (with --hardware)")
-    g.add_argument("--hardware", metavar="NAME", help="a device of 'costmodel hardware', or a .toml/.json file")
-    g.add_argument("--devices", type=typed("devices", "--devices"), help="devices N (default 1)")
-    rate = g.add_mutually_exclusive_group()
-    rate.add_argument(
-        "--achieved-tflops",
-        type=typed("achieved_flops", "--achieved-tflops"),
-        metavar="X",
-        help="TFLOP/s each device executes (default: the roofline bound)",
-    )
-    rate.add_argument("--mfu", type=typed("mfu", "--mfu"), metavar="F", help="model FLOPs utilisation, 0 < F <= 1")
-    rate.add_argument(
-        "--tokens-per-s",
-        type=typed("tokens_per_s", "--tokens-per-s"),
-        metavar="R",
-        help="a measured throughput of all devices together: gives the MFU",
-    )
-    rate.add_argument(
-        "--time-model",
-        choices=Options.choices("time_model"),
-        help="without a rate: calibrated (default: attained efficiencies, networks, overlap, "
-        "schedule) or roofline (the bound)",
-    )
-    g.add_argument(
-        "--overlap-comm",
-        metavar="KINDS",
-        help="communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' "
-        "(default: dp and sp; see docs/hardware.md)",
-    )
-    g.add_argument(
-        "--stack",
-        metavar="NAME",
-        help="the software stack whose sustained factor the calibrated step uses (the device's efficiency.stacks, "
-        "e.g. megatron-deepspeed on a100-80gb; default: the device's own factor; see docs/hardware.md)",
-    )
-    g.add_argument(
-        "--mfu-basis",
-        choices=Options.choices("mfu_basis"),
-        help="the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied "
-        "unembedding included) or 6n-attention (PaLM's 6N + 12·L·H·Q·T)",
-    )
-    g.add_argument(
-        "--price-per-hour",
-        type=typed("price_per_hour", "--price-per-hour"),
-        metavar="USD|list|NAME",
-        help="US dollars per device-hour: gives time.cost_usd (with --tokens) and the cost of a step; 'list': "
-        "the dated example price of the device in costmodel/devices/data/prices.json, NAME: an entry of it "
-        "(deepseek-v3-h800: $2, DeepSeek-V3's report); the report names the entry, its date and source",
-    )
+    add_flags(p, "time")
 
 
 def add_chunk_args(p: argparse.ArgumentParser, what: str, chunk: int) -> None:

@@ -12,6 +12,7 @@ from costmodel import units
 
 from ._common import (
     add_counting_args,
+    add_flag,
     add_hardware_args,
     add_memory_args,
     add_model_args,
@@ -22,7 +23,6 @@ from ._common import (
     output_file,
     sci,
     settings,
-    typed,
 )
 from .hardware import time_text
 
@@ -48,7 +48,7 @@ def add_options(p: argparse.ArgumentParser) -> None:
     """The model and step options, shared with the commands built on an estimate (``report``)."""
     add_model_args(p)
     add_step_args(p)
-    p.add_argument("--tokens", type=typed("tokens", "--tokens"), help="training tokens D, e.g. 3e11 or 300B")
+    add_flag(p, "tokens")
     add_precision_args(p)
     add_counting_args(p)
     add_memory_args(p, precision=False)

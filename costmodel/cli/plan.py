@@ -10,7 +10,7 @@ import sys
 import costmodel
 from costmodel import units
 
-from ._common import add_chunk_args, add_model_args, chunking, duration, settings, typed
+from ._common import add_chunk_args, add_flag, add_model_args, chunking, duration, settings, typed
 
 COLUMNS = (
     "tp",
@@ -81,7 +81,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", required=True, type=typed("devices", "--devices"), help="devices in all")
     p.add_argument("--batch", required=True, type=typed("batch", "--batch"), help="global batch (sequences)")
     p.add_argument("--seq", required=True, type=typed("seq", "--seq"), help="sequence length (8k = 8192)")
-    p.add_argument("--tokens", type=typed("tokens", "--tokens"), help="training tokens: adds the training days")
+    add_flag(p, "tokens", help="training tokens: adds the training days")
     p.add_argument("--top", type=int, default=10, metavar="K", help="layouts to show (default 10)")
     p.add_argument("--precision", default="bf16-mixed", choices=costmodel.Options.choices("precision"))
     p.add_argument("--no-flash", action="store_true", help="attention scores materialised (default: FlashAttention)")

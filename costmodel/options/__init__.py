@@ -26,6 +26,7 @@ from fractions import Fraction
 from ..dtypes import DTYPE_BYTES, check_dtype
 from ..errors import CostModelError, closest
 from ..sizes import parse_count, parse_rate
+from .flags import FLAGS, GROUPS, PARSERS, Flag
 from .policies import (
     ATTENTION,
     FUSED_ATTENTION,
@@ -234,27 +235,9 @@ class Options:
     #: Other names of an option: context parallelism (``cp``) is the layout's ``sp``.
     ALIASES = {"cp": "sp"}
 
-    #: How each option typed as text is read (:meth:`parse`): counts, lengths (8k = 8192), exact rates.
-    PARSERS = {
-        "batch": "count",
-        "seq": "length",
-        "tokens": "count",
-        "micro_batch": "count",
-        "context": "length",
-        "devices": "count",
-        "dp": "count",
-        "tp": "count",
-        "pp": "count",
-        "sp": "count",
-        "ep": "count",
-        "cp": "count",
-        "vpp": "count",
-        "achieved_flops": "rate",
-        "mfu": "rate",
-        "tokens_per_s": "rate",
-        "recompute_fraction": "rate",
-        "price_per_hour": "price",
-    }
+    #: How each option typed as text is read (:meth:`parse`): counts, lengths (8k = 8192), exact rates; from
+    #: the one declaration of each option (:mod:`costmodel.options.flags`).
+    PARSERS = PARSERS
 
     @classmethod
     def parse(cls, name: str, text: str, what: str | None = None) -> object:
@@ -311,6 +294,17 @@ class Options:
             )
             else sorted(table[name])
         )
+
+    @classmethod
+    def flags(cls, group: str | None = None) -> tuple[Flag, ...]:
+        """The declarations of the options a user types (:mod:`costmodel.options.flags`), all or one group's:
+        each its flag, how its text is read, its choices and its help line. The CLI builds its flags from them."""
+        return tuple(f for f in FLAGS if group is None or f.group == group)
+
+    @classmethod
+    def flag_groups(cls) -> dict[str, str | None]:
+        """The groups of :meth:`flags`, in ``--help``'s order, with their titles (None: no title of their own)."""
+        return dict(GROUPS)
 
     @classmethod
     def names(cls) -> list[str]:
