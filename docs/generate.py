@@ -398,11 +398,19 @@ def options_table() -> str:
         accepts = (
             ", ".join(f"`{c}`" for c in Options.choices(f.name))
             if f.kind == "choice"
-            else {"switch": "on/off", "on": "on"}.get(f.kind) or (", ".join(map(str, f.numbers)) if f.numbers else "")
-            or {"count": "a count (`300B`)", "length": "a length (`8k`)", "rate": "an exact number", "price": "USD, `list` or a price entry"}.get(f.read or "", "text")
+            else {"switch": "on/off", "on": "on"}.get(f.kind)
+            or (", ".join(map(str, f.numbers)) if f.numbers else "")
+            or {
+                "count": "a count (`300B`)",
+                "length": "a length (`8k`)",
+                "rate": "an exact number",
+                "price": "USD, `list` or a price entry",
+            }.get(f.read or "", "text")
         )
         shown = "" if default is None else f"`{default}`"
-        rows.append([f"`{f.option}`", f"`{f.name}`", accepts, shown, f.help.format(batch_default="1").replace("|", "\\|")])
+        rows.append(
+            [f"`{f.option}`", f"`{f.name}`", accepts, shown, f.help.format(batch_default="1").replace("|", "\\|")]
+        )
     return table(["flag", "Python (`Options`)", "accepts", "default", "what it is"], rows)
 
 
