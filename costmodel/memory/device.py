@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from collections.abc import Mapping
 
@@ -41,11 +42,20 @@ STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
 
 
+#: The prepared graph of each graph and attention implementation, made once: the memory, time and serving
+#: sections and the planner all describe the same prepared graph (weak keys: a graph nobody holds is dropped).
+_PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def prepared(G: nx.DiGraph, options: Options) -> nx.DiGraph:
     """The graph the memory numbers describe: the attention implementation's pass applied
     (:func:`~costmodel.graph.passes.attention_pass`: FlashAttention, an error where it cannot remove the T×T
-    scores; transformers' eager attention, its softmax in fp32)."""
-    return attention_pass(G, options.attention)
+    scores; transformers' eager attention, its softmax in fp32). Applied once per graph and implementation
+    (graphs are not changed once built: every pass returns a new one)."""
+    done = _PREPARED.setdefault(G, {})
+    if options.attention not in done:
+        done[options.attention] = attention_pass(G, options.attention)
+    return done[options.attention]
 
 
 def attention_text(G: nx.DiGraph, H: nx.DiGraph) -> str:

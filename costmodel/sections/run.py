@@ -1,4 +1,7 @@
-"""One model's exact numbers (:func:`estimate`) and the one place a model's numbers are resolved.
+"""A run prepared once (:func:`prepare`), the one place a model's numbers are resolved, and its formulas.
+
+:func:`prepare` reads the device and its software stack (a misspelt ``--hardware`` or ``--stack`` fails
+here, before anything is derived), loads the model for its settings, and hands down a :class:`Run`.
 
 :func:`resolve` gives every symbol of a model's graph a whole number (B defaults to 1, T to the
 model's context) and checks them; :func:`estimate` substitutes those numbers into the model's
@@ -9,9 +12,11 @@ model's context) and checks them; :func:`estimate` substitutes those numbers int
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import sympy
 
+from ..devices.table import Device, device, with_stack
 from ..errors import CostModelError
 from ..families import Model, graph_symbols, load
 from ..formulas.compiled import Formulas
@@ -33,6 +38,25 @@ def model_for(model: Model | str, settings: Mapping[str, object] | None, options
             )
         return model
     return load(model, settings, dtype=precision(options.precision).activations)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every section of one run reads, prepared once: the model (loaded for its settings), the options,
+    and the device with its software stack's sustained factor (None without ``hardware``)."""
+
+    model: Model
+    options: Options
+    device: Device | None
+
+
+def prepare(model: Model | str, settings: Mapping[str, object] | None, options: Options) -> Run:
+    """The :class:`Run` of ``model`` under ``options``: the device and its stack checked first (they are read
+    from the table, not derived), then the model loaded (:func:`model_for`)."""
+    dev = None
+    if options.hardware is not None:
+        dev = with_stack(device(options.hardware), options.stack)
+    return Run(model_for(model, settings, options), options, dev)
 
 
 def resolve(m: Model, options: Options) -> dict[sympy.Symbol, int]:
@@ -67,7 +91,7 @@ def resolve(m: Model, options: Options) -> dict[sympy.Symbol, int]:
 def estimate_formulas(model: Model | str, settings: Mapping[str, object] | None, opts: Options) -> Formulas:
     """Derive the quantities of ``model`` under ``opts`` and write them as formulas, with what a report of
     them shows (the model, its family and source, its own values, the symbols its graph uses)."""
-    m = model_for(model, settings, opts)
+    m = prepare(model, settings, opts).model
     # evaluated, never printed; with_meta: a copy, the formulas are shared by models of one graph
     f = quantities(m, opts, shown=False).formulas().with_meta({})
     values = {

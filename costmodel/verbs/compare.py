@@ -39,7 +39,7 @@ from ..memory.states import model_state
 from ..options import Options
 from ..render.results import Comparison
 from ..sections.counts import n_params, position_tables, routers, training_flops  # noqa: F401 (the API)
-from ..sections.run import model_for, resolve
+from ..sections.run import prepare, resolve
 
 
 def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
@@ -101,7 +101,7 @@ def compare_conventions(
     names = list(CONVENTIONS) if conventions is None else list(conventions)
     if not names:
         raise CostModelError(f"compare: expected at least one convention name; known: {', '.join(CONVENTIONS)}")
-    m = model_for(model, settings, opts)
+    m = prepare(model, settings, opts).model
     values = resolve(m, opts)
     rows = compare(m.graph, names)
     step_tokens = as_int(evaluate(tokens_per_step(m.graph), values, "tokens per step"), "tokens per step")

@@ -24,7 +24,7 @@ from ..memory.inference import kv_cache, state_cache
 from ..options import Counting, Options
 from ..render.results import Derivation
 from ..sections.quantities import quantities
-from ..sections.run import model_for
+from ..sections.run import prepare
 from ..symbols import SYMBOLS, C, describe
 
 
@@ -77,7 +77,7 @@ def derive(
     bytes, intensity and parameters per run.
     """
     opts = Options.make(options, **kwargs)
-    m = model_for(model, settings, opts)
+    m = prepare(model, settings, opts).model
     given = {
         s: sympy.Integer(v) if isinstance(v, int) else v for s, v in m.values.items() if str(s) in (settings or {})
     }

@@ -26,7 +26,7 @@ from ..render.blocks import Box, Cell, Math, Section, Table, Text
 from ..render.results import dumps
 from ..render.sections import DOCUMENT_SECTIONS, Context, printable
 from ..sections.quantities import quantities
-from ..sections.run import model_for, resolve
+from ..sections.run import prepare, resolve
 from .derive import derive
 from .estimate import estimate
 
@@ -245,7 +245,7 @@ def report(
     """The full report of one model and config (the options of :func:`costmodel.estimate`); ``controls``:
     symbols the HTML page lets a reader change besides B, T and the devices."""
     opts = Options.make(options, **kwargs)
-    m = model_for(model, settings, opts)
+    m = prepare(model, settings, opts).model
     values = resolve(m, opts)
     r = estimate(m, options=opts)
     d = derive(m, options=opts)

@@ -41,7 +41,7 @@ from ...formulas.compiled import float_mode, object_mode
 from ...formulas.python import compile_exprs, source
 from ...options import Options
 from ...sections.quantities import quantities
-from ...sections.run import model_for, resolve
+from ...sections.run import prepare, resolve
 from .grid import MAX_EXACT_POINTS as MAX_EXACT_POINTS  # the limits and the parser, where they were
 from .grid import MAX_POINTS as MAX_POINTS
 from .grid import axes as grid_axes
@@ -90,7 +90,7 @@ def compile_metrics(
 ) -> Formulas:
     """Derive ``metrics`` (keys of an estimate under the options) once and compile them."""
     opts = Options.make(options, **kwargs)
-    m = model_for(model, settings, opts)
+    m = prepare(model, settings, opts).model
     return _compile(m, resolve(m, opts), quantities(m, opts), metrics)
 
 
@@ -128,7 +128,7 @@ def plan(
     axes = grid_axes(grid)
     check_budget(axes, metrics, exact)
     opts = Options.make(options, **kwargs)
-    m = model_for(model, settings, opts)
+    m = prepare(model, settings, opts).model
     base = resolve(m, opts)
     by_name = {str(s): s for s in base}
     for name in axes:
