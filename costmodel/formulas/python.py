@@ -23,10 +23,15 @@ import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
 from .compiled import run_source
+from .printer import ExactPrinter
 
 
-class _Printer(PythonCodePrinter):
-    """Python source with exact constants (``_F(p, q)``) and the mode's helpers for non-arithmetic functions."""
+class _Printer(ExactPrinter, PythonCodePrinter):
+    """Python source with exact constants (``_F(p, q)``) and the mode's helpers for non-arithmetic functions
+    (the walk: :class:`~costmodel.formulas.printer.ExactPrinter`)."""
+
+    TARGET = "codegen"
+    _print_Float = PythonCodePrinter._print_Float  # noqa: N815  (a float mode's formula keeps its floats)
 
     def text(self, e) -> str:
         """``doprint(e)`` without its first step, a rebuild of the whole tree that strips ``re(...)`` around
@@ -38,92 +43,35 @@ class _Printer(PythonCodePrinter):
             return self.doprint(e)
         return out
 
-    def _print_Integer(self, e):
-        return str(e.p)
+    def integer(self, p: int) -> str:
+        return str(p)
 
-    def _print_Rational(self, e):
-        return f"_F({e.p}, {e.q})"
+    def rational(self, p: int, q: int) -> str:
+        return f"_F({p}, {q})"
 
-    def _print_Half(self, e):
-        return "_F(1, 2)"
+    def power(self, base: str, n: int) -> str:
+        return f"({base})**{n}"
 
-    def _print_Pow(self, e, rational=False):
-        base, exp = e.args
-        if exp.is_Integer and exp > 0:
-            return f"({self._print(base)})**{int(exp)}"
-        if exp.is_Integer and exp < 0:
-            return f"_div(1, ({self._print(base)})**{-int(exp)})"
-        raise ValueError(f"codegen: cannot write a non-integer power {e}")
+    def product(self, numerator: list[str], denominator: list[str]) -> str:
+        top = "*".join(f"({n})" for n in numerator) or "1"
+        return f"_div({top}, {'*'.join(f'({d})' for d in denominator)})" if denominator else top
 
-    def _print_Mul(self, e):
-        num, den = [], []
-        for a in e.as_ordered_factors():
-            if a.is_Pow and a.exp.is_Integer and a.exp < 0:
-                den.append(self._print(a.base) if a.exp == -1 else f"({self._print(a.base)})**{-int(a.exp)}")
-            elif a.is_Rational and not a.is_Integer:
-                num.append(str(a.p))
-                den.append(str(a.q))
-            else:
-                num.append(self._print(a))
-        top = "*".join(f"({n})" for n in num) or "1"
-        return f"_div({top}, {'*'.join(f'({d})' for d in den)})" if den else top
+    def total(self, terms: list[str]) -> str:
+        return "(" + " + ".join(terms) + ")"
 
-    def _print_Add(self, e):
-        return "(" + " + ".join(self._print(a) for a in e.args) + ")"
+    def call(self, fn: str, args: list[str]) -> str:
+        if fn == "mod":
+            return f"(({args[0]}) % ({args[1]}))"
+        return f"_{fn}({', '.join(args)})"
 
-    def _print_Max(self, e):
-        return f"_max({', '.join(self._print(a) for a in e.args)})"
+    def where(self, condition: str, then: str, otherwise: str) -> str:
+        return f"_where({condition}, {then}, {otherwise})"
 
-    def _print_Min(self, e):
-        return f"_min({', '.join(self._print(a) for a in e.args)})"
+    def relation(self, op: str, lhs: str, rhs: str) -> str:
+        return f"(({lhs}) {op} ({rhs}))"
 
-    def _print_maximum(self, e):
-        return f"_max({', '.join(self._print(a) for a in e.args)})"
-
-    def _print_roundup(self, e):
-        return f"_ceil({self._print(e.args[0])})"
-
-    def _print_choose(self, e):
-        x, y, a, b = (self._print(v) for v in e.args)
-        return f"_where(({x}) >= ({y}), {a}, {b})"
-
-    def _print_ceiling(self, e):
-        return f"_ceil({self._print(e.args[0])})"
-
-    def _print_floor(self, e):
-        return f"_floor({self._print(e.args[0])})"
-
-    def _print_Mod(self, e):
-        return f"(({self._print(e.args[0])}) % ({self._print(e.args[1])}))"
-
-    def _print_Piecewise(self, e):
-        out = "None"
-        for value, cond in reversed(e.args):
-            out = (
-                self._print(value)
-                if cond is sympy.true
-                else f"_where({self._print(cond)}, {self._print(value)}, {out})"
-            )
-        return out
-
-    def _print_Relational(self, e):
-        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[e.rel_op]
-        return f"(({self._print(e.lhs)}) {op} ({self._print(e.rhs)}))"
-
-    def _print_And(self, e):
-        return "_and(" + ", ".join(self._print(a) for a in e.args) + ")"
-
-    def _print_BooleanTrue(self, e):
-        return "True"
-
-    def _print_BooleanFalse(self, e):
-        return "False"
-
-    def _print_Symbol(self, e):
-        return _name(e)
-
-    def _print_Dummy(self, e):
-        return _name(e)
+    def symbol(self, s: sympy.Symbol) -> str:
+        return _name(s)
 
 
 @functools.lru_cache(maxsize=4096)

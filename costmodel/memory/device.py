@@ -31,8 +31,8 @@ from .parallel import (
     activation_shares,
     communication,
     device_states,
-    in_flight,
     layout_checks,
+    layout_in_flight,
     split_share,
     stages,
 )
@@ -176,7 +176,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     per_stage = {}
     for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
-        flight = in_flight(layout, m, stage, H)
+        flight = layout_in_flight(layout, m, stage, H)
         shares = activation_shares(H, acts.tensors, layout, stage, flight)
         act = sympy.Add(*(k.bytes * shares[key] for key, k in acts.tensors.items()))
         nums = {k: whole(states[k].xreplace(on_device)) for k in STATE_KEYS}

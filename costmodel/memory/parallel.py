@@ -165,28 +165,6 @@ def stage_of(G: nx.DiGraph, node: str) -> str:
     return structure(G).stage(node)
 
 
-def stage_layers(layers: int, pp: int) -> tuple[int, ...]:
-    """The layers each of ``pp`` pipeline stages holds, in stage order.
-
-    ⌈layers/pp⌉ each; the r = pp·⌈layers/pp⌉ − layers missing ones are taken one per stage from the
-    ends inwards, alternately: the first stage, the last, the second, the second to last... Llama 3 405B
-    (Llama Team 2024, Sec. 3.3.2: "the first and the last stages each have one layer fewer"):
-
-    >>> stage_layers(126, 16)
-    (7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7)
-    >>> stage_layers(32, 4), stage_layers(9, 4)
-    ((8, 8, 8, 8), (2, 2, 3, 2))
-    """
-    if pp < 1 or layers < pp:
-        raise CostModelError(f"stage_layers: {layers} layers over {pp} stages; expected 1 <= pp <= layers")
-    c = -(-layers // pp)
-    out = [c] * pp
-    ends = [k // 2 if k % 2 == 0 else pp - 1 - k // 2 for k in range(pp)]  # 0, pp − 1, 1, pp − 2, ...
-    for i in ends[: pp * c - layers]:
-        out[i] -= 1
-    return tuple(out)
-
-
 #: The pipeline stages a report compares (the device to fit is the fullest): the first (embeddings and the most
 #: micro-batches in flight), the first middle stage holding ⌈L/pp⌉ layers (uneven stages), the last (the head).
 def stages(pp: int) -> tuple[str, ...]:
@@ -336,7 +314,7 @@ def _activation_share(
     return part * (in_flight if where == "first" else 1)
 
 
-def in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str, G: nx.DiGraph | None = None) -> sympy.Expr:
+def layout_in_flight(layout: Layout, micro_batches: sympy.Expr, stage: str, G: nx.DiGraph | None = None) -> sympy.Expr:
     """Micro-batches whose activations a stage holds at once under the layout's pipeline schedule (1F1B:
     ``min(pp, m)`` on the first stage, one on the last; see :mod:`costmodel.memory.schedules`); a middle
     stage i keeps min(pp − i, m), its position read off ``G`` (:func:`stage_index`)."""

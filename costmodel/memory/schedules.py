@@ -81,6 +81,29 @@ def block_share(layout, stage: str, count: sympy.Expr) -> sympy.Expr:
     return copies * sympy.Integer(first if stage == "first" else last) / count
 
 
+def balanced_layers(layers: int, pp: int) -> tuple[int, ...]:
+    """A balanced split of ``layers`` over ``pp`` stages where they do not divide, in stage order: what
+    :func:`stage_layers` suggests for ``--stage-layers`` (it never picks one silently).
+
+    ⌈layers/pp⌉ each; the r = pp·⌈layers/pp⌉ − layers missing ones are taken one per stage from the
+    ends inwards, alternately: the first stage, the last, the second, the second to last... Llama 3 405B
+    (Llama Team 2024, Sec. 3.3.2: "the first and the last stages each have one layer fewer"):
+
+    >>> balanced_layers(126, 16)
+    (7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7)
+    >>> balanced_layers(32, 4), balanced_layers(9, 4)
+    ((8, 8, 8, 8), (2, 2, 3, 2))
+    """
+    if pp < 1 or layers < pp:
+        raise CostModelError(f"balanced_layers: {layers} layers over {pp} stages; expected 1 <= pp <= layers")
+    c = -(-layers // pp)
+    out = [c] * pp
+    ends = [k // 2 if k % 2 == 0 else pp - 1 - k // 2 for k in range(pp)]  # 0, pp − 1, 1, pp − 2, ...
+    for i in ends[: pp * c - layers]:
+        out[i] -= 1
+    return tuple(out)
+
+
 def stage_layers(layers: int, stages: int, first: int | None = None, last: int | None = None) -> tuple[int, ...]:
     """Layers on each of ``stages`` pipeline stages: ``first`` and ``last`` as given, the rest split evenly.
 
@@ -95,9 +118,14 @@ def stage_layers(layers: int, stages: int, first: int | None = None, last: int |
         return (layers,)
     if first is None and last is None:
         if layers % stages:
+            hint = ""
+            if 1 <= stages <= layers:
+                split = balanced_layers(layers, stages)
+                if len(set(split[1:-1])) <= 1 and split[0] + split[-1] + sum(split[1:-1]) == layers:
+                    hint = f", e.g. --stage-layers {split[0]},{split[-1]}"
             raise CostModelError(
                 f"stage layers: {layers} layers do not split evenly over {stages} stages; give the "
-                "first and last stages' layers (--stage-layers FIRST,LAST)"
+                f"first and last stages' layers (--stage-layers FIRST,LAST{hint})"
             )
         return (layers // stages,) * stages
     f = first if first is not None else last

@@ -24,7 +24,7 @@ from ..symbols import B, C
 from ..timing.roofline import Bound, roofline, total
 
 
-def kv_cache_bytes(G: nx.DiGraph, counting: Counting = Counting()) -> sympy.Expr:
+def kv_cache_bytes(G: nx.DiGraph) -> sympy.Expr:
     """Bytes of KV cache for B sequences of C tokens: :func:`costmodel.memory.inference.kv_cache` at context C."""
     return kv_cache(G, C)
 

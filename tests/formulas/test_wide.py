@@ -63,7 +63,7 @@ def test_sweep_text_beyond_2_53_and_2_63_equals_python_ints(ds, ls, exact):
     from costmodel.formulas import compiled as formulas
     from costmodel.formulas.chunks import Plan, evaluate, widen
     from costmodel.verbs.sweep import writers
-    from costmodel.verbs.sweep.plans import plan
+    from costmodel.verbs.sweep.plans import cached_plan as plan
 
     p, _ = plan("gpt2-small", ["d=768", "L=12"], ["flops.training", "params.total"], exact=exact)
     q = Plan(p.source, p.symbols, p.metrics, p.base, ("d", "L"), (tuple(ds), tuple(ls)), exact)

@@ -13,7 +13,7 @@ from fractions import Fraction
 import pytest
 
 import costmodel
-from costmodel.memory.parallel import stage_layers
+from costmodel.memory.schedules import balanced_layers
 
 O = costmodel.Options.make
 TINY = {"L": "4", "d": "64", "h": "4", "n_kv": "2", "d_ff": "128", "V": "100", "T": "64"}
@@ -93,19 +93,19 @@ def test_kv_cache_per_device_under_tp_and_pp():
     assert base == 2 * 4 * 1 * 64 * 2 * 16 * 2  # k and v · L · B · C · n_kv · d_head · bf16
     assert _est(inference=True, context=64, tp=2)["memory_bytes"]["kv_cache"] == base // 2
     assert _est(inference=True, context=64, pp=2)["memory_bytes"]["kv_cache"] == base // 2
-    # 4 layers over 3 stages: 1, 2, 1 (stage_layers); uneven stages are given as --stage-layers FIRST,LAST
+    # 4 layers over 3 stages: 1, 2, 1 (balanced_layers); uneven stages are given as --stage-layers FIRST,LAST
     assert (
-        _est(inference=True, context=64, pp=3, stage_layers=stage_layers(4, 3)[::2])["memory_bytes"]["kv_cache"]
+        _est(inference=True, context=64, pp=3, stage_layers=balanced_layers(4, 3)[::2])["memory_bytes"]["kv_cache"]
         == base // 2
     )
 
 
 def test_llama3_405b_uneven_stages():
     # Llama Team 2024, Sec. 3.3.2: 126 layers over PP 16, the first and last stages one layer fewer
-    assert stage_layers(126, 16) == (7,) + (8,) * 14 + (7,)
-    assert sum(stage_layers(126, 16)) == 126
-    assert stage_layers(5, 2) == (2, 3)  # ⌈5/2⌉ = 3 each, the first stage one fewer
-    five = _est(settings={**TINY, "L": "5"}, pp=2, batch=2, micro_batch=1, stage_layers=stage_layers(5, 2))
+    assert balanced_layers(126, 16) == (7,) + (8,) * 14 + (7,)
+    assert sum(balanced_layers(126, 16)) == 126
+    assert balanced_layers(5, 2) == (2, 3)  # ⌈5/2⌉ = 3 each, the first stage one fewer
+    five = _est(settings={**TINY, "L": "5"}, pp=2, batch=2, micro_batch=1, stage_layers=balanced_layers(5, 2))
     assert five["memory"]["layout"]["stage"] in ("first", "last")
 
 

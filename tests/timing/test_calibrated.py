@@ -54,8 +54,8 @@ def test_schedule_bubbles_and_in_flight_activations():
     # Korthikanti et al. 2022, Sec. 4.2.3: p·(1 + (p − 1)/(p·v)) with p = 8, v = 3
     assert in_flight("interleaved", "first", 8, 64, 3) == 8 * (1 + R(7, 24))
     assert stage_layers(126, 16, 7, 7) == (7,) + (8,) * 14 + (7,)  # Llama 3 405B
-    with pytest.raises(CostModelError, match="do not split evenly"):
-        stage_layers(126, 16)
+    with pytest.raises(CostModelError, match="do not split evenly.*e.g. --stage-layers 7,7"):
+        stage_layers(126, 16)  # the hint: Llama 3 405B's split, the first and last stages one layer fewer
 
 
 def test_gemm_curve_rises_to_its_plateau():

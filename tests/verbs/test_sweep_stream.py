@@ -20,7 +20,7 @@ from costmodel.formulas.python import compile_exprs
 from costmodel.symbols import d, h
 from costmodel.verbs.estimate import estimate
 from costmodel.verbs.sweep import stream
-from costmodel.verbs.sweep.derive import plan
+from costmodel.verbs.sweep.derive import derive_plan as plan
 from costmodel.verbs.sweep.stream import sweep
 
 # -- exact arithmetic: int64 with checked overflow equals Python ints, or says it cannot ----------------------
@@ -249,8 +249,8 @@ def test_cached_plan_equals_the_derived_one_and_needs_no_sympy(tmp_path, monkeyp
 
     monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path))
     grid, metrics = ["d=64:640:64", "L=2,4"], ["params.total", "flops.training"]
-    cold, name = plans.plan("gpt2-small", grid, metrics, options=None)
-    warm, name2 = plans.plan("gpt2-small", grid, metrics, options=None)
+    cold, name = plans.cached_plan("gpt2-small", grid, metrics, options=None)
+    warm, name2 = plans.cached_plan("gpt2-small", grid, metrics, options=None)
     derived, m = plan("gpt2-small", grid, metrics)
     assert cold == warm == derived and name == name2 == m.name
     code = (

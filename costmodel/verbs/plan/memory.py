@@ -97,7 +97,7 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
 
 
 def _in_flight(stage: str, s: np.ndarray, pp: np.ndarray, m: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Micro-batches in flight on ``stage`` (``costmodel.memory.parallel.in_flight``; even stages)."""
+    """Micro-batches in flight on ``stage`` (``costmodel.memory.parallel.layout_in_flight``; even stages)."""
     i = SCHEDULES.index
     if stage == "middle":  # the first stage holding ⌈L/pp⌉ layers: stage 0 when pp divides them
         return np.minimum(pp, m)

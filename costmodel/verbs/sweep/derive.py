@@ -15,7 +15,7 @@ Validity is the checks ``estimate`` makes (axis sizes that divide, block counts 
 constraints, the options' checks), always evaluated exactly, never on wrapping int64.
 
 The grid is validated (names, sizes, points × metrics) before anything is derived or allocated; a grid is
-never materialised: :func:`plan` derives the :class:`~.chunks.Plan` that :func:`~.stream.sweep` (the verb,
+never materialised: :func:`derive_plan` derives the :class:`~costmodel.formulas.chunks.Plan` that :func:`~.stream.sweep` (the verb,
 cached by :mod:`.plans`) streams to a file chunk by chunk (memory flat in the grid's size) or collects.
 
 >>> from costmodel.verbs.sweep.stream import sweep
@@ -112,7 +112,7 @@ def _compile(m: Model, base: Mapping[sympy.Symbol, int], q, metrics: Sequence[st
     return Formulas(tuple(metrics), symbols, dict(base), cache[key])
 
 
-def plan(
+def derive_plan(
     model: Model | str,
     grid: Mapping[str, Sequence[int]] | Sequence[str],
     metrics: Sequence[str] = ("flops.training",),

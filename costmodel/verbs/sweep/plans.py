@@ -29,7 +29,7 @@ def _key(model: object, settings: Mapping[str, object] | None, opts: Options, me
     return hashlib.sha256(json.dumps(["sweep", k, list(metrics)]).encode()).hexdigest()[:40]
 
 
-def plan(
+def cached_plan(
     model: object,
     grid: Mapping[str, Sequence[int]] | Sequence[str],
     metrics: Sequence[str],
@@ -38,7 +38,7 @@ def plan(
     exact: bool = False,
     options: Options | None = None,
 ) -> tuple[Plan, str]:
-    """(plan, model name): from the cache, else derived (:func:`costmodel.verbs.sweep.derive.plan`) and cached."""
+    """(plan, model name): from the cache, else derived (:func:`costmodel.verbs.sweep.derive.derive_plan`) and cached."""
     opts = Options.make(options)
     metrics = list(dict.fromkeys(metrics))
     axes = grid_axes(grid)
@@ -49,7 +49,7 @@ def plan(
         p = _warm(cached, axes, opts, exact)
         if p is not None:
             return p, cached.meta["model"]
-    from .derive import plan as derive  # deferred: deriving needs sympy; a cached plan does not
+    from .derive import derive_plan as derive  # deferred: deriving needs sympy; a cached plan does not
 
     p, m = derive(model, axes, metrics, settings=settings, exact=exact, options=opts)
     if k is not None:

@@ -208,11 +208,11 @@ def sweep(
 
         opt = chinchilla_optimal(budget, ratio)
     if isinstance(model, str):  # cached formulas when there are (see .plans), else derived
-        from .plans import plan as cached_plan  # deferred: plans imports the estimate's cache keys
+        from .plans import cached_plan  # deferred: plans imports the estimate's cache keys
 
         p, name = cached_plan(model, grid, wanted, settings=settings, exact=exact, options=opts)
     else:
-        from .derive import plan as derive  # deferred: deriving needs sympy
+        from .derive import derive_plan as derive  # deferred: deriving needs sympy
 
         p, m = derive(model, grid, wanted, settings=settings, exact=exact, options=opts)
         name = m.name
