@@ -42,7 +42,7 @@ from costmodel.symbols import (
 )
 
 from .blocks import decoder, gated_mlp, latent_attention, mixture_of_experts, pre_norm_layer
-from .llama import hf_experts
+from .vocabulary import hf_experts
 
 
 def deepseek_v3(

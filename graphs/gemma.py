@@ -41,8 +41,8 @@ from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, 
 from costmodel.symbols import T, W, d_ff, d_head
 
 from .blocks import decoder, gated_mlp, pre_norm_layer
-from .llama import hf_settings, sizes
 from .variants import attention, hf_pattern, layer_kinds, layer_stacks
+from .vocabulary import hf_settings, sizes
 
 
 def _geglu(b: GraphBuilder, x: Tensor) -> Tensor:

@@ -33,7 +33,7 @@ from costmodel.symbols import L, T, d_ff, d_head, n_experts, top_k
 
 from . import attention_parts as parts
 from .blocks import decoder, pre_norm_layer
-from .llama import hf_experts, sizes
+from .vocabulary import hf_experts, sizes
 
 SLIDING_LAYERS = L - sympy.floor(L / 2)  # layers 0, 2, 4, ... (transformers' default layer_types)
 FULL_LAYERS = sympy.floor(L / 2)

@@ -32,8 +32,8 @@ from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, 
 from costmodel.symbols import L, d, d_conv, d_ff, d_inner, d_state, dt_rank, h, n_experts, top_k
 
 from .blocks import decoder, gated_mlp, grouped_query_attention, mixture_of_experts, residual
-from .llama import sizes as attention_sizes
 from .mamba import check_act, dt_rank_of, mamba_mixer
+from .vocabulary import sizes as attention_sizes
 
 
 def layer_kinds(

@@ -46,7 +46,7 @@ from costmodel.symbols import B, L, T, V, d, d_expert, d_ff, h, n_experts, n_kv,
 
 from . import attention_parts as parts
 from .blocks import decoder, gated_mlp, pre_norm_layer, residual
-from .llama import hf_experts
+from .vocabulary import hf_experts
 
 
 def layer_counts(moe_step: int, nope_interval: int) -> dict[tuple[bool, bool], sympy.Expr]:

@@ -24,7 +24,7 @@ from costmodel.kit import Family, GraphBuilder, Preset, Tensor, field
 from costmodel.symbols import L, T, W, d, d_ff, h
 
 from .blocks import Block, decoder, gated_mlp, grouped_query_attention, pre_norm_layer
-from .llama import hf_settings, sizes
+from .vocabulary import hf_settings, sizes
 
 
 def sliding_attention(window: object, cache_window: object = None) -> tuple[dict[str, object], Block]:

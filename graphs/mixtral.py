@@ -20,8 +20,8 @@ from costmodel.kit import Family, GraphBuilder, Preset, field
 from costmodel.symbols import L, d, d_ff, h, n_experts, top_k
 
 from .blocks import decoder, mixture_of_experts, pre_norm_layer
-from .llama import hf_experts, hf_settings, sizes
 from .mistral import sliding_attention
+from .vocabulary import hf_experts, hf_settings, sizes
 
 
 def mixtral(

@@ -22,8 +22,8 @@ from costmodel.kit import Family, GraphBuilder, Preset, Tensor, field
 from costmodel.symbols import L, d, d_ff, h
 
 from .blocks import decoder, gated_mlp, post_norm_layer
-from .llama import hf_settings, sizes
 from .variants import attention
+from .vocabulary import hf_settings, sizes
 
 
 def olmo2(

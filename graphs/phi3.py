@@ -31,8 +31,8 @@ from costmodel.kit import Family, GraphBuilder, Preset, Tensor, field
 from costmodel.symbols import L, T, W, d, d_ff, h
 
 from .blocks import decoder, pre_norm_layer
-from .llama import hf_settings, sizes
 from .variants import attention, fused_gated_mlp
+from .vocabulary import hf_settings, sizes
 
 
 def phi3(

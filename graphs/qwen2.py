@@ -16,7 +16,7 @@ from costmodel.kit import Family, GraphBuilder, Preset
 from costmodel.symbols import L, d, d_ff, h
 
 from .blocks import decoder, gated_mlp, grouped_query_attention, pre_norm_layer
-from .llama import hf_settings, sizes
+from .vocabulary import hf_settings, sizes
 
 
 def qwen2(

@@ -32,8 +32,8 @@ from costmodel.kit import CostModelError, Family, GraphBuilder, Preset, Tensor, 
 from costmodel.symbols import T, W, d, d_expert, d_ff, d_head, h, n_experts, top_k
 
 from .blocks import decoder, gated_mlp, mixture_of_experts, pre_norm_layer
-from .llama import hf_experts, hf_settings, sizes
 from .variants import attention, hf_pattern, layer_kinds, layer_stacks, periodic
+from .vocabulary import hf_experts, hf_settings, sizes
 
 
 def _attention(bias: bool, cache_window: object, windowed: bool = False):

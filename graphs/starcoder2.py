@@ -27,7 +27,7 @@ from costmodel.kit import Family, GraphBuilder, Preset, Tensor, field
 from costmodel.symbols import L, T, d, d_ff, h
 
 from .blocks import decoder, gelu_mlp, grouped_query_attention, pre_norm_layer
-from .llama import hf_settings, sizes
+from .vocabulary import hf_settings, sizes
 
 
 def starcoder2(

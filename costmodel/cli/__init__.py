@@ -27,6 +27,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
+    """The ``costmodel`` parser: each subcommand module's ``add`` makes its parser, its ``run`` runs it."""
     top = _Parser(prog="costmodel", description="Derive FLOPs, memory and time of neural networks from op graphs.")
     top.add_argument("--version", action="version", version=f"costmodel {__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)

@@ -125,6 +125,7 @@ def add_step_args(p: argparse.ArgumentParser, *, batch_default: str = "1") -> No
 
 
 def add_counting_args(p: argparse.ArgumentParser) -> None:
+    """``--causal`` (how FLOPs are counted)."""
     add_flags(p, "counting")
 
 
@@ -136,6 +137,7 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:
+    """``--precision --optimizer``."""
     add_flags(p, "precision")
 
 

@@ -324,6 +324,7 @@ _STAMP: list[str] = []
 
 
 def code_stamp() -> str:
+    """The hash of costmodel's and its architectures' files, worked out once per process (a cache key's part)."""
     if not _STAMP:
         _STAMP.append(_code_stamp())
     return _STAMP[0]

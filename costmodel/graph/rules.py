@@ -21,6 +21,7 @@ from .registry import Op, rule
 
 
 def elements_of(op: Op, axes: Axes) -> sympy.Expr:
+    """The number of elements of a tensor with ``axes``, at ``op``'s sizes."""
     return elements(axes, op.size)
 
 
@@ -41,12 +42,14 @@ def contraction(
 
 
 def causal_scale(op: Op, counting: Counting) -> sympy.Expr:
+    """1/2 for a causal op when causal attention is counted half (``counting.causal``), else 1."""
     if op.attr("causal") and counting.causal == "half":
         return sympy.Rational(1, 2)
     return sympy.Integer(1)
 
 
 def check_contraction(op: Op) -> None:
+    """Refuse a contraction whose output has an axis that no input has."""
     p = op.parsed
     inputs = set().union(*p.inputs)
     stray = [a for a in p.output if a not in inputs]
@@ -81,6 +84,7 @@ def vector(op: Op, axes: Axes, name: str) -> Param:
 
 
 def trainable(op: Op) -> bool:
+    """Whether ``op``'s weights get gradients (not frozen: ``trainable=False``)."""
     return op.attr("trainable", True) is not False
 
 
@@ -192,6 +196,7 @@ def register_elementwise(fn: str, spec: Elementwise) -> None:
 
 
 def elementwise_spec(fn: object) -> Elementwise:
+    """The registered element-wise function ``fn`` (:data:`ELEMENTWISE`)."""
     if fn not in ELEMENTWISE:
         raise CostModelError(
             f"elementwise op: unknown fn {fn!r}{closest(str(fn), ELEMENTWISE)}; known: {sorted(ELEMENTWISE)}"

@@ -210,6 +210,7 @@ OPTIMIZERS: dict[str, Optimizer] = {
 
 
 def precision(name: str) -> Precision:
+    """The precision policy named ``name`` (:data:`PRECISIONS`)."""
     if name not in PRECISIONS:
         raise CostModelError(
             f"unknown precision policy {name!r}{closest(name, PRECISIONS)}; known: {sorted(PRECISIONS)}"
@@ -218,6 +219,7 @@ def precision(name: str) -> Precision:
 
 
 def optimizer(name: str) -> Optimizer:
+    """The optimizer named ``name`` (:data:`OPTIMIZERS`)."""
     if name not in OPTIMIZERS:
         raise CostModelError(f"unknown optimizer {name!r}{closest(name, OPTIMIZERS)}; known: {sorted(OPTIMIZERS)}")
     return OPTIMIZERS[name]
@@ -248,6 +250,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
 
 
 def weight_format(name: str) -> WeightFormat:
+    """The inference weight format named ``name`` (:data:`WEIGHT_FORMATS`)."""
     if name not in WEIGHT_FORMATS:
         raise CostModelError(
             f"unknown weights dtype {name!r}{closest(name, WEIGHT_FORMATS)}; expected one of {sorted(WEIGHT_FORMATS)}"

@@ -120,6 +120,7 @@ class Layout:
 
 
 def check_choice(value: object, allowed, what: str) -> str:
+    """``value`` if it is one of ``allowed``, else an error naming the closest."""
     if not isinstance(value, str) or value not in allowed:
         raise CostModelError(
             f"{what}: expected one of {', '.join(sorted(allowed))}, received {value!r}"
@@ -129,10 +130,12 @@ def check_choice(value: object, allowed, what: str) -> str:
 
 
 def check_count(value: object, what: str, *, length: bool = False) -> int | None:
+    """A positive whole number (``length``: 8k = 8192), or None left as None."""
     return None if value is None else parse_count(value, what, length=length)
 
 
 def check_rate(value: object, what: str) -> Fraction | None:
+    """An exact positive number (int, Fraction or decimal text), or None left as None; a float is refused."""
     if value is None:
         return None
     if isinstance(value, float):

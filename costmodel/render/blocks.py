@@ -32,6 +32,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class Table:
+    """A table: a header and rows of cells (``align``: a LaTeX column spec)."""
+
     header: tuple[str, ...]
     rows: tuple[tuple[Cell, ...], ...]
     align: str = ""  # LaTeX column spec; default: left-aligned columns
@@ -46,5 +48,7 @@ class Box:
 
 @dataclass(frozen=True)
 class Section:
+    """A titled section of a document: its blocks in order."""
+
     title: str
     blocks: tuple[object, ...]

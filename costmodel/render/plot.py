@@ -31,6 +31,7 @@ def _pyplot():
 
 
 def check_path(path: str | Path) -> Path:
+    """A chart's file name, refused unless it ends in one of :data:`FORMATS`."""
     p = Path(path)
     if p.suffix.lower() not in FORMATS:
         raise CostModelError(

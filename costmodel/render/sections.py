@@ -59,6 +59,7 @@ class Context:
 
 
 def summary_section(ctx: Context) -> Section:
+    """The answer first: the summary box."""
     rows = summary.summary(ctx.flat, summary.facts(ctx.flat, ctx.options), ctx.parts())
     return Section("Summary", (Box(tuple(rows)),))
 
@@ -78,6 +79,7 @@ def printable(exprs: Mapping[str, sympy.Expr]) -> tuple[dict[str, sympy.Expr], l
 
 
 def derivation_section(ctx: Context) -> Section:
+    """The symbols, what each is, and its value in this run."""
     rows = tuple(
         (
             Cell(tex.latex(s), True),
@@ -104,6 +106,7 @@ def derivation_section(ctx: Context) -> Section:
 
 
 def term_section(ctx: Context) -> Section:
+    """Training FLOPs per block, per iteration, with their shares."""
     rows = []
     for name, c in breakdown(ctx.model.graph, ctx.options.counting).items():
         count = ctx.model.graph.nodes[name]["count"]
@@ -131,6 +134,7 @@ def _plain(v: object) -> str:
 
 
 def memory_section(ctx: Context) -> Section:
+    """Memory per device by part, with shares of the total."""
     flat = ctx.flat
     mem = {k: v for k, v in flat.items() if k.startswith("memory_bytes.") and isinstance(v, int)}
     total = flat.get("memory_bytes.total") or 0
@@ -183,6 +187,7 @@ TIME_KEYS = (
 
 
 def time_section(ctx: Context) -> Section | None:
+    """The step's time and its breakdown (None without a device)."""
     flat = ctx.flat
     if "time.hardware" not in flat:
         return None
@@ -210,6 +215,7 @@ def time_section(ctx: Context) -> Section | None:
 
 
 def ops_section(ctx: Context, k: int = 10) -> Section | None:
+    """The ``k`` costliest ops (None for a graph with no ops)."""
     ops, _ = ctx.ops()
     if not ops:
         return None
@@ -247,6 +253,7 @@ SECTION_KEYS = ("params", "flops", "bytes", "tokens", "memory_bytes", "memory", 
 
 
 def numbers_section(ctx: Context) -> Section:
+    """Every number of the estimate, with its key."""
     flat = ctx.flat
     rows = []
     for k, v in flat.items():
@@ -265,6 +272,7 @@ def numbers_section(ctx: Context) -> Section:
 
 
 def conventions_section(ctx: Context) -> Section:
+    """The model, its source, and the counting conventions the numbers follow."""
     flat = ctx.flat
     conv = "; ".join(f"{k.removeprefix('conventions.')}: {v}" for k, v in flat.items() if k.startswith("conventions."))
     text = f"{flat['model']} ({flat['family']} family)." + (f" Source: {flat['source']}." if "source" in flat else "")

@@ -157,6 +157,7 @@ def causal_lm(config, *, attn: str = "eager", dtype=None, experts: str = "batche
 
 
 def position_limit(config) -> int | None:
+    """The largest position a transformers config allows (its first positive field of :data:`POSITIONS`), or None."""
     for name in POSITIONS:
         value = getattr(config, name, None)
         if isinstance(value, int) and value > 0:

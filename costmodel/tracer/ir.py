@@ -155,11 +155,13 @@ UNIT = "unit"
 
 
 def pattern_of(op: TOp, names: Mapping[str, str]) -> str:
+    """The einops pattern of ``op`` with its dimensions named by ``names``."""
     left = ", ".join(" ".join(names[d] for d in o.dims) if o.dims else UNIT for o in op.operands)
     return f"{left} -> {' '.join(names[d] for d in op.output)}"
 
 
 def order_of(op: TOp) -> list[str]:
+    """``op``'s dimensions in order of first appearance: operands, output, then saved tensors' sizes."""
     seen: dict[str, None] = {}
     for o in op.operands:
         seen.update(dict.fromkeys(o.dims))
@@ -170,6 +172,7 @@ def order_of(op: TOp) -> list[str]:
 
 
 def check_positive(op: TOp) -> None:
+    """Refuse an op with a numeric size that is not a positive whole number."""
     for size in op.sizes.values():
         if size.is_number and not (size.is_integer and size.is_positive):
             raise CostModelError(f"trace: {op.node} ({op.hint}) has a size {size}; expected positive sizes")

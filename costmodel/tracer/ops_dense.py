@@ -105,6 +105,7 @@ def _fold_copies(r: Reader, node, op: TOp, data: list) -> None:
 
 @maps("linear.default")
 def linear(r: Reader, node) -> None:
+    """``aten.linear``: input × weight (the weight's last operand), plus a bias."""
     x, w = node.args[0], node.args[1]
     b = node.args[2] if len(node.args) > 2 else node.kwargs.get("bias")
     xs, ws = r.prog.shape(r.resolve(x)), r.prog.shape(r.resolve(w))
@@ -121,6 +122,7 @@ def linear(r: Reader, node) -> None:
 
 @maps("mm.default", "bmm.default", "addmm.default", "baddbmm.default", "dot.default", "mv.default", "matmul.default")
 def matmul(r: Reader, node) -> None:
+    """``mm``, ``bmm``, ``matmul``, ``addmm``, ``baddbmm``: a contraction, of a weight where an operand is one."""
     name = target_name(node.target)
     a, b = (node.args[1], node.args[2]) if name in ("addmm.default", "baddbmm.default") else node.args[:2]
     sa, sb, so = r.prog.shape(r.resolve(a)), r.prog.shape(r.resolve(b)), r.prog.shape(node)
@@ -169,6 +171,7 @@ def matmul(r: Reader, node) -> None:
 
 @maps("einsum.default")
 def einsum(r: Reader, node) -> None:
+    """A two-operand ``einsum`` as its contraction."""
     eq, operands = node.args[0], node.args[1]
     lhs, _, out = eq.replace(" ", "").partition("->")
     ins = lhs.split(",")
@@ -250,6 +253,7 @@ def attention(r: Reader, node) -> None:
 
 @maps("layer_norm.default", "rms_norm.default")
 def norm(r: Reader, node) -> None:
+    """Layer and RMS norms, with their gain and bias."""
     rms = target_name(node.target).startswith("rms")
     x, shape = node.args[0], node.args[1]
     w = node.args[2] if len(node.args) > 2 else node.kwargs.get("weight")
@@ -275,6 +279,7 @@ def norm(r: Reader, node) -> None:
 
 @maps("softmax.int", "_softmax.default", "_safe_softmax.default", "log_softmax.int", "_log_softmax.default")
 def softmax(r: Reader, node) -> None:
+    """``softmax`` and ``log_softmax`` over one dimension."""
     x, dim = node.args[0], node.args[1]
     dims, sizes = r.fresh(r.prog.shape(r.resolve(x)))
     hint = "log_softmax" if "log" in target_name(node.target) else "softmax"
@@ -336,6 +341,7 @@ def indexed_parameter(r: Reader, node) -> bool:
 
 @maps("cross_entropy_loss.default")
 def cross_entropy(r: Reader, node) -> None:
+    """The loss over (N, V) logits."""
     logits = node.args[0]
     shape = r.prog.shape(r.resolve(logits))
     if len(shape) != 2:

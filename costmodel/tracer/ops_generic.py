@@ -152,6 +152,7 @@ def split_like(r: Reader, node) -> None:
 
 @maps("getitem")
 def getitem(r: Reader, node) -> None:
+    """A tuple's element: an alias of its op's output (or a part of a fused parameter)."""
     parent, i = node.args
     if parent.name in r.views_of:
         src = r.resolve(r.views_of[parent.name])
@@ -407,6 +408,7 @@ def _dropout_active(node) -> bool:
 
 @maps(*POINTWISE, *COMPARE, *INPLACE)
 def pointwise(r: Reader, node) -> None:
+    """An element-wise ATen op (dropout, activations, arithmetic, comparisons), with broadcasting."""
     name = target_name(node.target)
     fn = POINTWISE.get(name) or INPLACE.get(name) or "compare"
     args = [a for a in node.args if hasattr(a, "meta")] + [a for a in node.kwargs.values() if hasattr(a, "meta")]

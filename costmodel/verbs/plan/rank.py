@@ -63,6 +63,7 @@ REFERENCE_FIELDS = {
 
 
 def check_reference(reference: Mapping[str, object], what: str = "plan reference") -> None:
+    """Refuse a reference layout (or ``--only``) naming a field a layout does not have."""
     for k in reference:
         if k not in REFERENCE_FIELDS:
             raise CostModelError(f"{what}: unknown field {k!r}; expected some of {', '.join(sorted(REFERENCE_FIELDS))}")

@@ -355,4 +355,5 @@ def parquet_writer(path: str, dtype: np.dtype):
 
 
 def parquet_table(pa, records: np.ndarray):
+    """The records as a pyarrow table (``pa``: the pyarrow module, imported by the caller)."""
     return pa.table({k: records[k] for k in records.dtype.names})

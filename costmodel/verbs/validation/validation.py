@@ -105,6 +105,7 @@ def options(run: Mapping, time_model: str | None = None) -> dict[str, object]:
 
 
 def model(run: Mapping) -> tuple[str, dict]:
+    """The preset (or family) name and the settings of a measured run."""
     spec = run["model"]
     return spec.get("preset") or spec["family"], dict(spec.get("settings") or {})
 
@@ -131,6 +132,7 @@ class Row:
 
 
 def predict(run: Mapping) -> Row:
+    """The estimate's calibrated step of a measured run, beside the measured step."""
     name, settings = model(run)
     r = estimate(name, settings=settings, **options(run))
     t = r["time"]
