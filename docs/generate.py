@@ -397,8 +397,8 @@ def options_table() -> str:
         )
         accepts = (
             ", ".join(f"`{c}`" for c in Options.choices(f.name))
-            if f.kind == "choice"
-            else {"switch": "on/off", "on": "on"}.get(f.kind)
+            if f.takes == "choice"
+            else {"switch": "on/off", "on": "on"}.get(f.takes)
             or (", ".join(map(str, f.numbers)) if f.numbers else "")
             or {
                 "count": "a count (`300B`)",

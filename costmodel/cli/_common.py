@@ -90,11 +90,11 @@ def add_flag(p, name: str, help: str | None = None, **fmt: object) -> None:
     kw: dict[str, object] = {"help": help or f.help.format(**fmt)}
     if f.metavar:
         kw["metavar"] = f.metavar
-    if f.kind == "choice":
+    if f.takes == "choice":
         kw["choices"] = Options.choices(f.name)
-    elif f.kind == "switch":
+    elif f.takes == "switch":
         kw.update(action=argparse.BooleanOptionalAction, default=None)
-    elif f.kind == "on":
+    elif f.takes == "on":
         kw.update(action="store_true", default=None)
     elif f.numbers is not None:
         kw.update(type=int, choices=list(f.numbers))

@@ -6,7 +6,7 @@ here is in the CLI, in Python (:class:`~costmodel.options.Options` has the field
 (``Options.describe``) and in the docs at once; ``tests/cli/test_flags.py`` checks each of those doors.
 
 A declaration names the option as :meth:`Options.make` does (a field, or a shortcut such as ``tp`` that sets a
-field of the layout). ``kind`` says how argparse takes it: ``value`` (text read by ``read``), ``choice`` (one of
+field of the layout). ``takes`` says how argparse takes it: ``value`` (text read by ``read``), ``choice`` (one of
 :meth:`Options.choices`), ``switch`` (``--x``/``--no-x``), ``on`` (``--x`` only), ``text`` (taken as typed);
 ``group`` is the section of ``--help`` it is listed under. No sympy here.
 """
@@ -23,7 +23,7 @@ class Flag:
     name: str
     group: str
     help: str
-    kind: str = "value"
+    takes: str = "value"
     read: str | None = None  # count | length | rate | price: how typed text is read (Options.parse)
     metavar: str | None = None
     flag: str | None = None  # the flag, when it is not --name with dashes
@@ -65,16 +65,16 @@ FLAGS: tuple[Flag, ...] = (
     Flag("batch", "step", "sequences per step, B (default {batch_default}); 1k = 1000", read="count"),
     Flag("seq", "step", "tokens per sequence, T (default: the model's context); 8k = 8192", read="length"),
     Flag("tokens", "step", "training tokens D, e.g. 3e11 or 300B", read="count"),
-    Flag("precision", "precision", "precision policy (default bf16-mixed)", kind="choice"),
-    Flag("optimizer", "precision", "optimizer (default adamw)", kind="choice"),
+    Flag("precision", "precision", "precision policy (default bf16-mixed)", takes="choice"),
+    Flag("optimizer", "precision", "optimizer (default adamw)", takes="choice"),
     Flag(
-        "causal", "counting", "count causal attention over the full T×T square (default) or half of it", kind="choice"
+        "causal", "counting", "count causal attention over the full T×T square (default) or half of it", takes="choice"
     ),
     Flag(
         "recompute",
         "memory",
         "activation recompute: none (default), selective (attention core) or full (layer inputs only)",
-        kind="choice",
+        takes="choice",
     ),
     Flag(
         "recompute_fraction",
@@ -90,32 +90,32 @@ FLAGS: tuple[Flag, ...] = (
         "attention implementation: unfused (default: scores materialised, softmax in the activations' dtype), "
         "eager (transformers' eager attention: softmax in fp32 cast back, two T×T tensors kept), sdpa or flash "
         "(fused: no T×T tensor kept)",
-        kind="choice",
+        takes="choice",
     ),
-    Flag("flash", "memory", "a synonym of --attention flash: no T×T scores kept", kind="switch"),
+    Flag("flash", "memory", "a synonym of --attention flash: no T×T scores kept", takes="switch"),
     Flag(
         "norm_stats",
         "memory",
         "count the fp32 statistics norms keep for backward (default); --no-norm-stats leaves them out, as "
         "Korthikanti et al. 2022, Table 2 do",
-        kind="switch",
+        takes="switch",
     ),
     Flag("zero", "memory", "ZeRO stage over dp (3 = FSDP full shard)", numbers=(0, 1, 2, 3)),
     *(Flag(name, "memory", f"{what} parallel degree", read="count") for name, what in _PARALLEL),
     Flag("vpp", "memory", "virtual pipeline stages per device (interleaved 1F1B; default 1)", read="count"),
-    Flag("schedule", "memory", "pipeline schedule (default 1f1b; interleaved with --vpp > 1)", kind="choice"),
+    Flag("schedule", "memory", "pipeline schedule (default 1f1b; interleaved with --vpp > 1)", takes="choice"),
     Flag(
         "stage_layers",
         "memory",
         "layers on the first and last pipeline stages when they differ (Llama 3 405B: 7,7)",
-        kind="text",
+        takes="text",
         metavar="FIRST,LAST",
     ),
     Flag(
         "megatron_sp",
         "memory",
         "Megatron sequence parallelism in the TP group (replicated activations divided by tp)",
-        kind="on",
+        takes="on",
     ),
     Flag(
         "micro_batch",
@@ -123,22 +123,22 @@ FLAGS: tuple[Flag, ...] = (
         "sequences per micro-batch on one device (default: 1 with a pipeline, --pp > 1; else batch / dp)",
         read="count",
     ),
-    Flag("inference", "memory", "inference memory: weights, KV cache, working set", kind="on"),
+    Flag("inference", "memory", "inference memory: weights, KV cache, working set", takes="on"),
     Flag("context", "memory", "KV-cache context in tokens (inference); 128k = 131072", read="length"),
-    Flag("weights_dtype", "memory", "inference weight format (int4/int8/fp8 carry their group scales)", kind="choice"),
+    Flag("weights_dtype", "memory", "inference weight format (int4/int8/fp8 carry their group scales)", takes="choice"),
     Flag(
         "kv_dtype",
         "memory",
         "KV-cache element dtype for inference (default: the graph's activation dtype)",
-        kind="choice",
+        takes="choice",
     ),
     Flag(
         "logits",
         "memory",
         "inference prefill: keep the last position's logits (default: a generation) or all of them (scoring a text)",
-        kind="choice",
+        takes="choice",
     ),
-    Flag("hardware", "time", "a device of 'costmodel hardware', or a .toml/.json file", kind="text", metavar="NAME"),
+    Flag("hardware", "time", "a device of 'costmodel hardware', or a .toml/.json file", takes="text", metavar="NAME"),
     Flag("devices", "time", "devices N (default 1)", read="count"),
     Flag(
         "achieved_flops",
@@ -164,7 +164,7 @@ FLAGS: tuple[Flag, ...] = (
         "time",
         "without a rate: calibrated (default: attained efficiencies, networks, overlap, schedule) or roofline "
         "(the bound)",
-        kind="choice",
+        takes="choice",
         exclusive="rate",
     ),
     Flag(
@@ -172,7 +172,7 @@ FLAGS: tuple[Flag, ...] = (
         "time",
         "communication hidden behind compute, comma-separated of dp,tp,pp,sp,ep, or 'none' (default: dp and sp; "
         "see docs/hardware.md)",
-        kind="text",
+        takes="text",
         metavar="KINDS",
     ),
     Flag(
@@ -180,7 +180,7 @@ FLAGS: tuple[Flag, ...] = (
         "time",
         "the software stack whose sustained factor the calibrated step uses (the device's efficiency.stacks, "
         "e.g. megatron-deepspeed on a100-80gb; default: the device's own factor; see docs/hardware.md)",
-        kind="text",
+        takes="text",
         metavar="NAME",
     ),
     Flag(
@@ -188,7 +188,7 @@ FLAGS: tuple[Flag, ...] = (
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "
         "or 6n-attention (PaLM's 6N + 12·L·H·Q·T)",
-        kind="choice",
+        takes="choice",
     ),
     Flag(
         "price_per_hour",
