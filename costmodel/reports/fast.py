@@ -59,6 +59,8 @@ def _key(model: str, settings: Mapping[str, object] | None, options: Options) ->
     for name in (model, model.rpartition(":")[0], os.path.join(model, "config.json"), str(options.hardware or "")):
         if name and os.path.isfile(name):
             parts[f"file:{name}"] = formulas.file_digest(name)
+            if name.endswith(".py"):  # a builder: the helpers it imports from its folder too
+                parts[f"folder:{name}"] = formulas.folder_digest(name)
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
