@@ -6,12 +6,13 @@ with it in notebooks; the report layer's documents build on it (:mod:`costmodel.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})
+_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})  # _SETTINGS
 
 
 def latex(expr: sympy.Expr) -> str:
@@ -21,7 +22,25 @@ def latex(expr: sympy.Expr) -> str:
     >>> latex(6*B*T*d*d_ff)
     '6 \\cdot B \\cdot T \\cdot d \\cdot d_{ff}'
     """
-    return _PRINTER.doprint(expr)
+    names = unsafe_symbol_names(expr)
+    if not names:
+        return _PRINTER.doprint(expr)
+    return LatexPrinter({**_SETTINGS, "symbol_names": names}).doprint(expr)
+
+
+_SETTINGS = {"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"}
+_SAFE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)*")
+
+
+def unsafe_symbol_names(expr: sympy.Expr) -> dict[sympy.Symbol, str]:
+    r"""The symbols of ``expr`` whose names are not letters, digits and ``_`` subscripts (a builder's
+    ``\input{/etc/passwd}``), each with its name as escaped text: never LaTeX a document runs.
+
+    >>> unsafe_symbol_names(sympy.Symbol(r"\input{x}") + sympy.Symbol("d_ff"))
+    {\input{x}: '\\text{\\textbackslash{}input\\{x\\}}'}
+    """
+    free = getattr(expr, "free_symbols", ())
+    return {s: rf"\text{{{escape(s.name)}}}" for s in free if not _SAFE_NAME.fullmatch(s.name)}
 
 
 _SPECIAL = {
