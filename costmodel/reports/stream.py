@@ -10,7 +10,6 @@ written beside its target and renamed into place when complete (an interrupted s
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -94,21 +93,14 @@ def write(
         dt = dtype(plan, shown, fmt)
     if fmt == "parquet" and output is None:
         raise CostModelError("--format parquet: expected --output FILE (Parquet is written to a file)")
-    tmp = None
+    tmp = pending = None
     if output is not None:
-        target = os.path.abspath(output)
-        if os.path.isdir(target):
+        if os.path.isdir(output):
             raise CostModelError(f"--output {output!r} is a directory; expected a file name")
-        try:
-            fd, tmp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target)
-            )
-        except OSError as exc:
-            raise CostModelError(f"--output {output!r}: cannot write there ({exc.strerror or exc})") from None
-        os.close(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # a user's file, not a secret: mkstemp's 0600 is not what they asked for
+        from ..files import prepare  # deferred: only a file output writes one
+
+        pending = prepare(output, "the sweep")  # a device or a link is written through, never replaced
+        tmp = pending.tmp
     best = None
     pq_writer = None
     try:
@@ -136,19 +128,16 @@ def write(
         finally:
             if tmp is not None:
                 fh.close()
-        if tmp is not None:
-            os.replace(tmp, target)
+        if pending is not None:
+            pending.commit()  # the mode: the umask's for a new file (mkstemp's 0600 is not what they asked for)
             tmp = None
     except OSError as exc:
         raise CostModelError(f"cannot write the sweep to {output or 'stdout'!r}: {exc.strerror or exc}") from None
     finally:
         if pq_writer is not None:
             pq_writer.close()
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        if pending is not None:
+            pending.discard()
     return best
 
 
