@@ -29,6 +29,7 @@ from ..errors import CostModelError, closest
 from ..expr import check_budget, parse_value
 from ..files import read_capped
 from ..graph.analysis import as_int, evaluate, totals
+from ..options import check_settings
 
 ENTRY_POINT_GROUP = "costmodel.architectures"
 
@@ -349,7 +350,7 @@ def parse_settings(settings: Mapping[str, object] | None) -> dict[str, object]:
     """Settings with string values read by the restricted parser (never ``eval``): ``"8*d/3"`` is an
     expression of symbols, ``"true"``/``"false"`` a bool, a bare name (``"fp32"``) a name."""
     out: dict[str, object] = {}
-    for name, value in dict(settings or {}).items():
+    for name, value in dict(check_settings(settings) or {}).items():
         if not isinstance(name, str) or not name.isidentifier():
             raise CostModelError(f"setting: expected a name such as d_ff, received {name!r}")
         out[name] = parse_value(name, value) if isinstance(value, str) else value

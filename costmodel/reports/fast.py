@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .. import formulas
 from ..errors import CostModelError
-from ..options import Options
+from ..options import Options, check_settings
 from ..version import __version__
 from .results import Estimate, nest
 
@@ -79,6 +79,7 @@ def estimate(
     124439808
     """
     opts = Options.make(options, **kwargs)
+    settings = check_settings(settings)
     k = key(model, settings, opts)
     f = _MEMO.get(k) if k is not None else None
     if f is None and k is not None:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..errors import CostModelError
-from ..options import Options
+from ..options import Options, check_names, check_settings
 from . import writers
 from .chunks import CHUNK, Plan, evaluate, run, widen
 from .results import Sweep
@@ -188,7 +188,10 @@ def sweep(
     (a file, atomically) or to the binary ``stream`` instead, chunk by chunk (``json``: in memory), and returns
     a result with no columns (its ``optimal`` when a budget was given); ``cell`` shows one value of a table.
     """
-    metrics = list(dict.fromkeys(metrics))
+    metrics = list(dict.fromkeys(check_names(metrics, "sweep: metrics", "['flops.training']")))
+    if not isinstance(grid, Mapping):
+        check_names(grid, "sweep: grid", "{'d': [768, 1024]} or ['d=768:4096:256']")
+    check_settings(settings)
     wanted = list(dict.fromkeys([*metrics, *(EXTRA if budget is not None else [])]))
     opts = Options.make(options, **kwargs)
     opt = None
