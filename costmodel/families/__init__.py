@@ -261,6 +261,9 @@ def _build(
                 f"{where}: the builder returned {type(graph).__name__}; expected the "
                 "networkx.DiGraph of a GraphBuilder (return b.graph)"
             )
+        if not nx.is_directed_acyclic_graph(graph):  # every analysis orders the ops: a cycle has no order
+            cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
+            raise CostModelError(f"{where}: the builder's graph has a cycle ({cycle:.200}); expected ops in data order")
         if key is not None:
             if len(_GRAPHS) >= 64:
                 _GRAPHS.pop(next(iter(_GRAPHS)))
