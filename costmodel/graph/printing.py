@@ -70,8 +70,19 @@ _SPECIAL = {
 
 
 def escape(text: str) -> str:
-    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``."""
-    return "".join(_SPECIAL.get(c, c) for c in str(text))
+    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``; a letter, number or sign
+    past Latin Extended-A that pdflatex cannot set (a CJK folder name: 模) as its code point, ``U+6A21``.
+
+    >>> escape("模型/config.json")
+    '\\texttt{U+6A21}\\texttt{U+578B}/config.json'
+    """
+    return "".join(_SPECIAL.get(c) or (_code_point(c) if ord(c) > 0x17F else c) for c in str(text))
+
+
+def _code_point(c: str) -> str:
+    import unicodedata  # deferred: only text past Latin needs it
+
+    return rf"\texttt{{U+{ord(c):04X}}}" if unicodedata.category(c)[0] in "LMNS" else c
 
 
 def cost_latex(fields: Mapping[str, sympy.Expr]) -> str:

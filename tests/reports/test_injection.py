@@ -5,12 +5,15 @@ the LaTeX document, and a model path holding ``<!--<script>`` cannot swallow the
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
 import costmodel
 from costmodel.families import graph_symbols
 from costmodel.reports.html import script_json
+
+ROOT = Path(__file__).resolve().parents[2]
 
 BUILDER = """
 import sympy
@@ -57,3 +60,13 @@ def test_the_script_json_escapes_markup():
     text = script_json({"model": "m<!--<script>x</script>&"})
     assert "<" not in text and ">" not in text and "&" not in text
     assert text == '{"model":"m\\u003c!--\\u003cscript\\u003ex\\u003c/script\\u003e\\u0026"}'
+
+
+def test_a_cjk_model_folder_stays_latex_pdflatex_sets(tmp_path):
+    """A config in a folder named 模型: the document holds its code points, not characters pdflatex cannot set."""
+    folder = tmp_path / "模型"
+    folder.mkdir()
+    (folder / "config.json").write_text((ROOT / "docs/examples/config.json").read_text())
+    tex = costmodel.report(str(folder / "config.json")).to_latex()
+    assert "模" not in tex and r"\texttt{U+6A21}\texttt{U+578B}" in tex
+    assert all(ord(c) <= 0x17F for c in tex), sorted({c for c in tex if ord(c) > 0x17F})
