@@ -34,6 +34,19 @@ def _on_sigint(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _on_term(signum: int, frame: object) -> None:
+    """SIGTERM or SIGHUP (a closed terminal, ``kill``, a job scheduler): unwind as Ctrl-C does, so a file being
+    written leaves no temporary, then exit 128 + the signal's number."""
+    if _state["interrupted"]:
+        os._exit(128 + signum)
+    _state["interrupted"] = True
+    _state["signal"] = signum
+    raise KeyboardInterrupt
+
+
+_TERMINATING = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
 def _unraisable(hook_args: object) -> None:
     """An interrupt that lands in a finaliser is not reported as an 'Exception ignored' traceback."""
     if not isinstance(getattr(hook_args, "exc_value", None), KeyboardInterrupt):
@@ -53,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         from costmodel.cli import main as run
 
         signal.signal(signal.SIGINT, _on_sigint)  # from here an interrupt unwinds: a file being written is cleaned
+        for signum in _TERMINATING:
+            if signal.getsignal(signum) is signal.SIG_DFL:  # nohup's SIG_IGN stays ignored
+                signal.signal(signum, _on_term)
         code = run(argv)
         sys.stdout.flush()
     except KeyboardInterrupt:
@@ -64,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # from here on, nothing can interrupt the exit
+        for signum in _TERMINATING:
+            if signal.getsignal(signum) is _on_term:
+                signal.signal(signum, signal.SIG_IGN)
     if _state["interrupted"]:
-        code = INTERRUPTED
+        code = 128 + _state["signal"] if "signal" in _state else INTERRUPTED
     _quiet_exit_flush()
     return code
 

@@ -63,14 +63,29 @@ def parse_number(text: object, what: str = "number") -> Fraction:
         value = Fraction(text)
     else:
         t = str(text).strip()
-        if not t.isascii() or not _NUMBER.fullmatch(t) or len(t) > 40:
+        m = _NUMBER.fullmatch(t) if t.isascii() else None
+        if m is None or len(t) > 40:
             raise CostModelError(f"{what}: expected a number such as 4096 or 3e11, received {text!r}")
-        value = Fraction(t)
+        value = _decimal(t, m, what)
     if value and not Fraction(1, 10**MAX_DIGITS) <= abs(value) <= 10**MAX_DIGITS:
         raise CostModelError(
             f"{what}: {text!r} is out of range; expected a magnitude between 1e-{MAX_DIGITS} and 1e{MAX_DIGITS}"
         )
     return value
+
+
+def _decimal(t: str, m: re.Match, what: str) -> Fraction:
+    """``Fraction(t)``, once the exponent is known to be sane: ``1e99999999`` would build a 10^8-digit integer
+    first (minutes) only to be out of range. The mantissa has at most 40 digits, so an exponent past
+    ``MAX_DIGITS + 40`` either way is out of range whatever they are (or zero)."""
+    exponent = (m.group(3) or "e0")[1:].lstrip("+-").lstrip("0")
+    if len(exponent) > 4 or int(exponent or "0") > MAX_DIGITS + 40:
+        if not any(c in "123456789" for c in m.group(1)):
+            return Fraction(0)
+        raise CostModelError(
+            f"{what}: {t!r} is out of range; expected a magnitude between 1e-{MAX_DIGITS} and 1e{MAX_DIGITS}"
+        )
+    return Fraction(t)
 
 
 def _split_suffix(text: str) -> tuple[str, str]:

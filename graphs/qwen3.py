@@ -151,11 +151,12 @@ def from_hf_moe(cfg: Mapping[str, object]) -> dict[str, object]:
     dense = cfg.get("mlp_only_layers") or []
     if not isinstance(dense, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in dense):
         raise CostModelError(f"{where}: field 'mlp_only_layers' must be a list of layer indices, received {dense!r}")
-    kinds = "".join("d" if i in dense or (i + 1) % step else "m" for i in range(out["L"]))
+    listed = set(dense)  # a set: a list's `in` made this O(L·n)
+    kinds = "".join("d" if i in listed or (i + 1) % step else "m" for i in range(out["L"]))
     if "m" not in kinds:
         raise CostModelError(
             f"{where}: no MoE layer among num_hidden_layers = {out['L']} (decoder_sparse_step = "
-            f"{step}, mlp_only_layers = {dense}); expected at least one"
+            f"{step}, mlp_only_layers = {dense if len(dense) <= 16 else f'{len(dense):,} layers'}); expected at least one"
         )
     pattern, tail = periodic(kinds)
     out.update(pattern=pattern, tail=tail)

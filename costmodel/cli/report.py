@@ -46,11 +46,13 @@ def run(args: argparse.Namespace) -> int:
     doc = costmodel.report(args.model, settings=settings(args), options=options(args), controls=tuple(args.control))
     outputs = {"latex": doc.to_latex, "markdown": doc.to_markdown, "json": doc.to_json, "html": doc.to_html}
     chosen = {k: getattr(args, k) for k in outputs if getattr(args, k) is not None}
+    files = {kind: path for kind, path in chosen.items() if path != "-"}
+    doc.write_all(files)  # every file rendered and staged, then renamed: a failure changes none of them
     for kind, path in (chosen or {"markdown": "-"}).items():
         if path == "-":
             text = outputs[kind]()
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             continue
-        doc.write(kind, path)  # renders once (a large model's page or JSON takes a while)
-        print(f"wrote {kind} report to {path}", file=sys.stderr)
+        shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in path)  # a newline: one line still
+        print(f"wrote {kind} report to {shown}", file=sys.stderr)
     return 0

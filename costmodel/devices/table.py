@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -116,6 +117,20 @@ def _number(value: object, where: str, key: str) -> sympy.Rational:
     return number
 
 
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _printable(text: object, where: str, what: str) -> None:
+    """A text a device prints (``hardware``, ``estimate``, ``roofline``, ``plan``) holds no terminal control
+    code (an escape sequence retitling or clearing a terminal) and no bidirectional override."""
+    text = str(text)
+    bad = next((c for c in text if c in _BIDI or unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise CostModelError(
+            f"{where}: {what} holds the control character {bad!r}; expected printable text, received {text!r}"
+        )
+
+
 def parse_device(name: str, entry: Mapping[str, object], where: str) -> Device:
     """Validate one table entry into a :class:`Device` (missing or absurd numbers are errors)."""
     where = f"{where}: device {name!r}"
@@ -136,6 +151,10 @@ def parse_device(name: str, entry: Mapping[str, object], where: str) -> Device:
     for key in entry:
         if key not in known:
             raise CostModelError(f"{where}: unknown field {key!r}{closest(key, known)}; expected {sorted(known)}")
+    _printable(name, where, "its name")
+    _printable(entry.get("about", ""), where, "about")
+    for key, text in (entry.get("sources") or {}).items() if isinstance(entry.get("sources"), Mapping) else ():
+        _printable(text, where, f"sources.{key}")
     for key in ("peak_flops", "memory_bytes", "memory_bandwidth"):
         if entry.get(key) is None:
             raise CostModelError(

@@ -29,6 +29,7 @@ from ..errors import CostModelError, closest
 from ..expr import check_budget, parse_value
 from ..files import read_capped
 from ..graph.analysis import as_int, evaluate, totals
+from ..options import check_settings
 
 ENTRY_POINT_GROUP = "costmodel.architectures"
 
@@ -260,6 +261,9 @@ def _build(
                 f"{where}: the builder returned {type(graph).__name__}; expected the "
                 "networkx.DiGraph of a GraphBuilder (return b.graph)"
             )
+        if not nx.is_directed_acyclic_graph(graph):  # every analysis orders the ops: a cycle has no order
+            cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
+            raise CostModelError(f"{where}: the builder's graph has a cycle ({cycle:.200}); expected ops in data order")
         if key is not None:
             if len(_GRAPHS) >= 64:
                 _GRAPHS.pop(next(iter(_GRAPHS)))
@@ -349,7 +353,7 @@ def parse_settings(settings: Mapping[str, object] | None) -> dict[str, object]:
     """Settings with string values read by the restricted parser (never ``eval``): ``"8*d/3"`` is an
     expression of symbols, ``"true"``/``"false"`` a bool, a bare name (``"fp32"``) a name."""
     out: dict[str, object] = {}
-    for name, value in dict(settings or {}).items():
+    for name, value in dict(check_settings(settings) or {}).items():
         if not isinstance(name, str) or not name.isidentifier():
             raise CostModelError(f"setting: expected a name such as d_ff, received {name!r}")
         out[name] = parse_value(name, value) if isinstance(value, str) else value

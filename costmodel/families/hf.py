@@ -16,6 +16,10 @@ from ..files import read_capped
 MAX_CONFIG_BYTES = 4 * 2**20
 MAX_SIZE = 10**15  # no real size is near this; larger values are corrupt files
 MAX_DIGITS = 30  # digits of any integer in a config (sizes.MAX_DIGITS): a 5,000-digit one is refused in one line
+#: Layers of a config (``num_hidden_layers``, ``n_layer``...) and entries of any list (``layer_types``,
+#: ``mlp_only_layers``): families read per-layer patterns as Python lists, so L = 10^9 would take gigabytes.
+#: The deepest published models have a few hundred layers.
+MAX_LAYERS = 100_000
 
 
 def _reject_constant(name: str) -> object:
@@ -115,9 +119,34 @@ SAME_STRUCTURE: dict[str, tuple[str, str]] = {
 }
 
 
+def check_bounds(data: Mapping[str, object], where: str) -> None:
+    """No layer count over :data:`MAX_LAYERS` and no list longer, in ``data`` or the configs it nests
+    (``text_config``): refused before a family builds anything per layer, in a line that quotes no list."""
+    todo = [data]
+    while todo:
+        cfg = todo.pop()
+        for key, value in cfg.items():
+            if isinstance(value, Mapping):
+                todo.append(value)
+            elif isinstance(value, list) and len(value) > MAX_LAYERS:
+                raise CostModelError(
+                    f"{where}: field {key!r} lists {len(value):,} entries; expected at most {MAX_LAYERS:,} (per layer)"
+                )
+            elif (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and str(key).endswith(("layers", "layer"))
+                and value > MAX_LAYERS
+            ):
+                raise CostModelError(
+                    f"{where}: field {key!r} = {value} is out of range; expected at most {MAX_LAYERS:,} layers"
+                )
+
+
 def read_config(path: str, families: Mapping[str, object]) -> tuple[object, dict[str, object]]:
     """(family, settings) for a Hugging Face config.json."""
     data = read_json(path)
+    check_bounds(data, f"config {path!r}")
     model_type = data.get("model_type")
     supported = {t: fam for fam in families.values() for t in getattr(fam, "hf_model_types", ())}
     if not isinstance(model_type, str):

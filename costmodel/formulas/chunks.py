@@ -37,6 +37,9 @@ from .wide import columns as wide_columns
 
 #: Configs per chunk: a few MB per column, large enough that numpy's per-call cost vanishes.
 CHUNK = 1 << 17
+#: At most this many chunks: a chunk costs about 1.5 ms whatever its size, so ``--chunk 1`` over 10^7 configs
+#: would take hours (and a list of 10^7 spans); a smaller chunk is raised to size / MAX_CHUNKS (same result).
+MAX_CHUNKS = 10_000
 
 _INT64 = 2**63
 
@@ -183,7 +186,8 @@ def run(plan: Plan, task: Callable, *, workers: int = 1, dask: object = None, ch
     object with its ``spans(chunk)`` (the planner's :class:`~costmodel.verbs.plan.search.Search`). ``workers > 1``: local processes;
     ``dask``: a scheduler address or a ``distributed.Client``. At most two chunks per worker are in flight,
     so memory stays flat however many chunks there are."""
-    spans = plan.spans(chunk)
+    size = getattr(plan, "size", 0)
+    spans = plan.spans(max(chunk, -(-size // MAX_CHUNKS)))
     if dask is not None:
         yield from _run_dask(plan, task, spans, dask)
     elif workers > 1 and len(spans) > 1:

@@ -10,9 +10,11 @@ The same source runs in three modes, chosen by the helpers it is given: :data:`E
 millions of configs) and :func:`object_mode` (numpy arrays of Python ints: exact sweeps and validity).
 
 Formulas are cached on disk per (model, settings, options, costmodel's code) under ``COSTMODEL_CACHE_DIR``
-(default ``~/.cache/costmodel``): written to a temporary file and renamed, so concurrent writers never leave
-a partial file, and keyed by a hash of the code that derived them, so a change to costmodel or to an
-architecture invalidates them.
+(default ``$XDG_CACHE_HOME/costmodel`` when that is absolute, else ``~/.cache/costmodel``): written to a
+temporary file and renamed, so concurrent writers never leave a partial file, and keyed by a hash of the code
+that derived them, so a change to costmodel or to an architecture invalidates them. A cached file is code that
+runs: it is read only from a folder this user alone can write, and only when its seal (an HMAC keyed by a
+per-user secret in that folder) holds; anything else is derived again (see :func:`load`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from pathlib import Path
 
 from ..errors import CostModelError
 
-FORMAT = 1  # the layout of a cached file; a change makes old files unreadable (they are rebuilt)
+FORMAT = 2  # the layout of a cached file; a change makes old files unreadable (they are rebuilt)
+CACHE_CAP = 64 << 20  # bytes: a cached file over this (a sparse file, /dev/zero behind a link) is not read
 
 
 # -- the modes ------------------------------------------------------------------------------------------
@@ -282,6 +285,7 @@ class Formulas:
     @classmethod
     def from_json(cls, text: str) -> Formulas:
         data = json.loads(text)
+        data.pop("seal", None)
         if data.pop("format", None) != FORMAT:
             raise ValueError("an older cache format")
         data["choices"] = [tuple(c) for c in data["choices"]]
@@ -296,7 +300,9 @@ def cache_dir() -> Path | None:
     configured = os.environ.get("COSTMODEL_CACHE_DIR")
     if configured is not None:
         return None if configured.strip() in ("", "off", "0") else Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):  # the XDG spec: a relative path is invalid and ignored
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "costmodel"
 
 
@@ -331,34 +337,102 @@ def code_stamp() -> str:
 
 
 def file_digest(path: str) -> str | None:
-    """The hash of a file a key depends on (a config.json, a builder, a hardware file), or None."""
+    """The hash of a file a key depends on (a config.json, a builder, a hardware file), all of it, or None."""
+    digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            return hashlib.sha256(fh.read(1 << 22)).hexdigest()
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
     except OSError:
         return None
+    return digest.hexdigest()
+
+
+def folder_digest(path: str, limit: int = 2000) -> str:
+    """The hash of the Python a builder ``path`` can import from its folder: the folder's ``.py`` files and
+    its packages' (folders with an ``__init__.py``), by name and content; at most ``limit`` files."""
+    parts: list[str] = []
+    todo = [Path(path).resolve().parent]
+    root = todo[0]
+    while todo and len(parts) < limit:
+        folder = todo.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.startswith(".") or e.name == "__pycache__":
+                continue
+            try:
+                if e.is_file() and e.name.endswith(".py"):
+                    parts.append(f"{os.path.relpath(e.path, root)}:{file_digest(e.path)}")
+                elif e.is_dir() and os.path.isfile(os.path.join(e.path, "__init__.py")):
+                    todo.append(Path(e.path))
+            except OSError:
+                continue
+    return hashlib.sha256("\n".join(sorted(parts[:limit])).encode()).hexdigest()
+
+
+# A cached file holds code that ``estimate`` runs: it is used only from a folder this user alone can write
+# (files.private_folder) and only when its seal, an HMAC of its name and body keyed by the folder's per-user
+# secret, holds. A file another user planted, edited, truncated or renamed is derived again, never run.
+_SEAL = '{"seal": "'
+
+
+def _seal(secret: bytes, key: str, body: str) -> str:
+    import hmac  # deferred: only the disk cache seals
+
+    return hmac.new(secret, f"{key}\0{body}".encode(), hashlib.sha256).hexdigest()
+
+
+def _private_cache() -> tuple[Path, bytes] | None:
+    from ..files import folder_secret, private_folder  # deferred: only the disk cache needs them
+
+    folder = cache_dir()
+    folder = private_folder(folder) if folder is not None else None
+    secret = folder_secret(folder) if folder is not None else None
+    return None if secret is None else (folder, secret)
 
 
 def load(key: str) -> Formulas | None:
-    """The cached formulas of ``key``, or None (no cache, not cached, unreadable: derived again)."""
-    folder = cache_dir()
-    if folder is None:
+    """The cached formulas of ``key``, or None (no cache, not cached, unreadable, not sealed by this user:
+    derived again)."""
+    import hmac  # deferred: only the disk cache reads seals
+
+    from ..files import read_capped  # deferred: only the disk cache reads files
+
+    private = _private_cache()
+    if private is None:
+        return None
+    folder, secret = private
+    try:
+        text = read_capped(folder / f"{key}.json", CACHE_CAP, "cached formulas").decode("utf-8")
+    except (CostModelError, UnicodeDecodeError):
+        return None
+    n = len(_SEAL)
+    if not text.startswith(_SEAL) or text[n + 64 : n + 67] != '", ':
+        return None
+    body = "{" + text[n + 67 :]
+    if not hmac.compare_digest(text[n : n + 64], _seal(secret, key, body)):
         return None
     try:
-        return Formulas.from_json((folder / f"{key}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError, KeyError):
+        f = Formulas.from_json(body)
+        f.fn  # noqa: B018 — compiled now: an entry that does not compile is derived again
+        return f
+    except Exception:  # a sealed entry that does not load or compile: derived again
         return None
 
 
 def store(key: str, formulas: Formulas) -> None:
     """Cache ``formulas`` under ``key`` (atomically; a folder that cannot be written is no error)."""
-    folder = cache_dir()
-    if folder is None:
+    private = _private_cache()
+    if private is None:
         return
+    folder, secret = private
+    body = formulas.to_json()
     try:
         from ..files import write_atomic  # deferred: writing happens once per new key, not on the warm path
 
-        folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(folder / f"{key}.json", formulas.to_json(), "cached formulas")
+        write_atomic(folder / f"{key}.json", f'{_SEAL}{_seal(secret, key, body)}", {body[1:]}', "cached formulas")
     except (OSError, CostModelError):
         pass

@@ -6,12 +6,13 @@ with it in notebooks; the report layer's documents build on it (:mod:`costmodel.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})
+_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})  # _SETTINGS
 
 
 def latex(expr: sympy.Expr) -> str:
@@ -21,7 +22,25 @@ def latex(expr: sympy.Expr) -> str:
     >>> latex(6*B*T*d*d_ff)
     '6 \\cdot B \\cdot T \\cdot d \\cdot d_{ff}'
     """
-    return _PRINTER.doprint(expr)
+    names = unsafe_symbol_names(expr)
+    if not names:
+        return _PRINTER.doprint(expr)
+    return LatexPrinter({**_SETTINGS, "symbol_names": names}).doprint(expr)
+
+
+_SETTINGS = {"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"}
+_SAFE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9]*(_[A-Za-z0-9]+)*")
+
+
+def unsafe_symbol_names(expr: sympy.Expr) -> dict[sympy.Symbol, str]:
+    r"""The symbols of ``expr`` whose names are not letters, digits and ``_`` subscripts (a builder's
+    ``\input{/etc/passwd}``), each with its name as escaped text: never LaTeX a document runs.
+
+    >>> unsafe_symbol_names(sympy.Symbol(r"\input{x}") + sympy.Symbol("d_ff"))
+    {\input{x}: '\\text{\\textbackslash{}input\\{x\\}}'}
+    """
+    free = getattr(expr, "free_symbols", ())
+    return {s: rf"\text{{{escape(s.name)}}}" for s in free if not _SAFE_NAME.fullmatch(s.name)}
 
 
 _SPECIAL = {
@@ -51,8 +70,19 @@ _SPECIAL = {
 
 
 def escape(text: str) -> str:
-    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``."""
-    return "".join(_SPECIAL.get(c, c) for c in str(text))
+    r"""Plain text made safe for LaTeX: ``"50% of a_b"`` → ``'50\\% of a\\_b'``; a letter, number or sign
+    past Latin Extended-A that pdflatex cannot set (a CJK folder name: 模) as its code point, ``U+6A21``.
+
+    >>> escape("模型/config.json")
+    '\\texttt{U+6A21}\\texttt{U+578B}/config.json'
+    """
+    return "".join(_SPECIAL.get(c) or (_code_point(c) if ord(c) > 0x17F else c) for c in str(text))
+
+
+def _code_point(c: str) -> str:
+    import unicodedata  # deferred: only text past Latin needs it
+
+    return rf"\texttt{{U+{ord(c):04X}}}" if unicodedata.category(c)[0] in "LMNS" else c
 
 
 def cost_latex(fields: Mapping[str, sympy.Expr]) -> str:

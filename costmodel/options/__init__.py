@@ -19,7 +19,7 @@ costmodel.errors.CostModelError: unknown option 'recompte' (did you mean 'recomp
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 
@@ -317,6 +317,11 @@ class Options:
         ``causal="half"`` set the field of :attr:`layout` or :attr:`counting`. A name that is not an
         option is an error naming the closest valid ones.
         """
+        if options is not None and not isinstance(options, (Options, Mapping)):
+            raise CostModelError(
+                f"options: expected an Options (costmodel.Options.make(...)), a mapping of option names "
+                f"or None, received {type(options).__name__}"
+            )
         base = options if isinstance(options, Options) else _default()
         extra = dict(options) if isinstance(options, Mapping) else {}
         extra.update(kwargs)
@@ -400,6 +405,28 @@ _DEFAULTS: list[Options] = []
 
 
 _MADE: dict[tuple, Options] = {}  # Options.make memo: (base, given options with their types) → record
+
+
+def check_settings(settings: object) -> Mapping[str, object] | None:
+    """``settings`` as given to a verb: a mapping of names to values, or None; anything else (``"d=5"``, as
+    on the command line) is a :class:`CostModelError` saying so."""
+    if settings is not None and not isinstance(settings, Mapping):
+        raise CostModelError(
+            f"settings: expected a mapping such as {{'d_ff': '8*d/3'}} or None, received {type(settings).__name__}"
+            + (f" {settings!r}" if isinstance(settings, str) and len(settings) < 80 else "")
+        )
+    return settings
+
+
+def check_names(names: object, what: str, example: str) -> list[str]:
+    """A list of names (metric keys...): a single string would be iterated as its letters, so it is an error."""
+    if isinstance(names, str) or not isinstance(names, Iterable) or isinstance(names, Mapping):
+        raise CostModelError(f"{what}: expected a list such as {example}, received {names!r:.80}")
+    out = list(names)
+    bad = [n for n in out if not isinstance(n, str)]
+    if bad:
+        raise CostModelError(f"{what}: expected names (strings), received {bad[0]!r:.80}")
+    return out
 
 
 def _default() -> Options:

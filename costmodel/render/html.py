@@ -63,14 +63,30 @@ def mathml_lines(expr: sympy.Expr, per_line: int = 4) -> list[str]:
     lines = []
     for i in range(0, len(parts), per_line):
         chunk = parts[i : i + per_line]
-        body = _MATHML.doprint(sympy.Add(*chunk, evaluate=False))
+        body = _MATHML.doprint(mathml_safe(sympy.Add(*chunk, evaluate=False)))
         sign = "<mo>+</mo>" if i and not chunk[0].could_extract_minus_sign() else ""
         lines.append(sign + body)
     return lines
 
 
+def mathml_safe(expr: sympy.Expr) -> sympy.Expr:
+    """``expr`` with each symbol whose name holds ``<``, ``>``, ``&`` or a quote renamed to its escaped name:
+    sympy's MathML printer writes a name as it is, and a builder's symbol ``z</math><img onerror=...>``
+    would be markup in the page."""
+    free = getattr(expr, "free_symbols", ())
+    swap = {s: sympy.Symbol(html.escape(s.name), **s.assumptions0) for s in free if html.escape(s.name) != s.name}
+    return expr.xreplace(swap) if swap else expr
+
+
+def script_json(data: object) -> str:
+    """JSON to sit inside ``<script>``: ``<``, ``>`` and ``&`` as ``\\u003c``, ``\\u003e``, ``\\u0026``, so no
+    text (``</script>``, ``<!--<script>``) can end or swallow the script it is in."""
+    text = json.dumps(data, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 def _symbol_mathml(s: sympy.Symbol) -> str:
-    return f"<math>{_MATHML.doprint(s)}</math>"
+    return f"<math>{_MATHML.doprint(mathml_safe(s))}</math>"
 
 
 def _formulas(shown: Mapping[str, sympy.Expr]) -> str:
@@ -276,9 +292,9 @@ def render(model, options: Options, estimate, controls: Sequence[str] = ()) -> s
     )
     ctrl = "".join(
         f'<label class="control"><span>{html.escape(s["name"] if s["name"] != "N_dev" else "devices")}</span>'
-        f'<input type="number" min="1" step="1" id="control-{html.escape(s["name"])}" data-symbol="{s["name"]}" '
+        f'<input type="number" min="1" step="1" id="control-{html.escape(s["name"])}" data-symbol="{html.escape(s["name"])}" '
         f'value="{s["value"]}"><input type="range" min="0" max="24" step="1" '
-        f'data-slider="{s["name"]}" aria-label="{html.escape(s["name"])} (powers of two)">'
+        f'data-slider="{html.escape(s["name"])}" aria-label="{html.escape(s["name"])} (powers of two)">'
         f"<small>{html.escape(s['label'])}</small></label>"
         for s in sorted((s for s in data["symbols"] if s["control"]), key=lambda s: p.controls.index(s["name"]))
     )
@@ -305,7 +321,7 @@ def render(model, options: Options, estimate, controls: Sequence[str] = ()) -> s
         if k.startswith(("conventions.", "memory.conventions."))
     )
     source = f" Source: {html.escape(str(flat['source']))}." if "source" in flat else ""
-    payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    payload = script_json(data)
     scripts = "\n".join(asset(a) for a in ASSETS)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

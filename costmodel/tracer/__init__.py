@@ -199,6 +199,10 @@ def trace(
         module, made_inputs, made_dynamic = _from_factory(module)
         example_inputs = made_inputs if example_inputs is None else example_inputs
         dynamic = made_dynamic if dynamic is None else dynamic
+    import torch  # deferred: the tracer imports torch only inside its functions
+
+    if not isinstance(module, torch.nn.Module):  # a factory's (42, {...}): one line, not a trace's traceback
+        raise CostModelError(f"trace: expected a torch.nn.Module to trace, received {type(module).__name__}")
     if example_inputs is None:
         raise CostModelError("trace: expected example inputs, a dict of keyword inputs of the module's forward")
     if isinstance(dynamic, str):

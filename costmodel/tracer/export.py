@@ -14,6 +14,7 @@ a bound on a size (``T ≤`` a position table) must be given, because meta tenso
 
 from __future__ import annotations
 
+import logging
 import operator
 import re
 from collections.abc import Mapping
@@ -176,8 +177,14 @@ def export_program(
             dims.setdefault(sym, Dim(sym, **kw))
             shapes[name][axis % x.dim()] = dims[sym]
     dynamic_shapes = {name: shapes.get(name) for name in inputs} if dims else None
+    import contextlib  # torch logs a failing meta kernel's traceback (17 lines) and prints the graph of a
+    import io  # data-dependent branch on stderr before raising: the one-line error says why
+
+    previous = logging.root.manager.disable
+    logging.disable(logging.CRITICAL)
     try:
-        ep = torch.export.export(module, (), dict(inputs), dynamic_shapes=dynamic_shapes, strict=False)
+        with contextlib.redirect_stderr(io.StringIO()):
+            ep = torch.export.export(module, (), dict(inputs), dynamic_shapes=dynamic_shapes, strict=False)
     except CostModelError:
         raise
     except Exception as exc:  # torch's own errors are long; the first lines say why
@@ -187,6 +194,8 @@ def export_program(
             f"trace: torch.export could not export {type(module).__name__} with "
             f"dynamic {sorted(dims)}: {type(exc).__name__}: {why}"
         ) from None
+    finally:
+        logging.disable(previous)
     return Program(ep, module, dynamic)
 
 

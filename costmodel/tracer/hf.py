@@ -123,6 +123,11 @@ def config_class(spec: object):
     cls = getattr(transformers, name, None)
     if cls is None or not isinstance(cls, type):
         raise CostModelError(f"config class {spec!r}: transformers {transformers.__version__} has no class {name!r}")
+    if not issubclass(cls, transformers.PretrainedConfig):  # AutoConfig is a factory, not a config
+        raise CostModelError(
+            f"config class {spec!r}: {name} is not a config class (a subclass of PretrainedConfig); "
+            f"expected one such as transformers:Qwen3Config"
+        )
     return cls
 
 

@@ -220,6 +220,10 @@ def _fit_value(names, points, values) -> sympy.Expr | None:
     return total
 
 
+#: At most this many traced configs (each takes seconds: 100,000 ran for hours).
+MAX_SAMPLES = 64
+
+
 def recover(
     config_class: object,
     sizes: Sequence[str],
@@ -239,6 +243,11 @@ def recover(
     name (default :data:`~.hf.FIELDS`, e.g. ``hidden_size`` → ``d``; otherwise the field's name). Traces
     ``samples + checks`` configs (a few seconds each). ``strict``: raise if a size is not recovered.
     """
+    for name, n, low in (("samples", samples, 1), ("checks", checks, 0)):
+        if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= MAX_SAMPLES:
+            raise CostModelError(
+                f"recover: {name} = {n!r}; expected {low} to {MAX_SAMPLES} configs (each is a trace of seconds)"
+            )
     from . import read_module, write  # deferred: the tracer's modules import each other
     from .hf import FIELDS, causal_lm, example_inputs  # deferred: the tracer's modules import each other
     from .hf import config_class as resolve_class  # deferred: the tracer's modules import each other

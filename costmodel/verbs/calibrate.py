@@ -61,19 +61,45 @@ def read_rows(path: str) -> list[dict[str, object]]:
                     raise CostModelError(f"{where}: {kind} needs {col}")
                 continue
             try:
+                if not text_v.isascii():  # float() reads Arabic-Indic and full-width digits
+                    raise ValueError
                 v = float(text_v)
             except ValueError:
                 raise CostModelError(f"{where}: {col} = {text_v!r} is not a number") from None
             if not math.isfinite(v) or v <= 0:
                 raise CostModelError(f"{where}: {col} = {text_v!r}; expected a positive number")
+            low, high = MEASURED_RANGE["seconds" if col == "seconds" else "size"]
+            if not low <= v <= high:
+                raise CostModelError(f"{where}: {col} = {text_v!r} is out of range; expected {low:g} to {high:g}")
             out[col] = v
         out.setdefault("batch", 1.0)
+        _check_rate(out, where)
         if kind not in ("gemm", "memory") and out["tier"] not in ("scale_up", "scale_out"):
             raise CostModelError(f"{where}: a collective needs tier scale_up or scale_out, received {out['tier']!r}")
         rows.append(out)
     if not rows:
         raise CostModelError(f"calibration CSV {path!r}: no measurements")
     return rows
+
+
+#: What a measured kernel can be: sizes (elements, bytes, a group) and its time; a GEMM of 1e300³ or a kernel
+#: of 1e-300 s fits the generic curve and labels it "fitted", or a file --hardware then refuses.
+MEASURED_RANGE = {"size": (1.0, 1e15), "seconds": (1e-9, 1e5)}
+#: The fastest rate a single device attains, with room: 10^18 FLOP/s, 10^15 bytes/s.
+MAX_RATES = {"gemm": 1e18, "bytes": 1e15}
+
+
+def _check_rate(row: dict, where: str) -> None:
+    if row["kind"] == "gemm":
+        rate, high, unit = (
+            2 * row["batch"] * row["m"] * row["n"] * row["k"] / row["seconds"],
+            MAX_RATES["gemm"],
+            "FLOP/s",
+        )
+    else:
+        rate, high, unit = row["bytes"] / row["seconds"], MAX_RATES["bytes"], "bytes/s"
+    if rate > high:
+        raise CostModelError(f"{where}: {rate:.3g} {unit} is faster than any device ({high:g}); expected a measurement")
 
 
 def _lm(residuals, x0: Sequence[float], iterations: int = 200) -> list[float]:

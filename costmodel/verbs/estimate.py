@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from ..errors import CostModelError
 from ..formulas import compiled as formulas
-from ..options import Options
+from ..options import Options, check_settings
 from ..render.results import Estimate, nest
 from ..version import __version__
 
@@ -59,6 +59,8 @@ def _key(model: str, settings: Mapping[str, object] | None, options: Options) ->
     for name in (model, model.rpartition(":")[0], os.path.join(model, "config.json"), str(options.hardware or "")):
         if name and os.path.isfile(name):
             parts[f"file:{name}"] = formulas.file_digest(name)
+            if name.endswith(".py"):  # a builder: the helpers it imports from its folder too
+                parts[f"folder:{name}"] = formulas.folder_digest(name)
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
@@ -77,6 +79,7 @@ def estimate(
     124439808
     """
     opts = Options.make(options, **kwargs)
+    settings = check_settings(settings)
     k = key(model, settings, opts)
     f = _MEMO.get(k) if k is not None else None
     if f is None and k is not None:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from ..errors import CostModelError, closest
-from ..files import write_atomic
+from ..files import write_all, write_atomic
 from ..options import Options
 from ..render import latex as tex
 from ..render.blocks import Box, Cell, Math, Section, Table, Text
@@ -86,6 +86,15 @@ class Document:
         if kind not in render:
             raise CostModelError(f"report: kind must be one of {', '.join(render)}, received {kind!r}")
         write_atomic(path, render[kind](), f"the {kind} report")
+
+    def write_all(self, paths: Mapping[str, str]) -> None:
+        """Write each ``kind → path`` of ``paths``: every output rendered and staged first, renamed last, so a
+        failure (a missing folder for one of them) changes no file."""
+        render = {"latex": self.to_latex, "markdown": self.to_markdown, "json": self.to_json, "html": self.to_html}
+        for kind in paths:
+            if kind not in render:
+                raise CostModelError(f"report: kind must be one of {', '.join(render)}, received {kind!r}")
+        write_all([(path, render[kind](), f"the {kind} report") for kind, path in paths.items()])
 
     def to_json(self) -> str:
         """The exact numbers (ints), the formulas (strings and LaTeX), the section titles."""

@@ -10,14 +10,13 @@ written beside its target and renamed into place when complete (an interrupted s
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ...errors import CostModelError
 from ...formulas.chunks import CHUNK, Plan, evaluate, run, widen
-from ...options import Options
+from ...options import Options, check_names, check_settings
 from ...render.results import Sweep
 from . import writers
 
@@ -94,21 +93,14 @@ def write(
         dt = dtype(plan, shown, fmt)
     if fmt == "parquet" and output is None:
         raise CostModelError("--format parquet: expected --output FILE (Parquet is written to a file)")
-    tmp = None
+    tmp = pending = None
     if output is not None:
-        target = os.path.abspath(output)
-        if os.path.isdir(target):
+        if os.path.isdir(output):
             raise CostModelError(f"--output {output!r} is a directory; expected a file name")
-        try:
-            fd, tmp = tempfile.mkstemp(
-                prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=os.path.dirname(target)
-            )
-        except OSError as exc:
-            raise CostModelError(f"--output {output!r}: cannot write there ({exc.strerror or exc})") from None
-        os.close(fd)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # a user's file, not a secret: mkstemp's 0600 is not what they asked for
+        from ...files import prepare  # deferred: only a file output writes one
+
+        pending = prepare(output, "the sweep")  # a device or a link is written through, never replaced
+        tmp = pending.tmp
     best = None
     pq_writer = None
     try:
@@ -136,19 +128,16 @@ def write(
         finally:
             if tmp is not None:
                 fh.close()
-        if tmp is not None:
-            os.replace(tmp, target)
+        if pending is not None:
+            pending.commit()  # the mode: the umask's for a new file (mkstemp's 0600 is not what they asked for)
             tmp = None
     except OSError as exc:
         raise CostModelError(f"cannot write the sweep to {output or 'stdout'!r}: {exc.strerror or exc}") from None
     finally:
         if pq_writer is not None:
             pq_writer.close()
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+        if pending is not None:
+            pending.discard()
     return best
 
 
@@ -199,7 +188,10 @@ def sweep(
     (a file, atomically) or to the binary ``stream`` instead, chunk by chunk (``json``: in memory), and returns
     a result with no columns (its ``optimal`` when a budget was given); ``cell`` shows one value of a table.
     """
-    metrics = list(dict.fromkeys(metrics))
+    metrics = list(dict.fromkeys(check_names(metrics, "sweep: metrics", "['flops.training']")))
+    if not isinstance(grid, Mapping):
+        check_names(grid, "sweep: grid", "{'d': [768, 1024]} or ['d=768:4096:256']")
+    check_settings(settings)
     wanted = list(dict.fromkeys([*metrics, *(EXTRA if budget is not None else [])]))
     opts = Options.make(options, **kwargs)
     opt = None
