@@ -41,6 +41,8 @@ from .sizes import parse_count, parse_rate
 
 #: How a step is predicted without a rate (see :mod:`costmodel.devices.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
+#: The matmuls LoRA adapts unless told (peft's default for LLaMA-like models: ``q_proj``, ``v_proj``).
+LORA_TARGETS = ("q", "v")
 #: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
 COMM_KINDS = ("dp", "tp", "pp", "sp", "ep")
 
@@ -69,7 +71,10 @@ class Options:
     ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
     ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.devices.calibrated`) and ``stack``
     (the software stack whose ``sustained`` factor the calibrated step uses, a name of the device's
-    ``efficiency.stacks``; default: the device's own factor).
+    ``efficiency.stacks``; default: the device's own factor). Fine-tuning: ``lora`` (the rank r of LoRA
+    adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
+    weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
+    state); see :mod:`costmodel.graph.finetune`.
     """
 
     batch: int | None = None
@@ -105,6 +110,9 @@ class Options:
     mfu_basis: str = "engine"
     price_per_hour: Fraction | str | None = None
     stack: str | None = None
+    lora: int | None = None
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    freeze: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -208,6 +216,13 @@ class Options:
             for k in kinds:
                 check_choice(k, COMM_KINDS, "overlap_comm")
             set_("overlap_comm", tuple(sorted(set(kinds))))
+        set_("lora", check_count(self.lora, "lora"))
+        for name in ("lora_targets", "freeze"):
+            set_(name, _names(getattr(self, name), name))
+        if self.lora is not None and not self.lora_targets:
+            raise CostModelError("lora: expected the matmuls to adapt (lora_targets such as 'q,v'), received none")
+        if self.lora is None and self.lora_targets != LORA_TARGETS:
+            raise CostModelError("lora_targets names the matmuls LoRA adapts; give the rank too (--lora RANK)")
         if self.pipeline is not None:
             stages, micro = self.pipeline
             set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
@@ -254,6 +269,9 @@ class Options:
         "tokens_per_s": "rate",
         "recompute_fraction": "rate",
         "price_per_hour": "price",
+        "lora": "count",
+        "lora_targets": "names",
+        "freeze": "names",
     }
 
     @classmethod
@@ -269,6 +287,8 @@ class Options:
             return parse_rate(text, what)
         if how == "price":  # US dollars, or a name of the price table read with the device
             return text if is_price_name(text) else parse_rate(text, what)
+        if how == "names":  # op names or fnmatch patterns, comma-separated
+            return _names(text, what)
         raise CostModelError(f"option {name!r} is not read from text")
 
     @classmethod
@@ -400,6 +420,19 @@ class Options:
             else:
                 out[f.name] = v
         return out
+
+
+def _names(value: object, what: str) -> tuple[str, ...]:
+    """Op names or fnmatch patterns (``"q,v"``, ``["*.q", "*.v"]``) as a tuple of non-empty strings."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (tuple, list)) or not all(isinstance(x, str) for x in items):
+        raise CostModelError(f"{what}: expected op names or patterns such as 'q,v', received {value!r}")
+    out = tuple(x.strip() for x in items)
+    if any(not x for x in out):
+        raise CostModelError(
+            f"{what}: expected op names or patterns such as 'q,v', received an empty name in {value!r}"
+        )
+    return out
 
 
 _DEFAULTS: list[Options] = []

@@ -102,6 +102,9 @@ FLAGS = {
     "mfu_basis": "mfu_basis",
     "price_per_hour": "price_per_hour",
     "stack": "stack",
+    "lora": "lora",
+    "lora_targets": "lora_targets",
+    "freeze": "freeze",
 }
 
 
@@ -235,6 +238,32 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
         choices=Options.choices("logits"),
         help="inference prefill: keep the last position's logits (default: a generation) or all of "
         "them (scoring a text)",
+    )
+    add_finetune_args(p)
+
+
+def add_finetune_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("fine-tuning (frozen weights hold no gradient and no optimizer state)")
+    g.add_argument(
+        "--lora",
+        type=typed("lora", "--lora"),
+        metavar="RANK",
+        help="LoRA adapters of rank RANK on the --lora-targets matmuls, every other weight frozen "
+        "(LLaMA-2-7B, --lora 16 on q and v: 8,388,608 trainable parameters)",
+    )
+    g.add_argument(
+        "--lora-targets",
+        type=typed("lora_targets", "--lora-targets"),
+        metavar="NAMES",
+        help="the matmuls LoRA adapts: op names or patterns, comma-separated (default q,v; e.g. q,k,v,o or "
+        "q,k,v,o,gate,up,down)",
+    )
+    g.add_argument(
+        "--freeze",
+        type=typed("freeze", "--freeze"),
+        metavar="PATTERNS",
+        help="freeze the weights of the ops these names or fnmatch patterns match, comma-separated "
+        "(e.g. 'embed,layers.attn.*')",
     )
 
 
