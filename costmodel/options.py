@@ -55,9 +55,9 @@ class Options:
     totals). Counting: ``counting`` (:class:`Counting`). Training memory: ``precision``, ``optimizer``,
     ``recompute`` (none/selective/full), ``recompute_fraction`` (a share of each repeated block's
     iterations recomputed whole, the rest as ``recompute`` says: PaLM's partial rematerialisation),
-    ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the default;
-    ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused, no
-    T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
+    ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the training
+    default; ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused,
+    no T×T tensor kept, ``flash`` the inference default, as every serving engine runs a fused kernel), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
     statistics norms keep; Korthikanti et al. leave them out), ``layout`` (:class:`Layout`),
     ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C; the prompt too unless
     ``seq`` is given), ``weights_dtype``, ``kv_dtype``, ``logits`` (``last``: a generation's prefill keeps
@@ -85,7 +85,7 @@ class Options:
     optimizer: str = "adamw"
     recompute: str = "none"
     recompute_fraction: Fraction | None = None
-    attention: str = "unfused"
+    attention: str | None = None  # None: the default, "flash" for inference, "unfused" for training
     flash: bool = False
     norm_stats: bool = True
     layout: Layout = field(default_factory=Layout)
@@ -130,6 +130,12 @@ class Options:
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
         check_choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
+        # the default attention: fused for inference (vLLM, TensorRT-LLM and SGLang run no unfused attention),
+        # the scores materialised for training; attention_default says it was not chosen
+        default = self.attention is None and not self.flash
+        object.__setattr__(self, "_attention_default", default)
+        if self.attention is None:
+            set_("attention", "flash" if self.inference or self.flash else "unfused")
         check_choice(self.attention, ATTENTION, "attention")
         check_choice(self.logits, LOGITS, "logits")
         check_choice(self.mfu_basis, MFU_BASES, "mfu_basis")
@@ -357,7 +363,7 @@ class Options:
         if not extra:
             return base
         try:  # the same options again (a loop of estimates): the checked record, without checking again
-            memo = (base, tuple((k, type(v), v) for k, v in sorted(extra.items())))
+            memo = (base, base.attention_default, tuple((k, type(v), v) for k, v in sorted(extra.items())))
             return _MADE[memo]
         except TypeError:  # an unhashable value (a list): build it
             memo = None
@@ -382,8 +388,10 @@ class Options:
         if "flash" in own and "attention" not in own:  # flash is a synonym: it sets the attention
             if own["flash"] is True:
                 own["attention"] = "flash"
-            elif own["flash"] is False and base.attention in FUSED_ATTENTION:
+            elif own["flash"] is False and (base.attention in FUSED_ATTENTION or base.attention_default):
                 own["attention"] = "unfused"
+        elif "attention" not in own and base.attention_default:  # still the default: for the new inference choice
+            own["attention"], own["flash"] = None, False
         subs: dict[str, dict[str, object]] = {}
         for k, v in extra.items():
             if k in cls.SHORTCUTS:
@@ -392,6 +400,11 @@ class Options:
             current = own.get(record, getattr(base, record))
             own[record] = dataclasses.replace(current, **changes)
         return dataclasses.replace(base, **own)
+
+    @property
+    def attention_default(self) -> bool:
+        """Whether ``attention`` is the default (not chosen): fused for inference, unfused for training."""
+        return self.__dict__.get("_attention_default", False)
 
     def derivation_key(self) -> tuple:
         """Every option but the step's batch and sequence (values, not choices): what derived formulas

@@ -166,9 +166,10 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     g.add_argument(
         "--attention",
         choices=Options.choices("attention"),
-        help="attention implementation: unfused (default: scores materialised, softmax in the "
+        help="attention implementation: unfused (the training default: scores materialised, softmax in the "
         "activations' dtype), eager (transformers' eager attention: softmax in fp32 cast back, two T×T "
-        "tensors kept), sdpa or flash (fused: no T×T tensor kept)",
+        "tensors kept), sdpa or flash (fused: no T×T tensor kept; flash is the --inference default, as serving "
+        "engines run fused attention)",
     )
     g.add_argument(
         "--flash",

@@ -100,7 +100,9 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.choices["memory.working_set_at"] = (tuple(c.xreplace(at) for c in work), labels)
     q.add("memory_bytes.total", nums["params"] + nums["kv_cache"] + states + nums["activations"])
     q.info.update(_conventions(options, layout, state != 0))
-    q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
+    q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention] + (
+        " (the inference default: serving engines run fused attention)" if options.attention_default else ""
+    )
     return q
 
 
