@@ -134,6 +134,12 @@ def add_memory_args(p: argparse.ArgumentParser, precision: bool = True) -> None:
     if precision:
         add_precision_args(p)
     add_flags(p, "memory")
+    add_finetune_args(p)
+
+
+def add_finetune_args(p: argparse.ArgumentParser) -> None:
+    """``--lora --lora-targets --freeze`` (fine-tuning: which weights train)."""
+    add_flags(p, "finetune")
 
 
 def add_precision_args(p: argparse.ArgumentParser) -> None:

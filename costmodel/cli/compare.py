@@ -6,7 +6,7 @@ import argparse
 
 import costmodel
 
-from ._common import add_flag, add_model_args, add_step_args, nbytes, options, sci, settings
+from ._common import add_finetune_args, add_flag, add_model_args, add_step_args, nbytes, options, sci, settings
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +25,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help=f"conventions to compare, the first is the reference (default: {names})",
     )
     add_step_args(p)
+    add_finetune_args(p)
     add_flag(p, "tokens", help="training tokens D: FLOPs for the whole run")
     p.add_argument("--json", action="store_true", help="one JSON object: exact integers and formulas")
     p.set_defaults(run=run)

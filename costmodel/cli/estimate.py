@@ -111,7 +111,12 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
             "  conventions: ",
             f"{conv['flop']}; causal attention counted {conv['causal']}"
             + ("" if inference else f"; {conv['precision']} + {conv['optimizer']}")
-            + f"; attention {conv.get('attention', 'unfused')}",
+            + f"; attention {conv.get('attention', 'unfused')}"
+            + (
+                " (the inference default: serving engines run fused attention; --attention unfused keeps T×T)"
+                if inference and conv.get("attention_default")
+                else ""
+            ),
         ),
         f"parameters      {p['total']:,}  (non-embedding {p['non_embedding']:,}, embedding {p['embedding']:,})"
         + (

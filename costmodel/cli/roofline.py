@@ -10,6 +10,7 @@ from costmodel import units
 
 from ._common import (
     add_counting_args,
+    add_finetune_args,
     add_model_args,
     add_step_args,
     duration,
@@ -48,6 +49,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--dtype", choices=costmodel.Options.choices("dtype"), help="whose peak to use (default: each op's dtype)"
     )
     add_counting_args(p)
+    add_finetune_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--plot", metavar="FILE", type=output_file, help="write a roofline chart (.png, .svg or .pdf; needs matplotlib)"

@@ -109,7 +109,11 @@ def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
     size = Counter(block_of[n] for n in H if n in block_of)
     main = "layers" if "layers" in blocks else max(blocks, key=lambda b: size[b])
     inside = [k for k in acts.tensors.values() if all(in_block(s, main) for s in k.savers)]
-    return sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
+    per = sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
+    # with frozen weights an average over the iterations: the first layer keeps less than the later ones
+    # (LoRA's q output is kept for the scores' backward only where k needs a gradient: (L − 1)/L of it)
+    frozen = any(d["op"].attr("trainable", True) is False for _, d in H.nodes(data=True) if "op" in d)
+    return whole(per, force=True) if frozen else per
 
 
 def _composed(*maps: Mapping) -> dict:
@@ -193,19 +197,17 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
 
     nums = {k: pick(0, k) for k in per_stage["first"][0]}
     states = {k: pick(1, k) for k in per_stage["first"][1]}
-    sharded = {k: pick(2, k) for k in STATE_KEYS}
+    sharded = {k: pick(2, k) for k in per_stage["first"][2] if k not in ("trainable", "frozen")}
     if len(names) > 1:
         q.choices["memory.layout.stage"] = (tuple(put(t) for t in totals), names)
     for k, v in nums.items():
         q.add(f"memory_bytes.{k}", put(v))
     q.add("memory_bytes.total", put(sympy.Add(*nums.values())))
-    group = {"weights": "params", "compute_copy": "params", "grads": "grads"}  # the rest: optimizer
     for key, v in states.items():
         if key in ("params", "optimizer", "trainable", "frozen") or (key in ("compute_copy", "master") and v == 0):
             continue
-        g = group.get(key, "optimizer")
-        ratio = sharded[g] / states[g] if states[g] != 0 else 1  # ZeRO's share of this part's group
-        q.add(f"memory_bytes.parts.{key}", put((v * ratio).xreplace(on_device)))
+        # ZeRO's shard of this part, rounded up on its own (a flat buffer padded to a multiple of dp)
+        q.add(f"memory_bytes.parts.{key}", put(whole(sharded[key].xreplace(on_device))))
     for role in per_stage["first"][3]:  # per device: the fullest stage's, each role rounded up to whole bytes
         q.add(
             f"memory_bytes.activations_by_role.{role}",

@@ -35,6 +35,7 @@ import sympy
 
 from ..errors import CostModelError
 from ..formulas.compiled import Text, verbatim
+from ..formulas.quantities import roundup
 from ..graph.analysis import Structure, as_fraction, order, repeated_blocks, structure
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
@@ -80,6 +81,25 @@ def split_axes(G: nx.DiGraph) -> set[str]:
         if w is not None:
             out |= {a for a in w if a not in residual}
     return out
+
+
+def kv_share(G: nx.DiGraph, node: str, tp: int, split: set[str] | None = None) -> sympy.Expr:
+    """The fraction of a cached tensor (tagged ``kv_cache``) one of ``tp`` devices holds.
+
+    Tensor parallelism gives each device whole heads: the first split axis of the tensor's output (``g`` of
+    GQA's ``b g t k``, ``h`` of MHA's) of size ``n`` leaves ⌈n/tp⌉ of them on a device. A degree above the head
+    count replicates the heads (vLLM, TensorRT-LLM): llama3-8b's 8 kv heads under tp 16 keep one head per
+    device, 1/8 of the cache, as under tp 8, not 1/16. Where tp divides ``n`` this is 1/tp.
+    """
+    if tp == 1:
+        return sympy.Integer(1)
+    split = split_axes(G) if split is None else split
+    op = G.nodes[node]["op"]
+    axes = [a for a in op.parsed.output if a in split]
+    if not axes:
+        return sympy.Rational(1, tp)
+    n = op.size[axes[0]]
+    return roundup(n / tp) / n
 
 
 def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, object]]:
@@ -236,13 +256,20 @@ def _block_share(G: nx.DiGraph, node: str, pp: int, stage: str) -> sympy.Expr:
     return layers_on(count, pp, stage) / count
 
 
+#: The ZeRO stage that shards each model-state part (``weights``, ``compute_copy``: params, stage 3; ``grads``:
+#: stage 2; the master copy and every optimizer state: stage 1), by the group the part belongs to.
+ZERO_STAGE = {"params": 3, "weights": 3, "compute_copy": 3, "grads": 2}
+
+
 def zero_shard(states: dict[str, sympy.Expr], layout: Layout, over: int | None = None) -> dict[str, sympy.Expr]:
-    """``params``/``grads``/``optimizer`` bytes after ZeRO stage ``layout.zero`` over ``over`` (dp) devices."""
+    """Model-state bytes after ZeRO stage ``layout.zero`` over ``over`` (dp) devices: the groups
+    (``params``/``grads``/``optimizer``) and each part (``master``, ``exp_avg`` ...). A count the degree does
+    not divide leaves a remainder: the caller rounds each up to whole bytes, as frameworks pad flat buffers."""
     out = dict(states)
     n = layout.dp if over is None else over
-    for key, stage in (("optimizer", 1), ("grads", 2), ("params", 3)):
-        if layout.zero >= stage:
-            out[key] = states[key] / n
+    for key, v in states.items():
+        if key not in ("trainable", "frozen") and layout.zero >= ZERO_STAGE.get(key, 1):
+            out[key] = v / n
     return out
 
 
@@ -267,7 +294,7 @@ def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: s
     dense = model_state(G, policy, opt, lambda w: Zero if is_expert(w) else share(w))
     expert = model_state(G, policy, opt, lambda w: share(w) if is_expert(w) else Zero)
     a, b = zero_shard(dense, layout), zero_shard(expert, layout, layout.dp // layout.ep)
-    return raw, {k: a[k] + b[k] for k in ("params", "grads", "optimizer")}
+    return raw, {k: a[k] + b[k] for k in a if k not in ("trainable", "frozen")}
 
 
 def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:

@@ -27,7 +27,7 @@ from ..options.policies import ATTENTION_ABOUT, weight_format
 from ..symbols import C, T
 from .device import fullest, prepared
 from .inference import inference_weights, kv_cache, state_cache, working_set
-from .parallel import _block_share, layout_checks, split_axes, stage_of, stages, weight_share
+from .parallel import _block_share, kv_share, layout_checks, split_axes, stage_of, stages, weight_share
 
 
 def prompt(options: Options) -> sympy.Expr:
@@ -76,7 +76,9 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
         nums = {
             "params": whole((w["total"] / tp).xreplace(at)),
             "scales": whole((w["scales"] / tp).xreplace(at)),
-            "kv_cache": whole((kv_cache(H, C, options.kv_dtype, on) / tp).xreplace(at)),
+            "kv_cache": whole(
+                kv_cache(H, C, options.kv_dtype, lambda n, on=on: on(n) * kv_share(H, n, layout.tp, split)).xreplace(at)
+            ),
             "activations": maximum(*(c.xreplace(at) for c in work)),
         }
         per_stage[stage] = (nums, work, labels)
@@ -98,7 +100,9 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     q.choices["memory.working_set_at"] = (tuple(c.xreplace(at) for c in work), labels)
     q.add("memory_bytes.total", nums["params"] + nums["kv_cache"] + states + nums["activations"])
     q.info.update(_conventions(options, layout, state != 0))
-    q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
+    q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention] + (
+        " (the inference default: serving engines run fused attention)" if options.attention_default else ""
+    )
     return q
 
 
@@ -131,7 +135,14 @@ def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, obj
             + (str(options.context) if options.context else "{T}")
             + verbatim(
                 f" tokens × batch (a sliding window keeps its last W − 1), in "
-                f"{options.kv_dtype or 'the op dtype'}; divided by tp, a pipeline stage's share of the layers"
+                f"{options.kv_dtype or 'the op dtype'}; "
+                + (
+                    "divided by tp"
+                    if layout.tp == 1
+                    else f"whole heads on each of tp = {layout.tp} devices (⌈heads/tp⌉: a tp above the head count "
+                    "replicates them)"
+                )
+                + ", a pipeline stage's share of the layers"
             )
         ),
         "memory.conventions.activations": Text(

@@ -42,6 +42,8 @@ from .records import Counting, Layout, check_choice, check_count, check_rate, ch
 
 #: How a step is predicted without a rate (see :mod:`costmodel.timing.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
+#: The matmuls LoRA adapts unless told (peft's default for LLaMA-like models: ``q_proj``, ``v_proj``).
+LORA_TARGETS = ("q", "v")
 #: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
 COMM_KINDS = ("dp", "tp", "pp", "sp", "ep")
 
@@ -54,9 +56,9 @@ class Options:
     totals). Counting: ``counting`` (:class:`Counting`). Training memory: ``precision``, ``optimizer``,
     ``recompute`` (none/selective/full), ``recompute_fraction`` (a share of each repeated block's
     iterations recomputed whole, the rest as ``recompute`` says: PaLM's partial rematerialisation),
-    ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the default;
-    ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused, no
-    T×T tensor kept), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
+    ``attention`` (``unfused``: scores materialised, softmax in the activations' dtype, the training
+    default; ``eager``: transformers' eager attention, softmax in fp32 cast back; ``sdpa`` and ``flash``: fused,
+    no T×T tensor kept, ``flash`` the inference default, as every serving engine runs a fused kernel), ``flash`` (a synonym of ``attention="flash"``), ``norm_stats`` (count the fp32
     statistics norms keep; Korthikanti et al. leave them out), ``layout`` (:class:`Layout`),
     ``micro_batch``. Inference: ``inference``, ``context`` (KV cache length C; the prompt too unless
     ``seq`` is given), ``weights_dtype``, ``kv_dtype``, ``logits`` (``last``: a generation's prefill keeps
@@ -70,7 +72,10 @@ class Options:
     ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
     ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.timing.calibrated`) and ``stack``
     (the software stack whose ``sustained`` factor the calibrated step uses, a name of the device's
-    ``efficiency.stacks``; default: the device's own factor).
+    ``efficiency.stacks``; default: the device's own factor). Fine-tuning: ``lora`` (the rank r of LoRA
+    adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
+    weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
+    state); see :mod:`costmodel.graph.finetune`.
     """
 
     batch: int | None = None
@@ -81,7 +86,7 @@ class Options:
     optimizer: str = "adamw"
     recompute: str = "none"
     recompute_fraction: Fraction | None = None
-    attention: str = "unfused"
+    attention: str | None = None  # None: the default, "flash" for inference, "unfused" for training
     flash: bool = False
     norm_stats: bool = True
     layout: Layout = field(default_factory=Layout)
@@ -106,6 +111,9 @@ class Options:
     mfu_basis: str = "engine"
     price_per_hour: Fraction | str | None = None
     stack: str | None = None
+    lora: int | None = None
+    lora_targets: tuple[str, ...] = LORA_TARGETS
+    freeze: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -123,6 +131,12 @@ class Options:
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
         check_choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
+        # the default attention: fused for inference (vLLM, TensorRT-LLM and SGLang run no unfused attention),
+        # the scores materialised for training; attention_default says it was not chosen
+        default = self.attention is None and not self.flash
+        object.__setattr__(self, "_attention_default", default)
+        if self.attention is None:
+            set_("attention", "flash" if self.inference or self.flash else "unfused")
         check_choice(self.attention, ATTENTION, "attention")
         check_choice(self.logits, LOGITS, "logits")
         check_choice(self.mfu_basis, MFU_BASES, "mfu_basis")
@@ -209,6 +223,13 @@ class Options:
             for k in kinds:
                 check_choice(k, COMM_KINDS, "overlap_comm")
             set_("overlap_comm", tuple(sorted(set(kinds))))
+        set_("lora", check_count(self.lora, "lora"))
+        for name in ("lora_targets", "freeze"):
+            set_(name, _names(getattr(self, name), name))
+        if self.lora is not None and not self.lora_targets:
+            raise CostModelError("lora: expected the matmuls to adapt (lora_targets such as 'q,v'), received none")
+        if self.lora is None and self.lora_targets != LORA_TARGETS:
+            raise CostModelError("lora_targets names the matmuls LoRA adapts; give the rank too (--lora RANK)")
         if self.pipeline is not None:
             stages, micro = self.pipeline
             set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
@@ -252,6 +273,8 @@ class Options:
             return parse_rate(text, what)
         if how == "price":  # US dollars, or a name of the price table read with the device
             return text if is_price_name(text) else parse_rate(text, what)
+        if how == "names":  # op names or fnmatch patterns, comma-separated
+            return _names(text, what)
         raise CostModelError(f"option {name!r} is not read from text")
 
     @classmethod
@@ -336,7 +359,7 @@ class Options:
         if not extra:
             return base
         try:  # the same options again (a loop of estimates): the checked record, without checking again
-            memo = (base, tuple((k, type(v), v) for k, v in sorted(extra.items())))
+            memo = (base, base.attention_default, tuple((k, type(v), v) for k, v in sorted(extra.items())))
             return _MADE[memo]
         except TypeError:  # an unhashable value (a list): build it
             memo = None
@@ -361,8 +384,10 @@ class Options:
         if "flash" in own and "attention" not in own:  # flash is a synonym: it sets the attention
             if own["flash"] is True:
                 own["attention"] = "flash"
-            elif own["flash"] is False and base.attention in FUSED_ATTENTION:
+            elif own["flash"] is False and (base.attention in FUSED_ATTENTION or base.attention_default):
                 own["attention"] = "unfused"
+        elif "attention" not in own and base.attention_default:  # still the default: for the new inference choice
+            own["attention"], own["flash"] = None, False
         subs: dict[str, dict[str, object]] = {}
         for k, v in extra.items():
             if k in cls.SHORTCUTS:
@@ -371,6 +396,11 @@ class Options:
             current = own.get(record, getattr(base, record))
             own[record] = dataclasses.replace(current, **changes)
         return dataclasses.replace(base, **own)
+
+    @property
+    def attention_default(self) -> bool:
+        """Whether ``attention`` is the default (not chosen): fused for inference, unfused for training."""
+        return self.__dict__.get("_attention_default", False)
 
     def derivation_key(self) -> tuple:
         """Every option but the step's batch and sequence (values, not choices): what derived formulas
@@ -399,6 +429,19 @@ class Options:
             else:
                 out[f.name] = v
         return out
+
+
+def _names(value: object, what: str) -> tuple[str, ...]:
+    """Op names or fnmatch patterns (``"q,v"``, ``["*.q", "*.v"]``) as a tuple of non-empty strings."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (tuple, list)) or not all(isinstance(x, str) for x in items):
+        raise CostModelError(f"{what}: expected op names or patterns such as 'q,v', received {value!r}")
+    out = tuple(x.strip() for x in items)
+    if any(not x for x in out):
+        raise CostModelError(
+            f"{what}: expected op names or patterns such as 'q,v', received an empty name in {value!r}"
+        )
+    return out
 
 
 _DEFAULTS: list[Options] = []

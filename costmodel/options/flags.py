@@ -24,7 +24,7 @@ class Flag:
     group: str
     help: str
     takes: str = "value"
-    read: str | None = None  # count | length | rate | price: how typed text is read (Options.parse)
+    read: str | None = None  # count | length | rate | price | names: how typed text is read (Options.parse)
     metavar: str | None = None
     flag: str | None = None  # the flag, when it is not --name with dashes
     scale: int = 1  # the typed number × scale is the option's value (--achieved-tflops: 10^12 FLOP/s)
@@ -49,6 +49,7 @@ GROUPS = {
     "counting": None,
     "memory": "memory and parallel layout (every memory_bytes.* number is per device)",
     "time": "time (with --hardware)",
+    "finetune": "fine-tuning (frozen weights hold no gradient and no optimizer state)",
 }
 
 _PARALLEL = (
@@ -87,9 +88,10 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "attention",
         "memory",
-        "attention implementation: unfused (default: scores materialised, softmax in the activations' dtype), "
-        "eager (transformers' eager attention: softmax in fp32 cast back, two T×T tensors kept), sdpa or flash "
-        "(fused: no T×T tensor kept)",
+        "attention implementation: unfused (the training default: scores materialised, softmax in the "
+        "activations' dtype), eager (transformers' eager attention: softmax in fp32 cast back, two T×T tensors "
+        "kept), sdpa or flash (fused: no T×T tensor kept; flash is the --inference default, as serving engines "
+        "run fused attention)",
         takes="choice",
     ),
     Flag("flash", "memory", "a synonym of --attention flash: no T×T scores kept", takes="switch"),
@@ -198,6 +200,33 @@ FLAGS: tuple[Flag, ...] = (
         "(deepseek-v3-h800: $2, DeepSeek-V3's report); the report names the entry, its date and source",
         read="price",
         metavar="USD|list|NAME",
+    ),
+)
+
+FLAGS += (
+    Flag(
+        "lora",
+        "finetune",
+        "LoRA adapters of rank RANK on the --lora-targets matmuls, every other weight frozen (LLaMA-2-7B, --lora 16 "
+        "on q and v: 8,388,608 trainable parameters)",
+        read="count",
+        metavar="RANK",
+    ),
+    Flag(
+        "lora_targets",
+        "finetune",
+        "the matmuls LoRA adapts: op names or patterns, comma-separated (default q,v; e.g. q,k,v,o or "
+        "q,k,v,o,gate,up,down)",
+        read="names",
+        metavar="NAMES",
+    ),
+    Flag(
+        "freeze",
+        "finetune",
+        "freeze the weights of the ops these names or fnmatch patterns match, comma-separated (e.g. "
+        "'embed,layers.attn.*')",
+        read="names",
+        metavar="PATTERNS",
     ),
 )
 

@@ -84,7 +84,7 @@ def label(key: str) -> str:
         return LABELS[key]
     for prefix, words in PREFIXES.items():
         if key.startswith(prefix):
-            return words + key.removeprefix(prefix).replace("_", " ")
+            return words + key.removeprefix(prefix).removesuffix("_s").replace("_", " ")  # the unit says seconds
     return key.replace(".", " ").replace("_", " ")
 
 
@@ -97,10 +97,10 @@ def unit(key: str) -> str:
         return "bytes"
     if key.startswith("flops.") or key.endswith("flops_per_s") or key in ("time.peak_flops", "time.achieved_flops"):
         return "flops"
+    if key.endswith("_per_s"):  # a rate, before the "time.…_s" rule below reads it as a duration
+        return "rate"
     if key.startswith("time.") and key.endswith("_s"):
         return "seconds"
-    if key.endswith("tokens_per_s"):
-        return "rate"
     return {"time.training_days": "days", "time.gpu_hours": "hours", "time.cost_usd": "usd"}.get(
         key, "count" if key.startswith(("params.", "tokens.", "memory.", "time.context")) else "plain"
     )

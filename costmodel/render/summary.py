@@ -37,8 +37,15 @@ BINDING = {
     "memory-bound ops": "memory bandwidth",
     "communication": "communication",
     "pipeline bubble": "pipeline bubble",
+    "compute": "compute",
+    "exposed communication": "communication",
+    "bubble": "pipeline bubble",
+    "optimizer": "the optimizer step",
 }
+#: The breakdown key of communication overlapped with compute: shown in the time table, not a part of the step.
+HIDDEN = "hidden_communication_s"
 BASIS = {
+    "calibrated": "on the calibrated step (each kernel at its attained rate, overlap and schedule)",
     "roofline": "at the roofline bound",
     "mfu": "at the MFU given",
     "achieved": "at the FLOP/s given",
@@ -206,10 +213,19 @@ def op_rows(model, options: Options) -> list[OpRow]:
 
 
 def part_exprs(q, rows: list[OpRow]) -> dict[str, sympy.Expr]:
-    """The expressions the fallback breakdown needs besides the ops': communication and the bubble."""
-    out = {"communication": q.exprs.get("time.comm_s", sympy.Integer(0))}
-    if "time.pipeline_bubble" in q.exprs:
-        out["pipeline bubble"] = q.exprs["time.step_s"] * q.exprs["time.pipeline_bubble"]
+    """The expressions the fallback breakdown needs besides the ops': the communication the step waits for
+    and the bubble. Communication overlapped with compute (``--overlap``) is not part of the step: the exposed
+    part is the step without its bubble less the compute, ``step·(1 − bubble) − compute`` (``comm`` without
+    overlap, ``max(compute, comm) − compute`` with it)."""
+    e = q.exprs
+    bubble = e.get("time.pipeline_bubble", sympy.Integer(0))
+    if "time.step_s" in e and "time.compute_s" in e:
+        exposed = e["time.step_s"] * (1 - bubble) - e["time.compute_s"]
+    else:
+        exposed = e.get("time.comm_s", sympy.Integer(0))
+    out = {"communication": exposed}
+    if "time.pipeline_bubble" in e:
+        out["pipeline bubble"] = e["time.step_s"] * bubble
     return out
 
 
@@ -222,13 +238,13 @@ def parts_from(
     """The time breakdown from exact numbers: ``time.breakdown.*`` where present, else each op's bound (in
     ``ops``: compute, memory and bound seconds) summed by the side that binds it, over ``devices``, with
     ``extra`` (communication, bubble) where not zero."""
-    given = {
+    given = {  # the parts of the step: hidden (overlapped) communication takes no time of its own
         k.removeprefix("time.breakdown."): x
         for k, x in v.items()
-        if k.startswith("time.breakdown.") and isinstance(x, (int, float))
+        if k.startswith("time.breakdown.") and not k.endswith(HIDDEN) and isinstance(x, (int, float))
     }
     if given:
-        return {k.replace("_", " "): float(x) for k, x in given.items()}
+        return {k.removesuffix("_s").replace("_", " "): float(x) for k, x in given.items()}
     if not ops:
         return None
     compute = sum((t for c, m, t in ops if c >= m), Fraction(0))

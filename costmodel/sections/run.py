@@ -11,6 +11,7 @@ model's context) and checks them; :func:`estimate` substitutes those numbers int
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from ..errors import CostModelError
 from ..families import Model, graph_symbols, load
 from ..formulas.compiled import Formulas
 from ..graph.analysis import check_values, tokens_per_step
+from ..graph.finetune import freeze, lora
 from ..options import Options
 from ..options.policies import precision
 from ..symbols import B, T
@@ -36,8 +38,23 @@ def model_for(model: Model | str, settings: Mapping[str, object] | None, options
                 "settings apply when a model is loaded by name; this Model is already built "
                 "(load it again with the settings)"
             )
-        return model
-    return load(model, settings, dtype=precision(options.precision).activations)
+        return finetuned(model, options)
+    return finetuned(load(model, settings, dtype=precision(options.precision).activations), options)
+
+
+def finetuned(m: Model, options: Options) -> Model:
+    """``m`` with the fine-tuning options applied to its graph (:mod:`costmodel.graph.finetune`): the weights
+    ``options.freeze`` names frozen, then LoRA adapters of rank ``options.lora`` on ``options.lora_targets``
+    (every other weight frozen). ``m`` itself without them."""
+    if options.lora is None and not options.freeze:
+        return m
+    G = m.graph
+    if options.freeze:
+        G = freeze(G, options.freeze)
+    if options.lora is not None:
+        G = lora(G, options.lora_targets, options.lora)
+    choice = ("finetune", options.freeze, options.lora, options.lora_targets if options.lora else ())
+    return dataclasses.replace(m, graph=G, key=None if m.key is None else (*m.key, choice))
 
 
 @dataclass(frozen=True)

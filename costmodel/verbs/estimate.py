@@ -134,6 +134,7 @@ def report(f: formulas.Formulas, opts: Options) -> dict:
                 "precision": opts.precision,
                 "optimizer": opts.optimizer,
                 "attention": opts.attention,
+                "attention_default": opts.attention_default,
                 "recompute": opts.recompute,
                 "recompute_fraction": None if opts.recompute_fraction is None else str(opts.recompute_fraction),
                 "norm_stats": opts.norm_stats,

@@ -8,8 +8,11 @@ const Page = (() => {
   const L = DATA.layout;
   const isInt = (x) => typeof x === "bigint";
   const BINDING = { "compute-bound ops": "compute", "memory-bound ops": "memory bandwidth",
-                    "communication": "communication", "pipeline bubble": "pipeline bubble" };
-  const BASIS = { roofline: "at the roofline bound", mfu: "at the MFU given", achieved: "at the FLOP/s given",
+                    "communication": "communication", "pipeline bubble": "pipeline bubble", compute: "compute",
+                    "exposed communication": "communication", bubble: "pipeline bubble",
+                    optimizer: "the optimizer step" };
+  const BASIS = { calibrated: "on the calibrated step (each kernel at its attained rate, overlap and schedule)",
+                  roofline: "at the roofline bound", mfu: "at the MFU given", achieved: "at the FLOP/s given",
                   measured: "at the measured throughput" };
 
   // names.shown
@@ -166,10 +169,12 @@ const Page = (() => {
 
   // summary.parts_from
   function parts(v, ops, extra, f) {
-    const given = Object.keys(v).filter((k) => k.startsWith("time.breakdown.") && (typeof v[k] === "number" || isInt(v[k])));
+    // the parts of the step: hidden (overlapped) communication takes no time of its own
+    const given = Object.keys(v).filter((k) => k.startsWith("time.breakdown.") && !k.endsWith("hidden_communication_s")
+      && (typeof v[k] === "number" || isInt(v[k])));
     if (given.length) {
       const out = {};
-      for (const k of given) out[k.slice("time.breakdown.".length).replaceAll("_", " ")] = Number(v[k]);
+      for (const k of given) out[k.slice("time.breakdown.".length).replace(/_s$/, "").replaceAll("_", " ")] = Number(v[k]);
       return out;
     }
     if (f.hardware === null || f.inference || !ops.length || ops[0].time_s === undefined) return null;
