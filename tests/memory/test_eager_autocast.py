@@ -53,8 +53,11 @@ def test_estimate_names_the_attention_implementation():
         r = costmodel.estimate("llama2-7b", batch=1, seq=4096, attention=attention)
         assert r["conventions"]["attention"] == attention
         assert r["memory"]["attention_implementation"].startswith(attention)
+    # inference defaults to the fused kernel every serving engine runs (issue 30, item 8); unfused when asked
     inference = costmodel.estimate("llama2-7b", batch=1, seq=512, inference=True)
-    assert inference["memory"]["attention_implementation"].startswith("unfused")
+    assert inference["memory"]["attention_implementation"].startswith("flash")
+    asked = costmodel.estimate("llama2-7b", batch=1, seq=512, inference=True, attention="unfused")
+    assert asked["memory"]["attention_implementation"].startswith("unfused")
 
 
 def test_llama2_7b_eager_over_unfused():
