@@ -35,6 +35,7 @@ RANKS = [
     ("costmodel.timing", 5),
     ("costmodel.sections", 6),
     ("costmodel.render", 7),
+    ("costmodel.serving", 7),
     ("costmodel.verbs", 8),
     ("costmodel.kit", 9),
     ("costmodel.cli", 10),
@@ -43,7 +44,11 @@ RANKS = [
 ]
 
 #: Folders that may not import each other although they share a rank (parallel stages).
-APART = [("costmodel.graph", "costmodel.devices"), ("costmodel.families", "costmodel.memory")]
+APART = [
+    ("costmodel.graph", "costmodel.devices"),
+    ("costmodel.families", "costmodel.memory"),
+    ("costmodel.render", "costmodel.serving"),
+]
 
 
 def rank(module: str) -> int:
