@@ -1,0 +1,126 @@
+"""Memory as a serving engine allocates it: the KV blocks left on one tensor-parallel rank.
+
+An engine profiles one forward pass of its largest chunk, then hands what is left of its share of the device to the
+KV cache (vLLM's ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``)::
+
+    blocks = ⌊(capacity × utilization − weights − activations(one chunk) − reserve) / (block_size × kv(1 token))⌋
+
+per tensor-parallel rank, where ``weights`` is the rank's share in the inference format, ``activations`` the
+forward working set of a prefill of ``max_num_batched_tokens`` tokens (fused attention, the last position's logits:
+:func:`costmodel.memory.serving.inference_memory` at B = 1, T = C = that chunk), ``reserve`` the profile's CUDA-graph
+and runtime memory, and ``kv(1 token)`` one token's keys and values over every layer on the rank (whole KV heads: a
+head count below tp is replicated). A sliding-window layer is counted as a full one (an engine without a hybrid
+allocator gives it blocks for every token). Every number is exact until the division.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import networkx as nx
+
+from ..devices.table import Device
+from ..errors import CostModelError
+from ..graph.analysis import evaluate
+from ..memory.serving import inference_memory
+from ..options import Layout, Options
+from ..symbols import B, C, T
+from .profiles import Profile
+
+
+@dataclass(frozen=True)
+class KVPool:
+    """The KV cache one replica's engine allocates (bytes per tensor-parallel rank; see the module notes)."""
+
+    capacity_bytes: int
+    utilization: Fraction
+    weights_bytes: int
+    activation_bytes: int
+    reserve_bytes: int
+    kv_bytes_per_token: int
+    block_size: int
+    num_blocks: int
+
+    @property
+    def tokens(self) -> int:
+        """Tokens of KV cache the pool holds (all sequences together)."""
+        return self.num_blocks * self.block_size
+
+    @property
+    def free_bytes(self) -> Fraction:
+        """What is left for the KV cache before it is cut into blocks."""
+        return self.capacity_bytes * self.utilization - self.weights_bytes - self.activation_bytes - self.reserve_bytes
+
+    def as_dict(self) -> dict[str, object]:
+        """The pool's numbers for a result (``serving.memory``)."""
+        return {
+            "capacity_bytes": self.capacity_bytes,
+            "utilization": float(self.utilization),
+            "weights_bytes": self.weights_bytes,
+            "activation_bytes": self.activation_bytes,
+            "reserve_bytes": self.reserve_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "block_size": self.block_size,
+            "num_blocks": self.num_blocks,
+            "kv_tokens": self.tokens,
+        }
+
+
+def kv_pool(
+    G: nx.DiGraph,
+    values: dict,
+    dev: Device,
+    profile: Profile,
+    *,
+    tp: int = 1,
+    weights_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    name: str = "model",
+) -> KVPool:
+    """The :class:`KVPool` of ``G`` (at ``values``) on ``dev`` under ``profile`` and ``tp``."""
+    chunk = profile.max_num_batched_tokens
+    options = Options(
+        inference=True,
+        batch=1,
+        seq=chunk,
+        context=chunk,
+        layout=Layout(tp=tp),
+        weights_dtype=weights_dtype,
+        kv_dtype=kv_dtype,
+        attention="flash",
+    )
+    q = inference_memory(G, options)
+    at = {**{k: v for k, v in values.items() if k not in (B, T, C)}, B: 1, T: chunk, C: chunk}
+
+    def number(key: str) -> int:
+        return int(evaluate(q.exprs[key], at, key))
+
+    weights = number("memory_bytes.params")
+    activations = number("memory_bytes.activations")
+    kv_chunk = Fraction(int(evaluate(q.exprs["memory_bytes.kv_cache"], at, "memory_bytes.kv_cache")))
+    per_token = kv_chunk / chunk
+    if per_token.denominator != 1:  # whole heads make it whole; say so if a graph ever does not
+        raise CostModelError(f"serving memory: {name}'s KV cache per token is not whole bytes ({per_token})")
+    per_token = int(per_token)
+    pool = KVPool(
+        capacity_bytes=int(dev.memory_bytes),
+        utilization=profile.gpu_memory_utilization,
+        weights_bytes=weights,
+        activation_bytes=activations,
+        reserve_bytes=profile.runtime_reserve_bytes,
+        kv_bytes_per_token=per_token,
+        block_size=profile.block_size,
+        num_blocks=0,
+    )
+    if per_token == 0:
+        raise CostModelError(f"serving memory: {name} keeps no KV cache; a recurrent state is not served here yet")
+    blocks = int(pool.free_bytes // (profile.block_size * per_token)) if pool.free_bytes > 0 else 0
+    if blocks < 1:
+        gb = lambda x: f"{float(x) / 1e9:.2f} GB"  # noqa: E731
+        raise CostModelError(
+            f"{name} does not fit {dev.name} under tp {tp}: weights {gb(weights)} + activations {gb(activations)} "
+            f"+ reserve {gb(profile.runtime_reserve_bytes)} per rank leave no KV block in "
+            f"{float(profile.gpu_memory_utilization):g} × {gb(dev.memory_bytes)}; raise --tp or use --weights-dtype fp8"
+        )
+    return KVPool(**{**pool.__dict__, "num_blocks": blocks})

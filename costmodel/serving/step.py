@@ -1,0 +1,353 @@
+"""The time of one engine step of a mixed batch, derived from the model's graph: ``T_step(batch)``.
+
+A batch is a list of ``(c, p)`` pairs: ``c`` new tokens of a request whose KV cache already holds ``p`` tokens (a
+decode is ``(1, p)``, a chunk of a prefill ``(c, p)``). One step runs every op of the decode graph
+(:func:`~costmodel.graph.decode.decode_graph`, after the attention pass) once, and the step's sizes are four sums
+over the batch (window ``w`` = ∞ for full attention):
+
+* ``N = Σ c``: new tokens. Every op that does not read the KV cache runs on N tokens as one batch (the weights are
+  read once per step, the GEMMs are N rows tall, the attained rate of :mod:`costmodel.devices.efficiency` at that
+  shape);
+* ``K_w = Σ_i Σ_{j=1..c_i} min(p_i + j, w)``: query–key pairs of causal attention — a chunk's j-th token attends to
+  the p cached tokens and the j before it, ``c·(p + (c+1)/2)`` without a window (not Vidur's surrogate);
+* ``S_w = Σ min(p + c, w)``: KV positions read (each request's cache once, its new keys included);
+* ``R``: requests in the step.
+
+An op that reads the cache (fused attention) costs ``a₀·N + a₁·K`` FLOPs and ``b_q·N + b_k·S`` bytes, its
+coefficients read off its operands (those with a query axis scale with N, those with only key axes with S). A
+routed expert matmul reads the weights of the experts the step's tokens touch: with top-k routing of N tokens over
+E experts, uniform and independent, ``E·(1 − (1 − k/E)^N)`` of them on average (issue 30's decode correction), per
+expert-parallel device its ``1/ep`` share. Tensor parallelism splits the ops as in training
+(:mod:`costmodel.timing.kernels`), a KV head count below tp is replicated, and each row-parallel matmul ends in an
+all-reduce of its output over the tp group (:mod:`costmodel.devices.network`).
+
+Fixed overheads are the engine profile's (:mod:`costmodel.serving.profiles`): per step (scheduler, sampler) always,
+per layer (eager kernel launches) only on a step that is not a captured CUDA graph (a decode-only step of at most
+the largest captured size). Each kernel's own ``t₀`` is the device's. Kernels here run at their measured rates:
+the training step's ``sustained`` factor does not apply.
+
+The step is a sympy expression in N, K_w, S_w, R and E_touched (``expression``), compiled once to plain Python
+(:meth:`StepModel.__call__` evaluates it in microseconds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+import sympy
+
+from ..devices.efficiency import gemm_seconds
+from ..devices.network import collective_seconds
+from ..devices.table import Device
+from ..errors import CostModelError
+from ..formulas.compiled import EXACT
+from ..formulas.python import compile_exprs
+from ..formulas.quantities import choose, maximum
+from ..graph.analysis import op_nodes
+from ..graph.cost import dtype_bytes
+from ..graph.decode import decode_graph
+from ..graph.passes import head
+from ..graph.registry import op_cost, weight_use
+from ..memory.parallel import split_axes
+from ..options import Counting
+from ..options.policies import weight_format
+from ..symbols import B, C, T
+from ..timing.kernels import Split, _gemm, divisors, on_device, tp_bytes, tp_collectives
+from .batch import Entry
+
+#: The step's sizes: new tokens, requests, and (per attention window) query–key pairs and KV positions read.
+N = sympy.Symbol("N", positive=True)
+R = sympy.Symbol("R", positive=True)
+PARTS = ("compute", "weights", "kv", "activations", "communication", "overhead")
+
+
+def pairs(c: int, p: int, w: int | None = None) -> int:
+    """Query–key pairs of a causal chunk of ``c`` tokens after ``p`` cached ones, each query seeing at most ``w``
+    keys: Σ_{j=1..c} min(p + j, w).
+
+    >>> pairs(4, 0), pairs(1, 10), pairs(3, 5, w=6)  # 1+2+3+4; 11; min(6,6)+min(7,6)+min(8,6)
+    (10, 11, 18)
+    """
+    if w is None or p + c <= w:
+        return c * p + c * (c + 1) // 2
+    if p >= w:
+        return c * w
+    m = w - p  # the first m queries see p + j <= w keys
+    return m * p + m * (m + 1) // 2 + (c - m) * w
+
+
+def _window(size: sympy.Expr) -> tuple[sympy.Expr, int | None] | None:
+    """(C's coefficient form, window) of a key axis' size: ``C`` → (C, None), ``Min(C, W)`` → (C, W)."""
+    if size == C:
+        return C, None
+    if isinstance(size, sympy.Min) and C in size.args:
+        rest = [a for a in size.args if a != C]
+        if len(rest) == 1 and rest[0].is_Integer:
+            return C, int(rest[0])
+    return None
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """``T_step`` of one replica: a compiled expression of the batch's sums (see the module notes).
+
+    ``expression``: seconds as a sympy expression of :data:`N`, :data:`R`, ``K_w``/``S_w`` per window (``windows``)
+    and ``E`` (experts touched per layer, where the model routes); ``parts``: the same split by what binds.
+    """
+
+    expression: sympy.Expr
+    parts: Mapping[str, sympy.Expr]
+    flops: sympy.Expr  # FLOPs one device runs in the step (exact in N, R, K_w)
+    matmul_flops: sympy.Expr  # the part of them in matmuls and attention's two contractions
+    windows: tuple[int | None, ...]
+    pair_symbols: tuple[sympy.Symbol, ...]
+    read_symbols: tuple[sympy.Symbol, ...]
+    routing: tuple[int, int] | None  # (experts, top_k) where the model routes
+    layer_overhead: sympy.Expr
+    graph_sizes: tuple[int, ...]
+    eager: sympy.Symbol
+    _fn: object = field(repr=False, compare=False, default=None)
+    _parts_fn: object = field(repr=False, compare=False, default=None)
+    _flops_fn: object = field(repr=False, compare=False, default=None)
+
+    def sizes(self, batch: Sequence[Entry]) -> dict[sympy.Symbol, float]:
+        """The batch's sums, by symbol (the arguments of :attr:`expression`)."""
+        n = sum(c for c, _ in batch)
+        out: dict[sympy.Symbol, float] = {N: n, R: len(batch)}
+        for w, k, s in zip(self.windows, self.pair_symbols, self.read_symbols):
+            out[k] = sum(pairs(c, p, w) for c, p in batch)
+            out[s] = sum(p + c if w is None else min(p + c, w) for c, p in batch)
+        e, k = self.routing or (1, 1)
+        out[_TOUCHED] = e * (1 - (1 - k / e) ** n) if n else 0
+        decode_only = all(c == 1 for c, _ in batch)
+        out[self.eager] = 0 if decode_only and self.graph_sizes and n <= self.graph_sizes[-1] else 1
+        return out
+
+    def _args(self, batch: Sequence[Entry]) -> list[float]:
+        s = self.sizes(batch)
+        return [s[x] for x in self.symbols]
+
+    @property
+    def symbols(self) -> tuple[sympy.Symbol, ...]:
+        """The arguments of the compiled functions, in order."""
+        return (N, R, *self.pair_symbols, *self.read_symbols, _TOUCHED, self.eager)
+
+    def __call__(self, batch: Sequence[Entry]) -> float:
+        """Seconds of one step of ``batch``; an empty batch takes no time."""
+        if not batch:
+            return 0.0
+        return float(self._fn(*self._args(batch)))
+
+    def step_flops(self, batch: Sequence[Entry], *, matmul: bool = False) -> int:
+        """FLOPs one device runs in a step of ``batch``, exact (a multiply-add is 2); ``matmul``: only those of
+        matmuls and attention's contractions (what ``FlopCounterMode`` counts)."""
+        if not batch:
+            return 0
+        s = self.sizes(batch)
+        return self._flops_fn(*(int(s[x]) if x is not _TOUCHED else 0 for x in self.symbols))[1 if matmul else 0]
+
+    def breakdown(self, batch: Sequence[Entry]) -> dict[str, float]:
+        """Seconds of the step by what binds each kernel (:data:`PARTS`); they add up to the step."""
+        if not batch:
+            return dict.fromkeys(PARTS, 0.0)
+        return dict(zip(PARTS, (float(x) for x in self._parts_fn(*self._args(batch)))))
+
+
+_TOUCHED = sympy.Symbol("E_touched", positive=True)
+
+
+def _where(cond, a, b):
+    return a if cond else b
+
+
+#: Scalar float mode of the generated formulas (a step is one point, not an array): floats and math's functions.
+SCALAR = (lambda p, q=1: p / q, operator.truediv, max, min, math.ceil, math.floor, _where, lambda *c: all(c))
+
+
+def _query_axes(op, original) -> set[str]:
+    """Axes of a decode op that index the new tokens: sized T in the prefill graph's op of the same node."""
+    return {a for a, v in original.size.items() if v.has(T)} if original is not None else set()
+
+
+def _ceil_share(axes, sizes, split, tp: int) -> sympy.Expr:
+    """The share of a tensor with ``axes`` one of ``tp`` devices holds: whole heads of its first split axis."""
+    for a in axes:
+        if a in split and tp > 1:
+            n = sympy.Integer(sizes[a])
+            return sympy.ceiling(n / tp) / n if n.is_Integer else sympy.Integer(1) / tp
+    return sympy.Integer(1)
+
+
+def step_model(
+    G: nx.DiGraph,
+    values: Mapping[sympy.Symbol, int],
+    dev: Device,
+    *,
+    tp: int = 1,
+    ep: int = 1,
+    weights_dtype: str = "bf16",
+    step_overhead_s: object = 0,
+    layer_overhead_s: object = 0,
+    graph_sizes: tuple[int, ...] = (),
+    graph_kernel_overhead_s: object = 0,
+    allreduce_latency_s: object = None,
+) -> StepModel:
+    """The step model of ``G`` (its attention pass applied) at ``values`` on ``dev`` under ``tp``/``ep``."""
+    if tp < 1 or ep < 1:
+        raise CostModelError(f"serving step: tp and ep must be >= 1, received tp={tp}, ep={ep}")
+    D = decode_graph(G)
+    keep = {k: sympy.Integer(v) for k, v in values.items() if k not in (B, C, T)}
+    eff = dataclasses.replace(dev.efficiency, sustained=sympy.Integer(1))
+    if allreduce_latency_s is not None:  # an engine's own all-reduce for small messages (vLLM's custom kernel)
+        tier = dataclasses.replace(eff.scale_up, latency_s=sympy.Rational(str(allreduce_latency_s)))
+        eff = dataclasses.replace(eff, scale_up=tier)
+    split = frozenset(split_axes(G))
+    fmt = weight_format(weights_dtype)
+    dtype = G.graph.get("dtype", "bf16")
+    peak = dev.peak("fp8" if fmt.name == "fp8" and "fp8" in dev.peak_flops else dtype)
+    vector = dev.peak("fp32") if "fp32" in dev.peak_flops else peak
+    bw = dev.memory_bandwidth
+    s = Split(
+        micro=N, tp=sympy.Integer(tp), cp=sympy.Integer(1), ep=sympy.Integer(ep), seq_tp=sympy.Integer(1), split=split
+    )
+    parts = dict.fromkeys(PARTS, sympy.Integer(0))
+    windows: dict[int | None, tuple[sympy.Symbol, sympy.Symbol]] = {}
+    routing = None
+    layers = sympy.Integer(0)
+
+    eager = sympy.Symbol("eager", nonnegative=True)  # 1 on a step launched kernel by kernel, 0 in a CUDA graph
+    in_graph = sympy.Rational(str(graph_kernel_overhead_s))
+
+    def charge(count, compute_s, weight_b, other_b, t0, kv: bool = False):
+        """One kernel: max(compute, memory) + its fixed time, that time given to what binds the kernel."""
+        memory_s = (weight_b + other_b) / (bw * eff.memory)
+        body = maximum(compute_s, memory_s)
+        fixed = eager * t0 + (1 - eager) * min(in_graph, t0)  # a captured kernel pays no launch
+        parts["overhead"] += count * fixed
+        bound = choose(compute_s, memory_s, 1, 0) if compute_s != 0 else sympy.Integer(0)
+        parts["compute"] += count * bound * body
+        total_b = weight_b + other_b
+        if total_b != 0:  # memory time: the weights' (or the cache's) share of the bytes, and the rest
+            share_w = weight_b / total_b
+            parts["kv" if kv else "weights"] += count * (1 - bound) * body * share_w
+            parts["activations"] += count * (1 - bound) * body * (1 - share_w)
+        return count * (body + fixed)
+
+    total = flops_total = matmul_total = sympy.Integer(0)
+    heads = set(head(G))
+    for name, data in op_nodes(D):
+        op = data["op"]
+        count = sympy.sympify(data["count"]).xreplace(keep)
+        layers = sympy.Max(layers, count)
+        key_axes = {a for a, v in op.size.items() if v.has(C)}
+        if key_axes:  # an op that reads the KV cache: per query, per pair and per cached position
+            wins = {_window(op.size[a].xreplace(keep)) for a in key_axes}
+            if len(wins) != 1 or None in wins:
+                raise CostModelError(f"serving step: cannot read the key positions of {name} ({op.pattern})")
+            ((_, w),) = wins
+            if w not in windows:
+                tag = "" if w is None else f"_{w}"
+                windows[w] = (sympy.Symbol(f"K{tag}", positive=True), sympy.Symbol(f"S{tag}", positive=True))
+            k_sym, s_sym = windows[w]
+            query = _query_axes(op, G.nodes[name]["op"] if name in G else None) - key_axes
+            one = {B: 1, C: sympy.Symbol("_c")}
+            f = sympy.expand(
+                (op_cost(op).forward.flops + op_cost(op).forward.recompute_flops).xreplace(keep).xreplace(one)
+            )
+            f1 = f.coeff(one[C], 1)
+            f0 = f - f1 * one[C]
+            by_q = by_k = sympy.Integer(0)
+            sizes = {a: v.xreplace(keep) for a, v in op.size.items()}
+            unit = key_axes | query | {a for a, v in op.size.items() if v == B}  # one query, one key, one sequence
+            for axes in (*op.parsed.inputs, op.parsed.output):
+                el = sympy.Mul(*(1 if a in unit else sizes[a] for a in axes)) * dtype_bytes(op.dtype)
+                if any(a in key_axes for a in axes) and not any(a in query for a in axes):
+                    by_k += el * _ceil_share(axes, sizes, split, tp)  # the cache: read once per position
+                else:
+                    by_q += el * _ceil_share(axes, sizes, split, tp)  # queries and outputs: once per new token
+            fm = sympy.expand(op_cost(op).forward.matmul_flops.xreplace(keep).xreplace(one))
+            fm1 = fm.coeff(one[C], 1)
+            flops_total += count * (f1 * k_sym + f0 * N) / tp
+            matmul_total += count * (fm1 * k_sym + (fm - fm1 * one[C]) * N) / tp
+            compute = (f1 * k_sym + f0 * N) / tp / (peak * eff.attention)
+            total += charge(count, compute, by_k * s_sym, by_q * N, eff.overhead_s, kv=True)
+            continue
+        rows = R if name in heads else N  # the unembedding runs on each request's last position only
+        sized = on_device(op, divisors(op, s), rows)
+        cost = op_cost(sized).forward
+        flops_total += count * (cost.flops + cost.recompute_flops).xreplace(keep)
+        matmul_total += count * cost.matmul_flops.xreplace(keep)
+        moved = sympy.expand(cost.bytes.xreplace(keep))
+        weight_b = moved.subs(rows, 0)  # the weights: bytes whatever the batch
+        other_b = sympy.expand(moved - weight_b)
+        use = weight_use(op)
+        if use == "dense" and weight_b != 0:
+            weight_b = weight_b * sympy.Rational(fmt.bits, 8 * dtype_bytes(op.dtype)) + (
+                weight_b / dtype_bytes(op.dtype) * sympy.Rational(fmt.scale_bytes, fmt.group) if fmt.group else 0
+            )
+        if use == "routed":
+            e, k = (
+                int(sympy.Integer(op.size[str(op.attr("experts"))].xreplace(keep))),
+                int(sympy.Integer(op.size[str(op.attr("route"))].xreplace(keep))),
+            )
+            routing = (e, k)
+            weight_b = weight_b * sympy.Rational(fmt.bits, 8 * dtype_bytes(op.dtype)) * _TOUCHED / e
+        gemm = _gemm(sized, Counting()) if cost.matmul_flops != 0 else None
+        flops = cost.matmul_flops.xreplace(keep)
+        if gemm is not None:
+            a, b_, c_ = (x.xreplace(keep) for x in gemm)
+            if use == "routed":  # a GEMM per touched expert: the untouched ones are not launched
+                b_ = b_ * _TOUCHED / routing[0]
+            curve = eff.curve(dtype)
+            compute = gemm_seconds(flops, a, b_, c_, peak, curve)
+            t0 = curve.overhead_s
+        else:
+            compute, t0 = sympy.Integer(0), eff.overhead_s
+        compute += (cost.flops - cost.matmul_flops).xreplace(keep) / vector
+        if compute == 0 and weight_b == 0 and other_b == 0:
+            continue
+        total += charge(count, compute, weight_b, other_b, t0)
+    comm = sympy.Integer(0)
+    if tp > 1:
+        for name, items in tp_collectives(D, split).items():
+            count = sympy.sympify(D.nodes[name]["count"]).xreplace(keep)
+            for phase, op in items:
+                if phase == "forward":
+                    nbytes = tp_bytes(op, "forward", N, sympy.Integer(1)).xreplace(keep).xreplace({T: 1})
+                    comm += collective_seconds("all_reduce", nbytes, dev, eff, tp, 1, count)
+    parts["communication"] += comm
+    fixed = sympy.Rational(str(step_overhead_s)) + eager * sympy.Rational(str(layer_overhead_s)) * layers
+    parts["overhead"] += fixed
+    expression = total + comm + fixed
+    pair_syms = tuple(windows[w][0] for w in windows)
+    read_syms = tuple(windows[w][1] for w in windows)
+    model = StepModel(
+        expression,
+        parts,
+        sympy.expand(flops_total),
+        sympy.expand(matmul_total),
+        tuple(windows),
+        pair_syms,
+        read_syms,
+        routing,
+        layers,
+        tuple(graph_sizes),
+        eager,
+    )
+    args = model.symbols
+    fn = compile_exprs([expression, *(parts[p] for p in PARTS)], args)
+    exact = compile_exprs([model.flops, model.matmul_flops], args)
+    object.__setattr__(model, "_fn", lambda *v: fn(SCALAR, *v)[0])
+    object.__setattr__(model, "_parts_fn", lambda *v: fn(SCALAR, *v)[1:])
+    object.__setattr__(model, "_flops_fn", lambda *v: exact(EXACT, *v))
+    return model
+
+
+def decode_tokens_per_s(model: StepModel, batch: int, context: int) -> float:
+    """Output tokens per second of a steady decode of ``batch`` sequences at ``context`` tokens."""
+    return batch / model([(1, context)] * batch)
