@@ -1,0 +1,177 @@
+"""The analytic solver: request-level latencies and throughput from the steady-state mixed step, vectorised over
+concurrencies (:func:`closed_loop`) or rates (:func:`open_loop`).
+
+Every request has the same shape (:class:`Shape`: prompt ``P``, output ``O``, prefix hits ``h``; take a
+distribution's means). At ``n`` requests running, with a token budget ``B`` per step:
+
+- a **decode step** holds ``n`` decodes ``(1, P + (O − 2)/2)`` (the mean past of a decode), padded as
+  :meth:`Limits.padded` says; its time is ``T_d(n)``;
+- a **prefill** computes ``P' = P − h`` tokens in ``k = ceil(P' / c)`` chunks of ``c = min(P', B − (n − 1))``
+  tokens; a **mixed step** holds ``n − 1`` decodes and one chunk of the mean size ``P'/k`` at the mean past
+  ``h + (P' − P'/k)/2``; its time is ``T_m(n)``;
+- a request lives ``L = k + O − 1`` steps (``k`` prefill steps, the first token at the end of the last, then
+  ``O − 1`` decodes), so a fraction ``f = min(1, n·k/L)`` of steps holds a prefill (Little's law over the
+  prefill), and the mean step is ``T̄ = (1 − f)·T_d + f·T_m``: the prompt tokens amortised over the output steps;
+- TPOT (after the first token) = ITL = ``T̄``; the running time ``R = k·T_m + (O − 1)·T̄``; throughput
+  ``X = min(n / R, X_p)``, where ``X_p`` is the rate prefills can go at one partial prefill at a time
+  (``1/(k·T_m)`` when ``P' > c``, ``c/(P'·T_m)`` when prompts share a step).
+
+Closed loop at concurrency ``C``: ``n = min(C, n_max)``, with ``n_max`` the least of ``max_num_seqs``, the budget
+``B`` and the KV limit ``num_blocks / (ceil-free blocks of P + O/2 tokens + ½)`` (a request's mean blocks, half a
+block lost to rounding); E2E ``= C / X(n)`` (Little), so the requests past ``n_max`` wait in the queue, and
+TTFT = E2E − (O − 1)·T̄.
+
+Open loop at rate ``λ``: the running concurrency is the fixed point ``n = λ·R(n)`` (Little), found by bisection on
+the grid's interpolation; the rate is **saturated** (NaN latencies) at or past ``X`` at ``n_max`` or past ``X_p``.
+Before admission a request waits for the step in progress (``min(n, 1)·T̄/2``: the system is busy a fraction
+``min(n, 1)`` of the time) and in the prefill queue, Kingman's G/D/1 wait ``ρ/(1 − ρ)·S·c_a²/2`` with
+``S = 1/X_p``, ``ρ = λ·S`` and ``c_a`` the burstiness (1: Poisson, M/D/1).
+
+Approximations: one shape of request (a distribution's variance only enters through the DES); the step times at
+fractional ``n`` are interpolated linearly between the evaluated grid (every ``n`` to 32, then 96 geometric points);
+preemption, the tail of a closed loop and the decode-side queue near ``n_max`` are not modelled; TPOT is the mean
+step, so percentiles need the DES. Tested against :func:`~costmodel.serving.simulate.simulate`
+(tests/serving/test_agreement.py states the tolerances).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CostModelError
+from .batch import Limits, StepTime
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The request every request is taken to be: prompt and output tokens, and prefix tokens the cache may hold."""
+
+    input_tokens: int
+    output_tokens: int
+    prefix_tokens: int = 0
+
+    def __post_init__(self):
+        if self.input_tokens < 1 or self.output_tokens < 1 or not 0 <= self.prefix_tokens <= self.input_tokens:
+            raise CostModelError(
+                f"analytic: a request shape needs input, output >= 1 and 0 <= prefix <= input, got {self}"
+            )
+
+
+class Solver:
+    """The step times of one shape on one replica, evaluated once on a grid of running concurrencies."""
+
+    def __init__(self, step_time: StepTime, limits: Limits, shape: Shape):
+        self.limits, self.shape = limits, shape
+        P, O, bs, B = shape.input_tokens, shape.output_tokens, limits.block_size, limits.max_num_batched_tokens
+        hit = min(shape.prefix_tokens // bs * bs, P - 1) if limits.prefix_caching else 0
+        work = P - hit  # prompt tokens computed
+        kv = int(limits.num_blocks / ((P + O / 2) / bs + 0.5))
+        self.n_max = max(1, min(limits.max_num_seqs, B, kv))
+        grid = np.unique(np.concatenate([np.arange(1, min(32, self.n_max) + 1), np.geomspace(1, self.n_max, 96)]))
+        self.grid = np.unique(np.round(grid).astype(np.int64))
+        past = P + max(O - 2, 0) // 2
+        t_d, t_m, ks, cs = [], [], [], []
+        for n in self.grid.tolist():
+            c = max(1, min(work, B - (n - 1)))
+            k = -(-work // c)
+            chunk = round(work / k)
+            decode = [(1, past)] * n
+            t_d.append(float(step_time(decode + [(1, 0)] * (limits.padded(n) - n))))
+            t_m.append(float(step_time(decode[: n - 1] + [(chunk, hit + round((work - chunk) / 2))])))
+            ks.append(k)
+            cs.append(c)
+        self.t_d, self.t_m = np.array(t_d), np.array(t_m)
+        self.k, self.c = np.array(ks, dtype=float), np.array(cs, dtype=float)
+        self.work = work
+        L = self.k + O - 1
+        f = np.minimum(1.0, (self.grid - 1) * self.k / L)  # the steps of a decoding request with another's prefill
+        self.t_bar = (1 - f) * self.t_d + f * self.t_m
+        self.running = self.k * self.t_m + (O - 1) * self.t_bar
+        self.x_p = np.where(work > self.c, 1 / (self.k * self.t_m), self.c / (work * self.t_m))
+        self.x = np.minimum(self.grid / self.running, self.x_p)
+
+    def _at(self, table: np.ndarray, n: np.ndarray) -> np.ndarray:
+        return np.interp(np.clip(n, 1, self.n_max), self.grid, table)
+
+    @property
+    def capacity(self) -> float:
+        """The largest throughput, requests/s: at ``n_max`` running, or where prefills bind."""
+        return float(np.max(self.x))
+
+    def _result(self, n, ttft, tpot, e2e, x, saturated) -> dict:
+        P, O = self.shape.input_tokens, self.shape.output_tokens
+        return {
+            "concurrency": n,
+            "ttft_s": ttft,
+            "tpot_s": tpot,
+            "itl_s": tpot,
+            "tpot_incl_first_s": e2e / O,
+            "e2e_s": e2e,
+            "requests_per_s": x,
+            "input_tokens_per_s": x * P,
+            "output_tokens_per_s": x * O,
+            "saturated": saturated,
+        }
+
+    def closed_loop(self, concurrency) -> dict:
+        """Means at each concurrency (an array or a number): see the module."""
+        C = np.asarray(concurrency, dtype=float)
+        if np.any(~(C >= 1)):
+            raise CostModelError(f"analytic: a concurrency must be >= 1, got {concurrency}")
+        over = self.limits.request_overhead_s
+        n = np.minimum(C, self.n_max)
+        x = self._at(self.x, n)
+        tpot = self._at(self.t_bar, n)
+        e2e = C / x
+        ttft = e2e - (self.shape.output_tokens - 1) * tpot
+        return self._result(n, ttft + over, tpot, e2e + over, x, np.zeros(C.shape, dtype=bool))
+
+    def open_loop(self, rate, burstiness: float = 1.0) -> dict:
+        """Means at each rate, requests/s (an array or a number; ``inf`` is saturated): see the module."""
+        lam = np.asarray(rate, dtype=float)
+        if np.any(~(lam > 0)):
+            raise CostModelError(f"analytic: a rate must be > 0 requests/s, got {rate}")
+        if not burstiness > 0:
+            raise CostModelError(f"analytic: burstiness must be > 0, got {burstiness}")
+        lo, hi = np.zeros(lam.shape), np.full(lam.shape, float(self.n_max))
+        for _ in range(60):  # bisection on n − λ·R(n): negative below the fixed point
+            mid = (lo + hi) / 2
+            below = mid < lam * self._at(self.running, mid)
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        n = (lo + hi) / 2
+        saturated = lam * self._at(self.running, self.n_max) >= self.n_max
+        tbar, x_p, t_m, k = (self._at(t, n) for t in (self.t_bar, self.x_p, self.t_m, self.k))
+        rho = lam / x_p
+        saturated |= rho >= 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            queue = np.where(rho < 1, rho / (1 - rho) / x_p * burstiness**2 / 2, np.inf)
+        ttft = np.minimum(n, 1) * tbar / 2 + queue + k * t_m
+        e2e = ttft + (self.shape.output_tokens - 1) * tbar
+        nan = np.full(lam.shape, math.nan)
+        over = self.limits.request_overhead_s
+        return self._result(
+            np.where(saturated, self.n_max, n),
+            np.where(saturated, nan, ttft + over),
+            np.where(saturated, nan, tbar),
+            np.where(saturated, nan, e2e + over),
+            np.where(saturated, self.capacity, lam),
+            saturated,
+        )
+
+
+def closed_loop(step_time: StepTime, limits: Limits, shape: Shape, concurrency) -> dict:
+    """:meth:`Solver.closed_loop` in one call."""
+    return Solver(step_time, limits, shape).closed_loop(concurrency)
+
+
+def open_loop(step_time: StepTime, limits: Limits, shape: Shape, rate, burstiness: float = 1.0) -> dict:
+    """:meth:`Solver.open_loop` in one call."""
+    return Solver(step_time, limits, shape).open_loop(rate, burstiness)
+
+
+def capacity(step_time: StepTime, limits: Limits, shape: Shape) -> float:
+    """The largest request rate one replica sustains, requests/s."""
+    return Solver(step_time, limits, shape).capacity

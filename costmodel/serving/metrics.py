@@ -1,0 +1,232 @@
+"""What a user reads off a simulation: latencies, throughput, SLOs and goodput (:func:`metrics`), and the largest
+rate that meets SLOs (:func:`max_rate_under_slo`).
+
+**Per request** (seconds): TTFT = first token − arrival + ``request_overhead_s``; E2E = last token − arrival +
+``request_overhead_s``; TPOT two ways, named: ``tpot_s`` = (E2E − TTFT) / (output − 1), the time per output token
+after the first (requests of one output token have none and are left out), and ``tpot_incl_first_s`` = E2E /
+output. ITL: every gap between consecutive tokens of a request, pooled over requests (``itl_s``). Each comes as
+``mean``, ``p50``, ``p90``, ``p99``: numpy's default (linear interpolation between order statistics); NaN when no
+request has one.
+
+**The measured window.** With ``warmup = 0`` every finished request counts and the window runs from the first
+arrival to the last finish. With ``warmup = w`` the first and the last ``floor(w·m)`` of the ``m`` finished
+requests, in order of finish, are left out (the ramp up and the drain of a closed loop or a finite open loop), and
+the window runs from the last finish left out at the start (the first arrival when none is) to the last finish
+measured; latencies are those of the measured requests. Tokens/s are the measured requests' tokens over the window
+(in a steady state, the tokens made inside it).
+
+**SLOs** (:func:`parse_slos`): ``ttft_p90=2s,tpot_p99=50ms,e2e_mean=10s`` — a metric (``ttft``, ``tpot``,
+``tpot_incl_first``, ``itl``, ``e2e``), a statistic (``mean`` or ``p`` and a percentile) and a limit with its unit
+(``s`` or ``ms``; a bare number is an error). An SLO is **met** when the statistic of the population is within the
+limit; its **attainment** is the fraction of requests whose own value is (for ``itl``, a request's largest gap).
+**Goodput** is the requests/s, over the window, of the requests whose own values meet every SLO, and the fraction
+of them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import CostModelError, closest
+from .analytic import Shape, capacity
+from .batch import Limits, StepTime
+from .simulate import Simulation, simulate
+from .workload import Length, parse_length, workload
+
+METRICS = ("ttft", "tpot", "tpot_incl_first", "itl", "e2e")
+_SLO = re.compile(r"^(?P<metric>[a-z_]+?)_(?P<stat>mean|p\d+(?:\.\d+)?)$")
+_LIMIT = re.compile(r"^(?P<value>\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?\s*(?P<unit>ms|s)?$")
+
+
+@dataclass(frozen=True)
+class Slo:
+    """``stat`` (``"mean"`` or ``"p90"``, ...) of ``metric`` within ``limit_s`` seconds."""
+
+    metric: str
+    stat: str
+    limit_s: float
+
+    def __str__(self) -> str:
+        return f"{self.metric}_{self.stat}={self.limit_s:g}s"
+
+
+def parse_slos(text: str) -> tuple[Slo, ...]:
+    """SLOs from text like ``ttft_p90=2s,tpot_p99=50ms,e2e_mean=10s`` (units ``s`` and ``ms`` required)."""
+    out = []
+    for part in filter(None, (p.strip() for p in str(text).split(","))):
+        name, eq, limit = part.partition("=")
+        name, limit = name.strip().lower(), limit.strip().lower()
+        m = _SLO.match(name)
+        if not eq or not m:
+            raise CostModelError(f"slo {part!r}: expected METRIC_STAT=LIMIT such as ttft_p90=2s or tpot_mean=50ms")
+        if m["metric"] not in METRICS:
+            raise CostModelError(f"slo {part!r}: unknown metric {m['metric']!r}{closest(m['metric'], METRICS)}")
+        if m["stat"] != "mean" and not 0 <= float(m["stat"][1:]) <= 100:
+            raise CostModelError(f"slo {part!r}: a percentile is between p0 and p100, got {m['stat']}")
+        v = _LIMIT.match(limit)
+        if not v:
+            raise CostModelError(f"slo {part!r}: expected a limit such as 2s or 50ms, got {limit!r}")
+        if not v["unit"]:
+            raise CostModelError(f"slo {part!r}: the limit {limit!r} has no unit; write it in s or ms")
+        seconds = float(limit.removesuffix("ms").removesuffix("s")) / (1000 if v["unit"] == "ms" else 1)
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise CostModelError(f"slo {part!r}: the limit must be > 0, got {limit!r}")
+        out.append(Slo(m["metric"], m["stat"], seconds))
+    if not out:
+        raise CostModelError(f"slo {text!r}: no SLO given; expected e.g. ttft_p90=2s,tpot_p99=50ms")
+    return tuple(out)
+
+
+def stat(values: np.ndarray, which: str) -> float:
+    """``which`` (``mean``, ``p50``, ``p99.9``, ...) of ``values``; NaN when there are none."""
+    if not len(values):
+        return math.nan
+    return float(np.mean(values)) if which == "mean" else float(np.percentile(values, float(which[1:])))
+
+
+def summary(values: np.ndarray) -> dict[str, float]:
+    """``mean``, ``p50``, ``p90``, ``p99`` of ``values`` (numpy's linear percentiles)."""
+    return {which: stat(values, which) for which in ("mean", "p50", "p90", "p99")}
+
+
+def _measured(sim: Simulation, warmup: float) -> tuple[np.ndarray, float, float]:
+    """The indices of the measured requests and the window's start and end."""
+    if not 0 <= warmup < 0.5:
+        raise CostModelError(f"metrics: warmup is a fraction in [0, 0.5), got {warmup}")
+    done = np.flatnonzero(sim.finished)
+    if not len(done):
+        return done, math.nan, math.nan
+    order = done[np.argsort(sim.finish_s[done], kind="stable")]
+    cut = math.floor(warmup * len(order))
+    kept = order[cut : len(order) - cut]
+    start = sim.finish_s[order[cut - 1]] if cut else float(np.min(sim.arrival_s[done]))
+    return np.sort(kept), float(start), float(sim.finish_s[kept[-1]])
+
+
+def _gaps(sim: Simulation, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every inter-token gap of the ``kept`` requests, pooled, and each request's largest gap (0 with none)."""
+    segs = sim.segments[np.isin(sim.segments[:, 0], kept)]
+    largest = np.zeros(len(sim.requests))
+    if not len(segs):
+        return np.empty(0), largest[kept]
+    lengths = segs[:, 2] - segs[:, 1]
+    starts = np.repeat(segs[:, 1] - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    times = sim.step_end_s[starts + np.arange(int(lengths.sum()))]  # every token's time, request by request
+    owner = np.repeat(segs[:, 0], lengths)
+    same = owner[1:] == owner[:-1]
+    gaps = np.diff(times)[same]
+    np.maximum.at(largest, owner[1:][same], gaps)
+    return gaps, largest[kept]
+
+
+def per_request(sim: Simulation, kept: np.ndarray) -> dict[str, np.ndarray]:
+    """Each measured request's TTFT, E2E, TPOT (NaN for one output token), TPOT with the first, largest ITL."""
+    over = sim.limits.request_overhead_s
+    out = sim.output_tokens[kept]
+    ttft = sim.first_token_s[kept] - sim.arrival_s[kept] + over
+    e2e = sim.finish_s[kept] - sim.arrival_s[kept] + over
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(out > 1, (e2e - ttft) / (out - 1), np.nan)
+    return {"ttft": ttft, "e2e": e2e, "tpot": tpot, "tpot_incl_first": e2e / out}
+
+
+def metrics(sim: Simulation, *, slos: str | tuple[Slo, ...] | None = None, warmup: float = 0.0) -> dict:
+    """The metrics of a simulation as a dict (keys in seconds, as ``serving.*`` in JSON): see the module."""
+    kept, start, end = _measured(sim, warmup)
+    values = per_request(sim, kept)
+    gaps, largest = _gaps(sim, kept)
+    window = end - start if len(kept) else math.nan
+    rate = (lambda x: x / window if window > 0 else math.nan) if len(kept) else (lambda x: math.nan)
+    result = {
+        "ttft_s": summary(values["ttft"]),
+        "tpot_s": summary(values["tpot"][~np.isnan(values["tpot"])]),
+        "tpot_incl_first_s": summary(values["tpot_incl_first"]),
+        "itl_s": summary(gaps),
+        "e2e_s": summary(values["e2e"]),
+        "throughput": {
+            "input_tokens_per_s": rate(float(sim.input_tokens[kept].sum())),
+            "output_tokens_per_s": rate(float(sim.output_tokens[kept].sum())),
+            "requests_per_s": rate(float(len(kept))),
+        },
+        "window_s": window,
+        "requests": int(len(kept)),
+        "finished": int(sim.finished.sum()),
+        "preemptions": int(sim.preemptions.sum()),
+        "saturated": sim.saturated,
+        "saturation": sim.reason,
+    }
+    if slos is not None:
+        slos = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+        values["itl"] = largest
+        pooled = {**values, "itl": gaps, "tpot": values["tpot"][~np.isnan(values["tpot"])]}
+        ok = np.ones(len(kept), dtype=bool)
+        rows = {}
+        for slo in slos:
+            own = values[slo.metric]
+            meets = ~(own > slo.limit_s)  # a request with no TPOT (one output token) meets a TPOT SLO
+            ok &= meets
+            value = stat(pooled[slo.metric], slo.stat)
+            rows[str(slo)] = {
+                "value_s": value,
+                "limit_s": slo.limit_s,
+                "met": bool(value <= slo.limit_s),
+                "attainment": float(meets.mean()) if len(kept) else math.nan,
+            }
+        result["slo"] = rows
+        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not sim.saturated
+        result["goodput"] = {
+            "requests_per_s": rate(float(ok.sum())),
+            "fraction": float(ok.mean()) if len(kept) else math.nan,
+        }
+    return result
+
+
+def max_rate_under_slo(
+    step_time: StepTime,
+    limits: Limits,
+    slos: str | tuple[Slo, ...],
+    *,
+    input_len: str | int | Length = 2048,
+    output_len: str | int | Length = 256,
+    requests: int = 1000,
+    burstiness: float = 1.0,
+    seed: int = 0,
+    warmup: float = 0.1,
+    iterations: int = 12,
+    hi: float | None = None,
+) -> dict:
+    """The largest Poisson (or gamma) rate, requests/s, at which the simulation of ``requests`` requests (the same
+    seed at every rate) meets every SLO, found by bisection in ``iterations`` steps between 0 and ``hi`` (by
+    default the analytic solver's saturation rate, doubled until a rate fails). Returns the rate met, the first
+    rate that failed above it, and the metrics at the rate met (``None`` when even the lowest rate tried fails)."""
+    slos = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+    ins, outs = parse_length(input_len), parse_length(output_len)
+
+    def run(rate: float) -> dict:
+        w = workload(requests, rate=rate, burstiness=burstiness, input_len=ins, output_len=outs, seed=seed)
+        return metrics(simulate(w, step_time, limits), slos=slos, warmup=warmup)
+
+    top = hi if hi is not None else 1.05 * capacity(step_time, limits, Shape(round(ins.mean), round(outs.mean)))
+    if not top > 0:
+        raise CostModelError(f"max_rate_under_slo: the upper rate must be > 0, got {top}")
+    best, at = 0.0, None
+    for _ in range(8):  # a rate that fails bounds the search
+        m = run(top)
+        if not m["slo_met"]:
+            break
+        best, at, top = top, m, 2 * top
+    else:
+        return {"rate": best, "failed_at": math.nan, "metrics": at, "iterations": 0}
+    lo, hi_ = best, top
+    for _ in range(iterations):
+        mid = (lo + hi_) / 2
+        m = run(mid)
+        if m["slo_met"]:
+            lo, at = mid, m
+        else:
+            hi_ = mid
+    return {"rate": lo, "failed_at": hi_, "metrics": at, "iterations": iterations}
