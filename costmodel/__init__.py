@@ -56,6 +56,8 @@ _VERBS = {
     "recover": ("costmodel.tracer.recover", "recover"),
     "calibrate": ("costmodel.verbs.calibrate", "calibrate_file"),
     "plan": "costmodel.verbs.plan.plan",
+    "serve": "costmodel.verbs.serve",
+    "Serve": "costmodel.serving.spec",
 }
 
 __all__ = [
@@ -80,6 +82,8 @@ __all__ = [
     "units",
     "calibrate",
     "plan",
+    "serve",
+    "Serve",
 ]
 
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from costmodel import CostModelError, __version__
 
-from . import calibrate, compare, derive, estimate, fit, hardware, models, plan, report, roofline, sweep, trace
+from . import calibrate, compare, derive, estimate, fit, hardware, models, plan, report, roofline, serve, sweep, trace
 
-COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, trace, calibrate, plan)
+COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, trace, calibrate, plan, serve)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -280,6 +280,26 @@ class Roofline(Result):
     title = "costmodel roofline"
 
 
+class Served(Result):
+    """What :func:`costmodel.serve` returns: ``serving.*``, latencies in seconds (mean, p50, p90, p99), throughput,
+    goodput, cost and the step's breakdown."""
+
+    @property
+    def title(self) -> str:  # type: ignore[override]
+        return f"costmodel serve: {self._data.get('model', '')}"
+
+    def _repr_html_(self) -> str:
+        from .serving import serving_html  # the table of a serving run
+
+        return serving_html(self._data)
+
+    def to_text(self) -> str:
+        """What ``costmodel serve`` prints: latencies first, then throughput, goodput, cost, what binds the step."""
+        from .serving import lines  # the layout of a serving run's text
+
+        return "\n".join(lines(self._data))
+
+
 class Fit(Result):
     """What :func:`costmodel.fit` returns: the largest batch or sequence that fits, or what overflows."""
 

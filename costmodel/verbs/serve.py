@@ -1,0 +1,313 @@
+"""``costmodel.serve``: request-level serving of a model on a device under an engine — latencies, throughput,
+goodput and cost.
+
+The run is put together here from the stages below it: the model loaded for its settings and its device read once
+(:func:`~costmodel.sections.run.prepare`), the engine profile (:mod:`costmodel.serving.profiles`), the KV blocks the
+engine allocates (:mod:`costmodel.serving.memory`), the step time of a mixed batch derived from the graph
+(:mod:`costmodel.serving.step`), then the requests (:mod:`costmodel.serving.workload`) through the discrete-event
+simulation of one replica (:mod:`costmodel.serving.simulate`) and the analytic solver
+(:mod:`costmodel.serving.analytic`), and the metrics (:mod:`costmodel.serving.metrics`).
+
+Replicas share the load evenly: each of ``r`` replicas serves rate λ/r (random routing of a Poisson stream is a
+Poisson stream) or every r-th request of a trace or a closed loop's ``C/r`` users; throughputs are the replica's
+times r. The cost of a replica's device-hours is split between prompt and output tokens by the marginal step time
+of each: a prompt token's share of a full chunk, an output token's share of the operating decode step.
+
+Speculative decoding (``k`` draft tokens accepted with probability α, :func:`~costmodel.serving.spec.tokens_per_step`
+τ per step): a decode of the target verifies ``k + 1`` tokens, the draft (an MTP head, taken as one more layer of
+the target per draft token) runs ``k`` times, and a request needs ``⌈(O − 1)/τ⌉`` decode steps after its first
+token; latencies and throughput are reported per real token.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+
+from ..devices.prices import Price, price
+from ..errors import CostModelError
+from ..families import Model
+from ..memory.device import prepared
+from ..options import Options
+from ..render.results import Served
+from ..sections.run import prepare
+from ..serving.analytic import Shape, Solver
+from ..serving.batch import Entry
+from ..serving.memory import kv_pool
+from ..serving.metrics import max_rate_under_slo, metrics
+from ..serving.profiles import profile
+from ..serving.simulate import simulate
+from ..serving.spec import Serve, tokens_per_step
+from ..serving.step import PARTS, StepModel, step_model
+from ..serving.workload import Workload, from_trace, parse_length, workload
+from ..symbols import B, C, T
+
+
+def _options(options: Options | None, hardware: object) -> Options:
+    opts = Options.make(options) if options is not None else Options.make()
+    if hardware is not None:
+        opts = opts.replace(hardware=hardware)
+    if opts.hardware is None:
+        raise CostModelError("serve needs a device: --hardware NAME (see 'costmodel hardware')")
+    layout = opts.layout
+    if layout.pp > 1:
+        raise CostModelError("serve: pipeline parallelism (--pp > 1) is not modelled for serving yet; use --tp")
+    if layout.dp > 1:
+        raise CostModelError("serve: data parallelism is --replicas for serving (each replica its own engine)")
+    if not opts.attention_default and opts.attention not in ("flash", "sdpa"):
+        raise CostModelError(
+            f"serve: serving engines run fused attention; --attention {opts.attention} is not served (use flash)"
+        )
+    return opts.replace(inference=True, attention="flash")
+
+
+class _Speculative:
+    """The target's step with each decode verifying k + 1 tokens, plus k draft passes (see the module notes)."""
+
+    def __init__(self, step: StepModel, k: int, draft_share: float):
+        self.step, self.k, self.draft_share = step, k, draft_share
+
+    def __call__(self, batch: Sequence[Entry]) -> float:
+        verify = [(self.k + 1, p) if c == 1 else (c, p) for c, p in batch]
+        decodes = [(1, p) for c, p in batch if c == 1]
+        return self.step(verify) + self.k * self.draft_share * self.step(decodes)
+
+
+def serve(
+    model: Model | str,
+    hardware: object = None,
+    *,
+    settings: Mapping[str, object] | None = None,
+    options: Options | None = None,
+    spec: Serve | None = None,
+    **choices: object,
+) -> Served:
+    """Serve ``model`` on ``hardware`` (or ``options.hardware``): see the module notes. ``spec`` (or the
+    keywords of :class:`~costmodel.serving.spec.Serve`: ``rate=4``, ``input_len="2048"``, ``slo="ttft_p90=2s"``)
+    says the engine and the load.
+
+    >>> r = serve("llama3-8b", "h100-sxm", rate=2, requests=50, input_len="512", output_len="64")
+    >>> r["serving"]["ttft_s"]["p50"] > 0, r["serving"]["engine"]
+    (True, 'vllm-v1')
+    """
+    if spec is not None and choices:
+        raise CostModelError("serve: give a Serve spec or its fields as keywords, not both")
+    spec = spec or Serve(**choices)
+    opts = _options(options, hardware)
+    run = prepare(model, settings, opts)
+    m, dev = run.model, run.device
+    layout = opts.layout
+    prof = profile(spec.engine, dict(spec.engine_set), file=spec.engine_file)
+    values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
+    pool = kv_pool(
+        m.graph, values, dev, prof, tp=layout.tp, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
+    )
+    limits = prof.limits(pool.num_blocks)
+    H = prepared(m.graph, opts)
+    step = step_model(
+        H,
+        values,
+        dev,
+        tp=layout.tp,
+        ep=layout.ep,
+        weights_dtype=opts.weights_dtype,
+        step_overhead_s=prof.step_overhead_s,
+        layer_overhead_s=prof.layer_overhead_s,
+        graph_sizes=limits.cuda_graph_sizes,
+        graph_kernel_overhead_s=prof.graph_kernel_overhead_s,
+        allreduce_latency_s=prof.allreduce_latency_s,
+    )
+    tau = 1.0
+    timed = step
+    if spec.speculative is not None:
+        k, alpha = spec.speculative
+        tau = tokens_per_step(k, alpha)
+        layers = float(step.layer_overhead) if step.layer_overhead.is_number else 1.0
+        timed = _Speculative(step, k, 1.0 / max(layers, 1.0))
+    gpus = layout.tp * layout.ep * spec.replicas if layout.ep > layout.tp else layout.tp * spec.replicas
+    per_replica_gpus = gpus // spec.replicas
+
+    reqs = _workload(spec)
+    real = reqs
+    if tau > 1:  # a request needs fewer decode steps: simulate those, report per real token
+        reqs = Workload(
+            tuple(
+                dataclasses.replace(r, output_tokens=1 + math.ceil((r.output_tokens - 1) / tau)) for r in reqs.requests
+            ),
+            reqs.concurrency,
+        )
+    ins, outs = parse_length(spec.input_len), parse_length(spec.output_len)
+    shape = Shape(
+        max(1, round(_mean([r.input_tokens for r in real.requests]))),
+        max(1, round(_mean([r.output_tokens for r in reqs.requests]))),
+        min(spec.prefix_tokens, max(1, round(_mean([r.input_tokens for r in real.requests])))),
+    )
+    solver = Solver(timed, limits, shape)
+    out: dict[str, object] = {}
+    if spec.solver == "simulate":
+        sim = simulate(reqs, timed, limits)
+        if tau > 1:
+            sim = dataclasses.replace(sim, requests=real.requests)
+        res = metrics(sim, slos=spec.slo, warmup=spec.warmup)
+        mean_running = float(sim.step_seqs.mean()) if len(sim.step_seqs) else 1.0
+        out.update(res)
+    else:
+        res = _analytic(solver, spec)
+        mean_running = float(res.pop("concurrency"))
+        out.update(res)
+    r = spec.replicas
+    thr = out["throughput"]
+    for key in ("input_tokens_per_s", "output_tokens_per_s", "requests_per_s"):
+        thr[key] = thr[key] * r
+    thr["input_tokens_per_s_per_gpu"] = thr["input_tokens_per_s"] / gpus
+    thr["output_tokens_per_s_per_gpu"] = thr["output_tokens_per_s"] / gpus
+    if "goodput" in out:
+        out["goodput"]["requests_per_s"] *= r
+    analytic = _analytic(solver, spec)
+    analytic.pop("concurrency", None)
+    out["analytic"] = analytic
+    if spec.slo and spec.max_rate and spec.trace is None and spec.concurrency is None:
+        found = max_rate_under_slo(
+            timed,
+            limits,
+            spec.slo,
+            input_len=ins,
+            output_len=outs,
+            requests=min(spec.requests, 400),
+            burstiness=spec.burstiness,
+            seed=spec.seed,
+            iterations=8,
+        )
+        out["max_rate_under_slo"] = found["rate"] * r
+    elif spec.slo:
+        out["max_rate_under_slo"] = None
+    mean_in = shape.input_tokens
+    mean_ctx = mean_in + shape.output_tokens // 2
+    n_op = max(1, round(mean_running))
+    decode = [(1, mean_ctx)] * n_op
+    chunk = min(limits.max_num_batched_tokens, max(mean_in - shape.prefix_tokens, 1))
+    prefill = [(chunk, 0)]
+    out["step_breakdown"] = {"decode": _parts(step, decode), "prefill": _parts(step, prefill)}
+    out["step_breakdown"]["decode"]["batch"] = n_op
+    out["step_breakdown"]["decode"]["context"] = mean_ctx
+    out["step_breakdown"]["prefill"]["tokens"] = chunk
+    usd = _price(opts, dev.name)
+    if usd is not None and thr["output_tokens_per_s"] and thr["output_tokens_per_s"] == thr["output_tokens_per_s"]:
+        per_s = float(usd.usd_per_hour) * gpus / 3600
+        t_in = timed(prefill) / chunk  # seconds of a replica per prompt token
+        t_out = timed(decode) / n_op / tau  # per output token at the operating batch
+        tokens_in, tokens_out = thr["input_tokens_per_s"], thr["output_tokens_per_s"]
+        share_in = tokens_in * t_in / (tokens_in * t_in + tokens_out * t_out)
+        out["cost_usd_per_million_input_tokens"] = per_s * share_in / tokens_in * 1e6
+        out["cost_usd_per_million_output_tokens"] = per_s * (1 - share_in) / tokens_out * 1e6
+        out["cost_usd_per_hour"] = per_s * 3600
+        out["price_source"] = usd.describe()
+    else:
+        out["cost_usd_per_million_input_tokens"] = None
+        out["cost_usd_per_million_output_tokens"] = None
+    out.update(
+        {
+            "engine": prof.name,
+            "engine_version": prof.version,
+            "calibrated_for": prof.calibration(),
+            "engine_overrides": list(prof.overridden),
+            "hardware": dev.name,
+            "gpus": gpus,
+            "gpus_per_replica": per_replica_gpus,
+            "layout": {"tp": layout.tp, "ep": layout.ep, "replicas": r},
+            "load": spec.load,
+            "solver": spec.solver,
+            "memory": {**pool.as_dict(), "max_num_seqs": limits.max_num_seqs},
+            "limits": {
+                "max_num_seqs": limits.max_num_seqs,
+                "max_num_batched_tokens": limits.max_num_batched_tokens,
+                "block_size": limits.block_size,
+                "chunked_prefill": limits.chunked_prefill,
+                "decode_first": limits.decode_first,
+                "prefix_caching": limits.prefix_caching,
+            },
+            "speculative": None
+            if spec.speculative is None
+            else {"k": spec.speculative[0], "alpha": spec.speculative[1], "tokens_per_step": tau},
+        }
+    )
+    return Served({"model": m.name, "serving": out})
+
+
+def _mean(xs: Sequence[int]) -> float:
+    return sum(xs) / len(xs)
+
+
+def _workload(spec: Serve) -> Workload:
+    if spec.trace is not None:
+        w = from_trace(spec.trace, limit=spec.requests * spec.replicas)
+        return Workload(w.requests[:: spec.replicas], w.concurrency) if spec.replicas > 1 else w
+    if spec.concurrency is not None:
+        users = max(1, spec.concurrency // spec.replicas)
+        return workload(
+            spec.requests,
+            concurrency=users,
+            input_len=spec.input_len,
+            output_len=spec.output_len,
+            prefix_tokens=spec.prefix_tokens,
+            seed=spec.seed,
+        )
+    return workload(
+        spec.requests,
+        rate=spec.rate / spec.replicas,
+        burstiness=spec.burstiness,
+        input_len=spec.input_len,
+        output_len=spec.output_len,
+        prefix_tokens=spec.prefix_tokens,
+        seed=spec.seed,
+    )
+
+
+def _analytic(solver: Solver, spec: Serve) -> dict[str, object]:
+    """The analytic solver's means at the spec's load, in the shape of the metrics (means only)."""
+    if spec.concurrency is not None:
+        a = solver.closed_loop(max(1, spec.concurrency // spec.replicas))
+    elif spec.rate is not None and not math.isinf(spec.rate):
+        a = solver.open_loop(spec.rate / spec.replicas, spec.burstiness)
+    else:
+        a = solver.closed_loop(solver.n_max)  # every request at once: the engine full
+    f = {k: float(v) for k, v in a.items()}
+    mean = lambda x: {"mean": f[x]}  # noqa: E731
+    return {
+        "concurrency": f["concurrency"],
+        "ttft_s": mean("ttft_s"),
+        "tpot_s": mean("tpot_s"),
+        "tpot_incl_first_s": mean("tpot_incl_first_s"),
+        "itl_s": mean("itl_s"),
+        "e2e_s": mean("e2e_s"),
+        "throughput": {
+            "input_tokens_per_s": f["input_tokens_per_s"],
+            "output_tokens_per_s": f["output_tokens_per_s"],
+            "requests_per_s": f["requests_per_s"],
+        },
+        "saturated": bool(a["saturated"]),
+    }
+
+
+def _parts(step: StepModel, batch: Sequence[Entry]) -> dict[str, object]:
+    parts = step.breakdown(batch)
+    total = sum(parts.values())
+    return {
+        "step_s": total,
+        **{f"{p}_s": parts[p] for p in PARTS},
+        "binds": max(PARTS, key=lambda p: parts[p]),
+    }
+
+
+def _price(opts: Options, hardware: str):
+    spec = opts.price_per_hour
+    if spec is None:
+        try:
+            return price("list", hardware)
+        except CostModelError:
+            return None
+    if isinstance(spec, (int, Fraction)):
+        return Price("given", hardware, Fraction(spec), "", "--price-per-hour", "the user")
+    return price(str(spec), hardware)
