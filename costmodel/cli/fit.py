@@ -33,6 +33,14 @@ def add(sub: argparse._SubParsersAction) -> None:
         choices=["peak", "total"],
         help="compare the liveness peak (default, where modelled) or the sum of components",
     )
+    p.add_argument(
+        "--inference-memory",
+        default="engine",
+        choices=["engine", "prefill"],
+        help="with --inference: the sequences a serving engine's KV pool holds (default: vLLM v1's 0.9 utilisation, "
+        "one chunk of activations, KV blocks), or prefill: every prompt prefilled at once",
+    )
+    p.add_argument("--engine", default="vllm-v1", help="with --inference: the engine profile (see 'costmodel serve')")
     add_step_args(p, batch_default="dp")
     add_memory_args(p)
     p.add_argument("--json", action="store_true")
@@ -46,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
         hardware=args.hardware,
         solve=args.solve,
         by=args.by,
+        inference_memory=args.inference_memory,
+        engine=args.engine,
         settings=settings(args),
         options=options(args, skip=("hardware", "micro_batch")),
     )
@@ -53,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         print(r.to_json())
         return 0
     what = "micro-batch per device" if args.solve == "batch" else ("context" if args.inference else "sequence")
-    print(f"{r['model']} in {nbytes(r['memory'])} per device, compared by {r['by']}")
+    how = r["inference_memory"] if "inference_memory" in r else f"compared by {r['by']}"
+    print(f"{r['model']} in {nbytes(r['memory'])} per device, {how}")
     if not r["fits"]:
         print(f"does not fit even at {what} 1: {r['overflow']} overflows")
         for k, v in r["at_one"].items():

@@ -70,7 +70,7 @@ class KVPool:
 def kv_pool(
     G: nx.DiGraph,
     values: dict,
-    dev: Device,
+    dev: Device | int,
     profile: Profile,
     *,
     tp: int = 1,
@@ -78,7 +78,11 @@ def kv_pool(
     kv_dtype: str | None = None,
     name: str = "model",
 ) -> KVPool:
-    """The :class:`KVPool` of ``G`` (at ``values``) on ``dev`` under ``profile`` and ``tp``."""
+    """The :class:`KVPool` of ``G`` (at ``values``) on ``dev`` (a device, or a memory size in bytes) under
+    ``profile`` and ``tp``."""
+    capacity, where = (
+        (int(dev), f"{int(dev) / 1e9:g} GB") if isinstance(dev, int) else (int(dev.memory_bytes), dev.name)
+    )
     chunk = profile.max_num_batched_tokens
     options = Options(
         inference=True,
@@ -104,7 +108,7 @@ def kv_pool(
         raise CostModelError(f"serving memory: {name}'s KV cache per token is not whole bytes ({per_token})")
     per_token = int(per_token)
     pool = KVPool(
-        capacity_bytes=int(dev.memory_bytes),
+        capacity_bytes=capacity,
         utilization=profile.gpu_memory_utilization,
         weights_bytes=weights,
         activation_bytes=activations,
@@ -119,8 +123,8 @@ def kv_pool(
     if blocks < 1:
         gb = lambda x: f"{float(x) / 1e9:.2f} GB"  # noqa: E731
         raise CostModelError(
-            f"{name} does not fit {dev.name} under tp {tp}: weights {gb(weights)} + activations {gb(activations)} "
+            f"{name} does not fit {where} under tp {tp}: weights {gb(weights)} + activations {gb(activations)} "
             f"+ reserve {gb(profile.runtime_reserve_bytes)} per rank leave no KV block in "
-            f"{float(profile.gpu_memory_utilization):g} × {gb(dev.memory_bytes)}; raise --tp or use --weights-dtype fp8"
+            f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}; raise --tp or use --weights-dtype fp8"
         )
     return KVPool(**{**pool.__dict__, "num_blocks": blocks})

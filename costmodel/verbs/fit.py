@@ -26,6 +26,8 @@ from ..options import Options
 from ..render.results import Fit
 from ..sections.quantities import quantities
 from ..sections.run import model_for, resolve
+from ..serving.memory import kv_pool
+from ..serving.profiles import profile
 from ..sizes import parse_memory
 from ..symbols import B, T
 
@@ -128,6 +130,62 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
 RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
 
 
+def _engine_fit(m: Model, opts: Options, values: dict, memory: int, engine: str, by: str) -> Fit:
+    """Sequences of ``context`` tokens an engine's KV pool holds on a device of ``memory`` bytes."""
+    prof = profile(engine)
+    context = int(opts.context or values[T])
+    try:
+        pool = kv_pool(
+            m.graph,
+            values,
+            memory,
+            prof,
+            tp=opts.layout.tp,
+            weights_dtype=opts.weights_dtype,
+            kv_dtype=opts.kv_dtype,
+            name=m.name,
+        )
+        blocks = pool.num_blocks
+    except CostModelError:
+        pool, blocks = None, 0
+    per_seq = -(-context // prof.block_size)  # whole blocks per sequence
+    n = blocks // per_seq
+    out: dict[str, object] = {
+        "model": m.name,
+        "memory": memory,
+        "solve": "batch",
+        "by": by,  # the engine's pool is one number: peak and total agree
+        "largest": n,
+        "fits": n > 0,
+        "inference_memory": f"engine: {prof.name} {prof.version}",
+        "engine": None if pool is None else {**pool.as_dict(), "blocks_per_sequence": per_seq, "context": context},
+    }
+    parts = None
+    if pool is not None:
+        parts = {
+            "params": pool.weights_bytes,
+            "grads": 0,
+            "optimizer": 0,
+            "kv_cache": max(n, 1) * per_seq * prof.block_size * pool.kv_bytes_per_token,
+            "activations": pool.activation_bytes,
+            "reserve": pool.reserve_bytes,
+        }
+        parts["total"] = sum(parts.values())
+    if n == 0:
+        out["overflow"] = "kv_cache" if pool is not None else "params"
+        out["at_one"] = parts or {}
+        return Fit(out)
+    out["at_largest"] = parts
+    out["overflow_next"] = "kv_cache"
+    out["global_batch"] = n * opts.layout.dp
+    out["formula"] = (
+        f"engine: B_max = floor(floor((M*{float(prof.gpu_memory_utilization):g} - weights - activations(one "
+        f"{prof.max_num_batched_tokens}-token chunk) - reserve) / ({prof.block_size}*kv_per_token)) / "
+        f"ceil(C/{prof.block_size}))"
+    )
+    return Fit(out)
+
+
 def fit(
     model: Model | str,
     memory: object = None,
@@ -137,6 +195,8 @@ def fit(
     by: str = "peak",
     settings: Mapping[str, object] | None = None,
     options: Options | None = None,
+    inference_memory: str = "engine",
+    engine: str = "vllm-v1",
     **kwargs: object,
 ) -> Fit:
     """Largest micro-batch per device (``solve="batch"``) or sequence/context (``"seq"``) within ``memory``
@@ -147,6 +207,11 @@ def fit(
     :class:`~costmodel.options.Options` (precision, optimizer, recompute, flash, layout, inference,
     weights_dtype...; ``batch`` is the global batch when solving for the sequence, ``seq`` the sequence
     when solving for the batch).
+
+    Inference, solving for the batch: ``inference_memory="engine"`` (the default) counts the sequences a serving
+    engine holds (:mod:`costmodel.serving.memory`: ``engine``'s utilisation, the weights, the activations of one
+    chunk and a reserve, the rest in KV blocks of its block size, each sequence ⌈C / block⌉ blocks);
+    ``"prefill"`` is the earlier reading, every sequence's prompt prefilled at once.
     """
     if solve not in ("batch", "seq"):
         raise CostModelError(f"fit: solve must be 'batch' or 'seq', received {solve!r}")
@@ -175,6 +240,10 @@ def fit(
             "from its image and patch sizes); solve for the batch instead"
         )
     values = resolve(m, opts.replace(batch=opts.batch or dp))
+    if inference_memory not in ("engine", "prefill"):
+        raise CostModelError(f"fit: inference_memory must be 'engine' or 'prefill', received {inference_memory!r}")
+    if opts.inference and solve == "batch" and inference_memory == "engine":
+        return _engine_fit(m, opts, values, memory, engine, by)
     q = quantities(m, opts)
     keys = [k for k in SIZE_KEYS if f"memory_bytes.{k}" in q.exprs or f"memory_bytes.{k}" in q.info]
 

@@ -163,3 +163,15 @@ def test_rate_inf_is_the_offline_maximum():
 def test_served_renders_in_a_notebook():
     r = costmodel.serve("llama3-8b", "h100-sxm", rate=1, requests=30, input_len="256", output_len="16")
     assert "TTFT" in r._repr_html_() and "TTFT" in r.to_text()
+
+
+def test_fit_inference_counts_what_the_engine_holds(capsys):
+    # issue 32 item 3: 25,622 blocks of 16 tokens (test_kv_pool_of_llama3_8b_by_hand) / 512 blocks a sequence
+    # of 8192 tokens = 50 sequences; the earlier reading prefills all 35 prompts at once
+    engine = costmodel.fit("llama3-8b", hardware="h100-sxm", inference=True, context=8192)
+    assert engine["largest"] == 25_622 // (8192 // 16) == 50
+    old = costmodel.fit("llama3-8b", hardware="h100-sxm", inference=True, context=8192, inference_memory="prefill")
+    assert old["largest"] == 35
+    code, out, _ = _cli(capsys, "fit", "llama3-8b", "--hardware", "h100-sxm", "--inference", "--context", "8192")
+    assert code == 0 and "engine: vllm-v1" in out and ": 50" in out
+    assert costmodel.fit("llama3-70b", hardware="h100-sxm", inference=True, context=8192)["fits"] is False
