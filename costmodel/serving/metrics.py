@@ -19,6 +19,8 @@ measured; latencies are those of the measured requests. Tokens/s are the measure
 ``tpot_incl_first``, ``itl``, ``e2e``), a statistic (``mean`` or ``p`` and a percentile) and a limit with its unit
 (``s`` or ``ms``; a bare number is an error). An SLO is **met** when the statistic of the population is within the
 limit; its **attainment** is the fraction of requests whose own value is (for ``itl``, a request's largest gap).
+An open loop served at under ``LAG`` (0.9) of the rate its measured requests were offered at is marked
+``saturated`` too (a finite run past saturation that never hit the simulator's queue bound), and meets no SLO.
 **Goodput** is the requests/s, over the window, of the requests whose own values meet every SLO, and the fraction
 of them.
 """
@@ -37,8 +39,10 @@ from .batch import Limits, StepTime
 from .simulate import Simulation, simulate
 from .workload import Length, parse_length, workload
 
+#: An open loop served at under this fraction of the rate offered (over the measured requests) is saturated.
+LAG = 0.9
 METRICS = ("ttft", "tpot", "tpot_incl_first", "itl", "e2e")
-_SLO = re.compile(r"^(?P<metric>[a-z_]+?)_(?P<stat>mean|p\d+(?:\.\d+)?)$")
+_SLO = re.compile(r"^(?P<metric>[a-z0-9_]+?)_(?P<stat>mean|p\d+(?:\.\d+)?)$")
 _LIMIT = re.compile(r"^(?P<value>\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?\s*(?P<unit>ms|s)?$")
 
 
@@ -159,6 +163,16 @@ def metrics(sim: Simulation, *, slos: str | tuple[Slo, ...] | None = None, warmu
         "saturated": sim.saturated,
         "saturation": sim.reason,
     }
+    arrived = sim.arrival_s[kept]
+    if len(kept) > 1 and not sim.saturated and arrived.max() > arrived.min() and not sim.closed:
+        offered = (len(kept) - 1) / float(arrived.max() - arrived.min())
+        result["offered_requests_per_s"] = offered
+        if result["throughput"]["requests_per_s"] < LAG * offered:
+            result["saturated"] = True
+            result["saturation"] = (
+                f"rate past saturation: served {result['throughput']['requests_per_s']:.4g} requests/s "
+                f"of {offered:.4g} offered"
+            )
     if slos is not None:
         slos = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
         values["itl"] = largest
@@ -177,7 +191,7 @@ def metrics(sim: Simulation, *, slos: str | tuple[Slo, ...] | None = None, warmu
                 "attainment": float(meets.mean()) if len(kept) else math.nan,
             }
         result["slo"] = rows
-        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not sim.saturated
+        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not result["saturated"]
         result["goodput"] = {
             "requests_per_s": rate(float(ok.sum())),
             "fraction": float(ok.mean()) if len(kept) else math.nan,

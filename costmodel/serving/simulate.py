@@ -74,7 +74,8 @@ class Simulation:
     times are those the simulator gave); an unfinished request (a saturated run) has NaN times. ``step_end_s`` is
     each step's end time, ``step_tokens`` the new tokens it computed (pads excluded), ``step_seqs`` the requests
     it ran; ``segments`` rows are ``(request, first step, past-the-last step)`` runs of consecutive steps in which
-    the request emitted a token, so its token times are ``step_end_s[first:stop]`` concatenated."""
+    the request emitted a token, so its token times are ``step_end_s[first:stop]`` concatenated; ``closed``: the
+    workload was a closed loop."""
 
     requests: tuple[Request, ...]
     arrival_s: np.ndarray
@@ -90,6 +91,7 @@ class Simulation:
     peak_blocks: int
     saturated: bool = False
     reason: str = ""
+    closed: bool = False
 
     @property
     def input_tokens(self) -> np.ndarray:
@@ -347,6 +349,7 @@ def simulate(
         peak_blocks=peak,
         saturated=saturated,
         reason=reason,
+        closed=closed,
     )
 
 
