@@ -177,7 +177,7 @@ class _Scheduler:
         for s in [s for s in self.running if s.num_tokens - s.computed == 1]:
             if self.budget <= 0:
                 break
-            if s.blocks == 0:  # preempted earlier in this step
+            if s.blocks == 0 or s.step == k:  # preempted earlier in this step, or admitted in it (a 1-token prompt)
                 continue
             c = s.computed
             if c >= s.blocks * bs:  # the new token's KV starts a block
