@@ -34,7 +34,9 @@ Approximations: one shape of request (a distribution's variance only enters thro
 fractional ``n`` are interpolated linearly between the evaluated grid (every ``n`` to 32, then 96 geometric points);
 preemption (where the KV cache binds the DES serves up to about 12 % less), the tail of a closed loop, the
 decode-side queue near ``n_max`` and ``decode_first=False`` are not modelled; without chunked prefill a prompt is
-one chunk (``k = 1``, ``c = P'``); TPOT is the mean step, so percentiles need the DES. Tested against :func:`~costmodel.serving.simulate.simulate`
+one chunk (``k = 1``, ``c = P'``); prefills are spread evenly over steps, so where a step holding a prompt is
+compute-bound (a roofline is a max of terms) prompts that arrive together cost more than assumed (about 4.5 %
+optimistic in a closed loop of a 70B-like roofline); TPOT is the mean step, so percentiles need the DES. Tested against :func:`~costmodel.serving.simulate.simulate`
 (tests/serving/test_agreement.py states the tolerances).
 """
 

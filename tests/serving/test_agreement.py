@@ -6,7 +6,8 @@ closed-loop throughput within 0.6 % and TPOT within 2.8 % at every concurrency f
 at ρ = 0.3–0.7 of the analytic capacity: mean TTFT within 7.7 %, E2E within 5.2 %, TPOT within 5.9 %. The
 assertions below leave margin on those. Where the KV cache binds (preemption by recompute, which the analytic
 solver does not model) the simulation serves up to 12.4 % less than the analytic capacity: asserted as a bounded,
-one-sided gap. Closed-loop TTFT below ``n_max`` is not compared: fixed lengths keep a simulated closed loop
+one-sided gap; a roofline step (a max, not a sum) is 4.5 % optimistic in a closed loop, asserted within 8 %.
+Closed-loop TTFT below ``n_max`` is not compared: fixed lengths keep a simulated closed loop
 synchronised in groups that wait for each other's prefills.
 """
 
@@ -114,3 +115,31 @@ def test_the_solver_is_vectorised():
     assert many["requests_per_s"].shape == (4,)
     assert float(many["tpot_s"][1]) == pytest.approx(float(sol.closed_loop(2)["tpot_s"]))
     assert (abs(sol.open_loop([1.0, 2.0])["ttft_s"] - [sol.open_loop(r)["ttft_s"] for r in (1.0, 2.0)]) < 1e-12).all()
+
+
+def roofline(batch):
+    """benchmarks/serve_bench.py's 70B on four H100s: the larger of memory and compute time, plus 3 ms."""
+    new = past = 0
+    for n, p in batch:
+        new += n
+        past += p
+    return max(35e9 / 3.35e12 + 81_920 / 3.35e12 * (past + new), 2 * 70e9 / 4 / (0.6 * 989e12) * new) + 3e-3
+
+
+def test_a_roofline_step_agrees_within_a_wider_band():
+    # A max of terms, not a sum: a step holding prompts is compute-bound and its decodes ride free, so prompts
+    # that arrive together (a closed loop's finishes cluster: steps of 3–4 prompts) cost more than the analytic
+    # solver's evenly spread prefills. Measured: closed loop at 128, throughput 4.5 % and TPOT 2.8 % optimistic;
+    # open loop at ρ = 0.5, TTFT 4.5 %, E2E 1.0 %, TPOT 0.8 %.
+    lim = Limits(max_num_seqs=256, max_num_batched_tokens=8192, block_size=16, num_blocks=60000)
+    sol = Solver(roofline, lim, Shape(2048, 256))
+    m = metrics(simulate(workload(2560, concurrency=128, input_len=2048, output_len=256), roofline, lim), warmup=0.2)
+    a = sol.closed_loop(128)
+    assert 0 < a["requests_per_s"] / m["throughput"]["requests_per_s"] - 1 < 0.08
+    assert rel(a["tpot_s"], m["tpot_s"]["mean"]) < 0.06
+    lam = 0.5 * sol.capacity
+    m = metrics(simulate(workload(2000, rate=lam, input_len=2048, output_len=256), roofline, lim), warmup=0.1)
+    a = sol.open_loop(lam)
+    assert rel(a["ttft_s"], m["ttft_s"]["mean"]) < 0.12
+    assert rel(a["e2e_s"], m["e2e_s"]["mean"]) < 0.08
+    assert rel(a["tpot_s"], m["tpot_s"]["mean"]) < 0.09
