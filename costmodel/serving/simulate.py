@@ -46,6 +46,7 @@ times, not as a list per token.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -292,6 +293,8 @@ def simulate(
         if padded and not chunks:
             batch.extend([(1, 0)] * (limits.padded(seqs) - seqs))
         dt = float(step_time(batch))
+        if not 0 <= dt < math.inf:
+            raise CostModelError(f"simulate: the step time of a batch of {seqs} requests is {dt} s; expected >= 0 s")
         clock += dt
         busy += dt
         step_end.append(clock)

@@ -10,8 +10,9 @@ import pytest
 from pytest import approx
 
 from costmodel.errors import CostModelError
+from costmodel.serving.analytic import Shape, Solver
 from costmodel.serving.batch import Limits, Request
-from costmodel.serving.metrics import Slo, max_rate_under_slo, metrics, parse_slos
+from costmodel.serving.metrics import Slo, analytic_metrics, max_rate_under_slo, metrics, parse_slos
 from costmodel.serving.simulate import simulate
 from costmodel.serving.workload import workload
 
@@ -136,3 +137,26 @@ def test_an_empty_window_is_nan_not_an_error():
     sim = simulate(workload(3000, rate=1e4, input_len=8, output_len=200, seed=0), affine, lim, max_waiting=50)
     m = metrics(sim, slos="ttft_p90=1s")
     assert sim.saturated and m["requests"] == 0 and math.isnan(m["ttft_s"]["mean"]) and not m["slo_met"]
+
+
+def test_the_analytic_answer_in_the_same_keys_and_its_largest_rate():
+    lim = Limits(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, num_blocks=4000)
+    sol = Solver(affine, lim, Shape(128, 32))
+    m = analytic_metrics(sol.open_loop(0.5 * sol.capacity), slos="e2e_p99=1s")
+    assert set(m) >= {"ttft_s", "tpot_s", "tpot_incl_first_s", "itl_s", "e2e_s", "throughput", "slo_met", "goodput"}
+    assert math.isnan(m["e2e_s"]["p99"]) and m["slo"]["e2e_p99=1s"]["value_s"] == m["e2e_s"]["mean"]
+    found = max_rate_under_slo(affine, lim, "e2e_mean=0.5s", input_len=128, output_len=32, solver="analytic")
+    e2e = sol.open_loop(found["rate"])["e2e_s"]
+    assert e2e <= 0.5 and e2e == pytest.approx(0.5, rel=1e-6) and found["runs"] > 40
+    with pytest.raises(CostModelError, match="solver is 'des' or 'analytic'"):
+        max_rate_under_slo(affine, lim, "e2e_mean=0.5s", solver="vidur")
+    with pytest.raises(CostModelError, match="expected the result at one rate"):
+        analytic_metrics(sol.open_loop([1.0, 2.0]))
+
+
+def test_des_and_analytic_largest_rates_are_close():
+    lim = Limits(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, num_blocks=4000)
+    kw = dict(input_len=128, output_len=32, requests=400, iterations=5, seed=2)
+    des = max_rate_under_slo(affine, lim, "e2e_mean=0.5s", **kw)
+    ana = max_rate_under_slo(affine, lim, "e2e_mean=0.5s", **kw, solver="analytic")
+    assert des["rate"] == pytest.approx(ana["rate"], rel=0.1)
