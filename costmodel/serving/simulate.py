@@ -174,22 +174,29 @@ class _Scheduler:
         return True
 
     def _decode_running(self) -> None:
+        # the hot loop: the budget and free blocks in locals, written back before a preemption reads them
         bs, k, batch, decodes = self.bs, self.k, self.batch, self.decodes
+        budget, free = self.budget, self.free
         for s in [s for s in self.running if s.num_tokens - s.computed == 1]:
-            if self.budget <= 0:
+            if budget <= 0:
                 break
             if s.blocks == 0 or s.step == k:  # preempted earlier in this step, or admitted in it (a 1-token prompt)
                 continue
             c = s.computed
             if c >= s.blocks * bs:  # the new token's KV starts a block
-                if self.free < 1 and not self._preempt_for(s, 1):
-                    continue
-                self.free -= 1
+                if free < 1:
+                    self.budget, self.free = budget, free
+                    kept = self._preempt_for(s, 1)
+                    free = self.free
+                    if not kept:
+                        continue
+                free -= 1
                 s.blocks += 1
             s.step = k
             batch.append((1, c))
             decodes.append(s)
-            self.budget -= 1
+            budget -= 1
+        self.budget, self.free = budget, free
 
     def _prefill_running(self) -> None:
         bs = self.bs
@@ -302,9 +309,8 @@ def simulate(
         step_seq.append(seqs)
         finished = False
         emitted = decodes + [s for s, new in chunks if _advance(s, new)]
-        for s in decodes:
-            s.computed += 1
-        for s in emitted:
+        for s in emitted:  # every known token is now in the KV cache, and the next one is made
+            s.computed = s.num_tokens
             s.num_tokens += 1
             s.made += 1
             if s.made == 1:
