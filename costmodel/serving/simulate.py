@@ -37,7 +37,8 @@ closed-loop workload issues its next request at the end of the step in which one
 
 **Saturation.** An open-loop workload whose arrivals span some time (not ``rate=inf``) stops when more than
 ``max_waiting`` requests wait (default ``max(1024, 8·max_num_seqs)``): the result says ``saturated=True`` and why,
-and holds the requests finished so far.
+and holds the requests finished so far (:func:`~costmodel.serving.metrics.metrics` also calls a run saturated
+when it served under 0.9 of the rate its requests were offered at).
 
 **Speed.** Per step the work is O(running) with small constants (a decode is a few attribute updates); the token
 times are kept as runs of consecutive steps per request (:attr:`Simulation.segments`) over one array of step end
