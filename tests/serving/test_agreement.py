@@ -143,3 +143,21 @@ def test_a_roofline_step_agrees_within_a_wider_band():
     assert rel(a["ttft_s"], m["ttft_s"]["mean"]) < 0.12
     assert rel(a["e2e_s"], m["e2e_s"]["mean"]) < 0.08
     assert rel(a["tpot_s"], m["tpot_s"]["mean"]) < 0.09
+
+
+@pytest.mark.parametrize("case", ["decode-bound", "prefill-bound"])
+@pytest.mark.parametrize("cv", [0.5, 2.0])
+def test_bursty_arrivals_agree_on_e2e_and_tpot(case, cv):
+    # gamma arrivals of coefficient of variation cv at ρ = 0.6, 5000 requests (bursty runs are noisy: 2000 requests
+    # put E2E up to 16 % off): measured E2E within 3.9 %, TPOT within 10.2 %, TTFT within 12.3 % at cv = 0.5
+    # (TTFT is not compared above cv = 1: Kingman's wait is short of the DES's, 1.1–1.8× over cv = 2–4)
+    lim, P, O, h = CASES[case]
+    sol = Solver(step, lim, Shape(P, O, h))
+    lam = 0.6 * sol.capacity
+    w = workload(5000, rate=lam, burstiness=cv, input_len=P, output_len=O, seed=0)
+    m = metrics(simulate(w, step, lim), warmup=0.1)
+    a = sol.open_loop(lam, cv)
+    assert rel(a["e2e_s"], m["e2e_s"]["mean"]) < 0.08
+    assert rel(a["tpot_s"], m["tpot_s"]["mean"]) < 0.15
+    if cv < 1:
+        assert rel(a["ttft_s"], m["ttft_s"]["mean"]) < 0.2
