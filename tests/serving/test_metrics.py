@@ -160,3 +160,14 @@ def test_des_and_analytic_largest_rates_are_close():
     des = max_rate_under_slo(affine, lim, "e2e_mean=0.5s", **kw)
     ana = max_rate_under_slo(affine, lim, "e2e_mean=0.5s", **kw, solver="analytic")
     assert des["rate"] == pytest.approx(ana["rate"], rel=0.1)
+
+
+def test_a_short_run_below_saturation_is_not_called_saturated_but_one_past_it_is():
+    # 100 requests at ~half the capacity: the drain (the last requests' E2E) is a large part of the window, but the
+    # saturation rule looks at the middle of the run only
+    lim = Limits(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, num_blocks=4000)
+    cap = Solver(affine, lim, Shape(128, 64)).capacity
+    short = metrics(simulate(workload(100, rate=0.5 * cap, input_len=128, output_len=64, seed=4), affine, lim))
+    assert not short["saturated"] and short["saturation"] == ""
+    past = metrics(simulate(workload(600, rate=2 * cap, input_len=128, output_len=64, seed=4), affine, lim))
+    assert past["saturated"] and past["saturation"].startswith("rate past saturation: served")
