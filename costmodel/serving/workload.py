@@ -77,8 +77,8 @@ class Length:
             raise CostModelError(f"length: {self.kind} needs finite numbers, got {self.a} and {self.b}")
         if self.kind == "fixed" and (self.a < 1 or self.a != int(self.a)):
             raise CostModelError(f"length: a fixed length must be a whole number >= 1, got {self.a}")
-        if self.kind == "uniform" and not 1 <= self.a <= self.b:
-            raise CostModelError(f"length: uniform:a:b needs 1 <= a <= b, got {self.a} and {self.b}")
+        if self.kind == "uniform" and not (1 <= self.a <= self.b and self.a == int(self.a) and self.b == int(self.b)):
+            raise CostModelError(f"length: uniform:a:b needs whole numbers 1 <= a <= b, got {self.a} and {self.b}")
         if self.kind in ("normal", "lognormal") and not (self.a >= 1 and self.b >= 0):
             raise CostModelError(f"length: {self.kind} needs a mean >= 1 and a deviation >= 0, got {self.a}, {self.b}")
 
