@@ -81,6 +81,11 @@ class Solver:
         work = P - hit  # prompt tokens computed
         kv = int(limits.num_blocks / ((P + O / 2) / bs + 0.5))
         self.n_max = max(1, min(limits.max_num_seqs, B, kv))
+        #: what sets ``n_max``: "max_num_seqs", "max_num_batched_tokens" or "kv_cache" (where the DES preempts and
+        #: the analytic answer is optimistic)
+        self.bound = min(
+            [(limits.max_num_seqs, "max_num_seqs"), (B, "max_num_batched_tokens"), (kv, "kv_cache")], key=lambda b: b[0]
+        )[1]
         grid = np.unique(np.concatenate([np.arange(1, min(32, self.n_max) + 1), np.geomspace(1, self.n_max, 96)]))
         self.grid = np.unique(np.round(grid).astype(np.int64))
         past = P + max(O - 2, 0) // 2
@@ -131,10 +136,13 @@ class Solver:
             "input_tokens_per_s": x * P,
             "output_tokens_per_s": x * O,
             "saturated": saturated,
+            "bound": self.bound,
         }
+        # a number in, numbers out (plain Python ones, which JSON takes)
         return {
-            key: value.item() if np.ndim(value) == 0 else value for key, value in out.items()
-        }  # a number in, numbers out
+            key: value.item() if isinstance(value, (np.ndarray, np.generic)) and np.ndim(value) == 0 else value
+            for key, value in out.items()
+        }
 
     def closed_loop(self, concurrency) -> dict:
         """Means at each concurrency (an array or a number): see the module."""

@@ -93,7 +93,8 @@ def test_open_loop_latencies_agree_at_moderate_load(case, rho):
 def test_where_the_kv_cache_binds_the_simulation_serves_less_by_a_bounded_gap():
     lim = Limits(max_num_seqs=256, max_num_batched_tokens=2048, block_size=16, num_blocks=2000)
     sol = Solver(step, lim, Shape(512, 256))
-    assert sol.n_max == 49  # 2000 blocks / ((512 + 128) / 16 + ½) = 49.4
+    assert sol.n_max == 49 and sol.bound == "kv_cache"  # 2000 blocks / ((512 + 128) / 16 + ½) = 49.4
+    assert Solver(step, *CASES["decode-bound"][:1], Shape(1024, 128)).bound == "max_num_seqs"
     m = metrics(simulate(workload(2560, concurrency=128, input_len=512, output_len=256), step, lim), warmup=0.2)
     served, predicted = m["throughput"]["requests_per_s"], float(sol.closed_loop(128)["requests_per_s"])
     assert m["preemptions"] > 0 and 0 < (predicted - served) / served < 0.18

@@ -3,6 +3,7 @@ record; request overheads; the measured window; SLO grammar; goodput; the larges
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -171,3 +172,11 @@ def test_a_short_run_below_saturation_is_not_called_saturated_but_one_past_it_is
     assert not short["saturated"] and short["saturation"] == ""
     past = metrics(simulate(workload(600, rate=2 * cap, input_len=128, output_len=64, seed=4), affine, lim))
     assert past["saturated"] and past["saturation"].startswith("rate past saturation: served")
+
+
+def test_both_answers_are_plain_json():
+    lim = Limits(max_num_seqs=32, max_num_batched_tokens=512, block_size=16, num_blocks=4000)
+    sim = simulate(workload(50, rate=5.0, input_len=64, output_len=8), affine, lim)
+    assert json.loads(json.dumps(metrics(sim, slos="ttft_p90=1s")))["slo_met"] is True
+    a = Solver(affine, lim, Shape(64, 8)).open_loop(5.0)
+    assert json.loads(json.dumps(analytic_metrics(a, slos="ttft_p90=1s")))["saturated"] is False
