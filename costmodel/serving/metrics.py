@@ -1,5 +1,5 @@
 """What a user reads off a simulation: latencies, throughput, SLOs and goodput (:func:`metrics`), and the largest
-rate that meets SLOs (:func:`max_rate_under_slo`).
+rate that meets SLOs (:func:`max_rate_under_slo`, by the simulation or the analytic solver).
 
 **Per request** (seconds): TTFT = first token − arrival + ``request_overhead_s``; E2E = last token − arrival +
 ``request_overhead_s``; TPOT two ways, named: ``tpot_s`` = (E2E − TTFT) / (output − 1), the time per output token
@@ -19,6 +19,11 @@ measured; latencies are those of the measured requests. Tokens/s are the measure
 ``tpot_incl_first``, ``itl``, ``e2e``), a statistic (``mean`` or ``p`` and a percentile) and a limit with its unit
 (``s`` or ``ms``; a bare number is an error). An SLO is **met** when the statistic of the population is within the
 limit; its **attainment** is the fraction of requests whose own value is (for ``itl``, a request's largest gap).
+An open loop whose middle 80 % of requests (by finish) were served at under ``LAG`` (0.9) of the rate they arrived
+at is marked ``saturated`` too (a finite run past saturation that never hit the simulator's queue bound), and meets
+no SLO.
+The analytic solver's answer comes in the same keys through :func:`analytic_metrics` (means only).
+
 **Goodput** is the requests/s, over the window, of the requests whose own values meet every SLO, and the fraction
 of them.
 """
@@ -32,13 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import CostModelError, closest
-from .analytic import Shape, capacity
+from .analytic import Shape, Solver
 from .batch import Limits, StepTime
 from .simulate import Simulation, simulate
 from .workload import Length, parse_length, workload
 
+#: An open loop served at under this fraction of the rate it is offered is saturated (:func:`_lagging`).
+LAG = 0.9
 METRICS = ("ttft", "tpot", "tpot_incl_first", "itl", "e2e")
-_SLO = re.compile(r"^(?P<metric>[a-z_]+?)_(?P<stat>mean|p\d+(?:\.\d+)?)$")
+_SLO = re.compile(r"^(?P<metric>[a-z0-9_]+?)_(?P<stat>mean|p\d+(?:\.\d+)?)$")
 _LIMIT = re.compile(r"^(?P<value>\d+(?:\.\d*)?|\.\d+)(?:e[+-]?\d+)?\s*(?P<unit>ms|s)?$")
 
 
@@ -134,13 +141,55 @@ def per_request(sim: Simulation, kept: np.ndarray) -> dict[str, np.ndarray]:
     return {"ttft": ttft, "e2e": e2e, "tpot": tpot, "tpot_incl_first": e2e / out}
 
 
+def _lagging(sim: Simulation) -> str:
+    """Why an open loop that never hit the simulator's queue bound is past saturation all the same ("" if not): its
+    middle 80 % of requests by finish were served at under ``LAG`` of the rate they arrived at (the ramp up and the
+    drain left out, so a short run below saturation is not mistaken for one past it)."""
+    done = np.flatnonzero(sim.finished)
+    if sim.closed or sim.saturated or len(done) < 20:
+        return ""
+    order = done[np.argsort(sim.finish_s[done], kind="stable")]
+    mid = order[len(order) // 10 : len(order) - len(order) // 10]
+    arrived, finished = sim.arrival_s[mid], sim.finish_s[mid]
+    if not (arrived.max() > arrived.min() and finished.max() > finished.min()):
+        return ""
+    offered = (len(mid) - 1) / float(arrived.max() - arrived.min())
+    served = (len(mid) - 1) / float(finished.max() - finished.min())
+    if served >= LAG * offered:
+        return ""
+    return f"rate past saturation: served {served:.4g} requests/s of {offered:.4g} offered"
+
+
+def _slos(slos: tuple[Slo, ...], values: dict, gaps: np.ndarray, largest: np.ndarray) -> tuple[dict, np.ndarray]:
+    """Each SLO's population value, whether it is met and its attainment; and which requests meet them all."""
+    own = {**values, "itl": largest}
+    pooled = {**values, "itl": gaps, "tpot": values["tpot"][~np.isnan(values["tpot"])]}
+    ok = np.ones(len(values["ttft"]), dtype=bool)
+    rows = {}
+    for slo in slos:
+        meets = ~(own[slo.metric] > slo.limit_s)  # a request with no TPOT (one output token) meets a TPOT SLO
+        ok &= meets
+        value = stat(pooled[slo.metric], slo.stat)
+        rows[str(slo)] = {
+            "value_s": value,
+            "limit_s": slo.limit_s,
+            "met": bool(value <= slo.limit_s),
+            "attainment": float(meets.mean()) if len(ok) else math.nan,
+        }
+    return rows, ok
+
+
 def metrics(sim: Simulation, *, slos: str | tuple[Slo, ...] | None = None, warmup: float = 0.0) -> dict:
     """The metrics of a simulation as a dict (keys in seconds, as ``serving.*`` in JSON): see the module."""
     kept, start, end = _measured(sim, warmup)
     values = per_request(sim, kept)
     gaps, largest = _gaps(sim, kept)
     window = end - start if len(kept) else math.nan
-    rate = (lambda x: x / window if window > 0 else math.nan) if len(kept) else (lambda x: math.nan)
+
+    def per_s(count: float) -> float:
+        return count / window if len(kept) and window > 0 else math.nan
+
+    lag = _lagging(sim)
     result = {
         "ttft_s": summary(values["ttft"]),
         "tpot_s": summary(values["tpot"][~np.isnan(values["tpot"])]),
@@ -148,41 +197,52 @@ def metrics(sim: Simulation, *, slos: str | tuple[Slo, ...] | None = None, warmu
         "itl_s": summary(gaps),
         "e2e_s": summary(values["e2e"]),
         "throughput": {
-            "input_tokens_per_s": rate(float(sim.input_tokens[kept].sum())),
-            "output_tokens_per_s": rate(float(sim.output_tokens[kept].sum())),
-            "requests_per_s": rate(float(len(kept))),
+            "input_tokens_per_s": per_s(float(sim.input_tokens[kept].sum())),
+            "output_tokens_per_s": per_s(float(sim.output_tokens[kept].sum())),
+            "requests_per_s": per_s(float(len(kept))),
         },
         "window_s": window,
         "requests": int(len(kept)),
         "finished": int(sim.finished.sum()),
         "preemptions": int(sim.preemptions.sum()),
-        "saturated": sim.saturated,
-        "saturation": sim.reason,
+        "saturated": sim.saturated or bool(lag),
+        "saturation": sim.reason or lag,
     }
     if slos is not None:
-        slos = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
-        values["itl"] = largest
-        pooled = {**values, "itl": gaps, "tpot": values["tpot"][~np.isnan(values["tpot"])]}
-        ok = np.ones(len(kept), dtype=bool)
-        rows = {}
-        for slo in slos:
-            own = values[slo.metric]
-            meets = ~(own > slo.limit_s)  # a request with no TPOT (one output token) meets a TPOT SLO
-            ok &= meets
-            value = stat(pooled[slo.metric], slo.stat)
-            rows[str(slo)] = {
-                "value_s": value,
-                "limit_s": slo.limit_s,
-                "met": bool(value <= slo.limit_s),
-                "attainment": float(meets.mean()) if len(kept) else math.nan,
-            }
+        rows, ok = _slos(parse_slos(slos) if isinstance(slos, str) else tuple(slos), values, gaps, largest)
         result["slo"] = rows
-        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not sim.saturated
+        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not result["saturated"]
         result["goodput"] = {
-            "requests_per_s": rate(float(ok.sum())),
-            "fraction": float(ok.mean()) if len(kept) else math.nan,
+            "requests_per_s": per_s(float(ok.sum())),
+            "fraction": float(ok.mean()) if len(ok) else math.nan,
         }
     return result
+
+
+def analytic_metrics(result: dict, *, slos: str | tuple[Slo, ...] | None = None) -> dict:
+    """The analytic solver's result for one rate or concurrency (numbers, not arrays) in :func:`metrics`' keys: the
+    means, with NaN percentiles (the solver knows means only). An SLO is checked against the mean whatever its
+    statistic (optimistic for a percentile); goodput is not known (NaN)."""
+    if np.ndim(result["ttft_s"]):
+        raise CostModelError("analytic_metrics: expected the result at one rate or concurrency, got arrays")
+    nan = {"p50": math.nan, "p90": math.nan, "p99": math.nan}
+    out = {
+        key: {"mean": float(result[key]), **nan} for key in ("ttft_s", "tpot_s", "tpot_incl_first_s", "itl_s", "e2e_s")
+    }
+    out["throughput"] = {k: float(result[k]) for k in ("input_tokens_per_s", "output_tokens_per_s", "requests_per_s")}
+    out["concurrency"] = float(result["concurrency"])
+    out["saturated"] = bool(result["saturated"])
+    out["saturation"] = "rate past saturation: past the analytic capacity" if out["saturated"] else ""
+    if slos is not None:
+        slos = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
+        rows = {}
+        for slo in slos:
+            value = out[f"{slo.metric}_s"]["mean"]
+            rows[str(slo)] = {"value_s": value, "limit_s": slo.limit_s, "met": bool(value <= slo.limit_s)}
+        out["slo"] = rows
+        out["slo_met"] = all(r["met"] for r in rows.values()) and not out["saturated"]
+        out["goodput"] = {"requests_per_s": math.nan, "fraction": math.nan}
+    return out
 
 
 def max_rate_under_slo(
@@ -192,41 +252,68 @@ def max_rate_under_slo(
     *,
     input_len: str | int | Length = 2048,
     output_len: str | int | Length = 256,
+    prefix_tokens: int = 0,
     requests: int = 1000,
     burstiness: float = 1.0,
     seed: int = 0,
     warmup: float = 0.1,
     iterations: int = 12,
     hi: float | None = None,
+    solver: str = "des",
 ) -> dict:
-    """The largest Poisson (or gamma) rate, requests/s, at which the simulation of ``requests`` requests (the same
-    seed at every rate) meets every SLO, found by bisection in ``iterations`` steps between 0 and ``hi`` (by
-    default the analytic solver's saturation rate, doubled until a rate fails). Returns the rate met, the first
-    rate that failed above it, and the metrics at the rate met (``None`` when even the lowest rate tried fails)."""
+    """The largest Poisson (or gamma) rate, requests/s, that meets every SLO, by bisection between 0 and ``hi``
+    (default: 1.05 × the analytic capacity, doubled while a rate still meets them).
+
+    ``solver="des"``: each rate is a simulation of ``requests`` requests (the same seed at every rate), its first
+    trial at the analytic answer, then ``iterations`` halvings. ``solver="analytic"``: the analytic solver with the
+    lengths' means, SLOs checked against means (:func:`analytic_metrics`), 40 halvings. Returns ``rate`` (met; 0
+    when none tried is), ``failed_at`` (the lowest rate seen to fail), ``metrics`` at ``rate`` (``None`` when none
+    met) and ``runs`` (the evaluations made)."""
+    if solver not in ("des", "analytic"):
+        raise CostModelError(f"max_rate_under_slo: solver is 'des' or 'analytic', got {solver!r}")
     slos = parse_slos(slos) if isinstance(slos, str) else tuple(slos)
     ins, outs = parse_length(input_len), parse_length(output_len)
+    shape = Shape(round(ins.mean), round(outs.mean), min(prefix_tokens, round(ins.mean)))
+    model = Solver(step_time, limits, shape)
 
-    def run(rate: float) -> dict:
-        w = workload(requests, rate=rate, burstiness=burstiness, input_len=ins, output_len=outs, seed=seed)
+    def analytic(rate: float) -> dict:
+        return analytic_metrics(model.open_loop(rate, burstiness), slos=slos)
+
+    def des(rate: float) -> dict:
+        w = workload(
+            requests,
+            rate=rate,
+            burstiness=burstiness,
+            input_len=ins,
+            output_len=outs,
+            prefix_tokens=prefix_tokens,
+            seed=seed,
+        )
         return metrics(simulate(w, step_time, limits), slos=slos, warmup=warmup)
 
-    top = hi if hi is not None else 1.05 * capacity(step_time, limits, Shape(round(ins.mean), round(outs.mean)))
+    top = hi if hi is not None else 1.05 * model.capacity
     if not top > 0:
         raise CostModelError(f"max_rate_under_slo: the upper rate must be > 0, got {top}")
-    best, at = 0.0, None
+    guess = _bisect(analytic, top, 40)["rate"] if solver == "des" else None
+    return _bisect(des if solver == "des" else analytic, top, iterations if solver == "des" else 40, guess)
+
+
+def _bisect(run, top: float, iterations: int, guess: float | None = None) -> dict:
+    """Bisection for the largest rate ``run`` says meets its SLOs, below ``top`` (raised while it still meets)."""
+    best, at, runs = 0.0, None, 0
     for _ in range(8):  # a rate that fails bounds the search
-        m = run(top)
+        m, runs = run(top), runs + 1
         if not m["slo_met"]:
             break
         best, at, top = top, m, 2 * top
     else:
-        return {"rate": best, "failed_at": math.nan, "metrics": at, "iterations": 0}
-    lo, hi_ = best, top
-    for _ in range(iterations):
-        mid = (lo + hi_) / 2
-        m = run(mid)
+        return {"rate": best, "failed_at": math.nan, "metrics": at, "runs": runs}
+    lo, hi = best, top
+    for i in range(iterations):
+        mid = guess if i == 0 and guess and lo < guess < hi else (lo + hi) / 2
+        m, runs = run(mid), runs + 1
         if m["slo_met"]:
             lo, at = mid, m
         else:
-            hi_ = mid
-    return {"rate": lo, "failed_at": hi_, "metrics": at, "iterations": iterations}
+            hi = mid
+    return {"rate": lo, "failed_at": hi, "metrics": at, "runs": runs}

@@ -37,7 +37,8 @@ closed-loop workload issues its next request at the end of the step in which one
 
 **Saturation.** An open-loop workload whose arrivals span some time (not ``rate=inf``) stops when more than
 ``max_waiting`` requests wait (default ``max(1024, 8·max_num_seqs)``): the result says ``saturated=True`` and why,
-and holds the requests finished so far.
+and holds the requests finished so far (:func:`~costmodel.serving.metrics.metrics` also calls a run saturated
+when it served under 0.9 of the rate its requests were offered at).
 
 **Speed.** Per step the work is O(running) with small constants (a decode is a few attribute updates); the token
 times are kept as runs of consecutive steps per request (:attr:`Simulation.segments`) over one array of step end
@@ -46,6 +47,7 @@ times, not as a list per token.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -74,7 +76,8 @@ class Simulation:
     times are those the simulator gave); an unfinished request (a saturated run) has NaN times. ``step_end_s`` is
     each step's end time, ``step_tokens`` the new tokens it computed (pads excluded), ``step_seqs`` the requests
     it ran; ``segments`` rows are ``(request, first step, past-the-last step)`` runs of consecutive steps in which
-    the request emitted a token, so its token times are ``step_end_s[first:stop]`` concatenated."""
+    the request emitted a token, so its token times are ``step_end_s[first:stop]`` concatenated; ``closed``: the
+    workload was a closed loop."""
 
     requests: tuple[Request, ...]
     arrival_s: np.ndarray
@@ -90,6 +93,7 @@ class Simulation:
     peak_blocks: int
     saturated: bool = False
     reason: str = ""
+    closed: bool = False
 
     @property
     def input_tokens(self) -> np.ndarray:
@@ -171,22 +175,29 @@ class _Scheduler:
         return True
 
     def _decode_running(self) -> None:
+        # the hot loop: the budget and free blocks in locals, written back before a preemption reads them
         bs, k, batch, decodes = self.bs, self.k, self.batch, self.decodes
+        budget, free = self.budget, self.free
         for s in [s for s in self.running if s.num_tokens - s.computed == 1]:
-            if self.budget <= 0:
+            if budget <= 0:
                 break
-            if s.blocks == 0:  # preempted earlier in this step
+            if s.blocks == 0 or s.step == k:  # preempted earlier in this step, or admitted in it (a 1-token prompt)
                 continue
             c = s.computed
             if c >= s.blocks * bs:  # the new token's KV starts a block
-                if self.free < 1 and not self._preempt_for(s, 1):
-                    continue
-                self.free -= 1
+                if free < 1:
+                    self.budget, self.free = budget, free
+                    kept = self._preempt_for(s, 1)
+                    free = self.free
+                    if not kept:
+                        continue
+                free -= 1
                 s.blocks += 1
             s.step = k
             batch.append((1, c))
             decodes.append(s)
-            self.budget -= 1
+            budget -= 1
+        self.budget, self.free = budget, free
 
     def _prefill_running(self) -> None:
         bs = self.bs
@@ -290,6 +301,8 @@ def simulate(
         if padded and not chunks:
             batch.extend([(1, 0)] * (limits.padded(seqs) - seqs))
         dt = float(step_time(batch))
+        if not 0 <= dt < math.inf:
+            raise CostModelError(f"simulate: the step time of a batch of {seqs} requests is {dt} s; expected >= 0 s")
         clock += dt
         busy += dt
         step_end.append(clock)
@@ -297,9 +310,8 @@ def simulate(
         step_seq.append(seqs)
         finished = False
         emitted = decodes + [s for s, new in chunks if _advance(s, new)]
-        for s in decodes:
-            s.computed += 1
-        for s in emitted:
+        for s in emitted:  # every known token is now in the KV cache, and the next one is made
+            s.computed = s.num_tokens
             s.num_tokens += 1
             s.made += 1
             if s.made == 1:
@@ -347,6 +359,7 @@ def simulate(
         peak_blocks=peak,
         saturated=saturated,
         reason=reason,
+        closed=closed,
     )
 
 

@@ -33,10 +33,29 @@ from .batch import Request
 
 KINDS = ("fixed", "uniform", "normal", "lognormal")
 
-#: The key spellings a trace line may use, first match wins (vllm bench serve, its datasets, and similar tools).
+#: The key spellings a trace line may use, matched without regard to case, first match wins (vllm bench serve and
+#: its datasets, Mooncake's and Azure's LLM inference traces, and similar tools). ``TIME_MS_KEYS`` are milliseconds.
 TIME_KEYS = ("timestamp", "arrival_time", "arrival_s", "time", "created")
-INPUT_KEYS = ("input_length", "input_tokens", "input_len", "prompt_len", "prompt_tokens", "num_prompt_tokens")
-OUTPUT_KEYS = ("output_length", "output_tokens", "output_len", "completion_tokens", "num_output_tokens")
+TIME_MS_KEYS = ("timestamp_ms", "arrival_time_ms", "time_ms")
+INPUT_KEYS = (
+    "input_length",
+    "input_tokens",
+    "input_len",
+    "prompt_len",
+    "prompt_tokens",
+    "num_prompt_tokens",
+    "context_tokens",
+    "contexttokens",
+)
+OUTPUT_KEYS = (
+    "output_length",
+    "output_tokens",
+    "output_len",
+    "completion_tokens",
+    "num_output_tokens",
+    "generated_tokens",
+    "generatedtokens",
+)
 PREFIX_KEYS = ("prefix_tokens", "prefix_length", "cached_tokens")
 
 TRACE_CAP = 1 << 30  # bytes: a trace larger than 1 GiB is refused before it is read
@@ -58,8 +77,8 @@ class Length:
             raise CostModelError(f"length: {self.kind} needs finite numbers, got {self.a} and {self.b}")
         if self.kind == "fixed" and (self.a < 1 or self.a != int(self.a)):
             raise CostModelError(f"length: a fixed length must be a whole number >= 1, got {self.a}")
-        if self.kind == "uniform" and not 1 <= self.a <= self.b:
-            raise CostModelError(f"length: uniform:a:b needs 1 <= a <= b, got {self.a} and {self.b}")
+        if self.kind == "uniform" and not (1 <= self.a <= self.b and self.a == int(self.a) and self.b == int(self.b)):
+            raise CostModelError(f"length: uniform:a:b needs whole numbers 1 <= a <= b, got {self.a} and {self.b}")
         if self.kind in ("normal", "lognormal") and not (self.a >= 1 and self.b >= 0):
             raise CostModelError(f"length: {self.kind} needs a mean >= 1 and a deviation >= 0, got {self.a}, {self.b}")
 
@@ -184,12 +203,16 @@ def _whole(value, what: str, where: str, least: int) -> int:
     return int(value)
 
 
-def from_trace(path: str | Path, *, limit: int | None = None, concurrency: int | None = None) -> Workload:
-    """The requests of a JSONL trace, one object a line with an arrival time (seconds, relative or absolute:
-    shifted so the first is at 0; a missing one is 0), input and output token counts, and optionally a prefix
-    length (the key spellings are ``TIME_KEYS``, ``INPUT_KEYS``, ``OUTPUT_KEYS``, ``PREFIX_KEYS``). Blank lines
-    are skipped; ``limit`` keeps the first requests by arrival; ``concurrency`` replays the lengths in a closed
-    loop."""
+def from_trace(
+    path: str | Path, *, limit: int | None = None, concurrency: int | None = None, time_unit: str = "s"
+) -> Workload:
+    """The requests of a JSONL trace, one object a line with an arrival time (relative or absolute: shifted so the
+    first is at 0; a missing one is 0) in ``time_unit`` (``"s"`` or ``"ms"``; a ``TIME_MS_KEYS`` key is always
+    milliseconds), input and output token counts, and optionally a prefix length (the key spellings are
+    ``TIME_KEYS``, ``INPUT_KEYS``, ``OUTPUT_KEYS``, ``PREFIX_KEYS``). Blank lines are skipped; ``limit`` keeps the
+    first requests by arrival; ``concurrency`` replays the lengths in a closed loop."""
+    if time_unit not in ("s", "ms"):
+        raise CostModelError(f"trace: the time unit is 's' or 'ms', got {time_unit!r}")
     text = read_capped(path, TRACE_CAP, "trace").decode("utf-8", errors="replace")
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
@@ -202,9 +225,12 @@ def from_trace(path: str | Path, *, limit: int | None = None, concurrency: int |
             raise CostModelError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
             raise CostModelError(f"{where}: expected a JSON object, got {type(obj).__name__}")
-        t = next((obj[k] for k in TIME_KEYS if k in obj), 0.0)
+        obj = {str(k).lower(): v for k, v in obj.items()}
+        ms = next((k for k in TIME_MS_KEYS if k in obj), None)
+        t = obj[ms] if ms else next((obj[k] for k in TIME_KEYS if k in obj), 0.0)
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
-            raise CostModelError(f"{where}: the timestamp must be a number of seconds, got {t!r}")
+            raise CostModelError(f"{where}: the timestamp must be a number of {'ms' if ms else time_unit}, got {t!r}")
+        t = t / 1000 if ms or time_unit == "ms" else t
         ins = _whole(_pick(obj, INPUT_KEYS, "input length", where), "the input length", where, 1)
         outs = _whole(_pick(obj, OUTPUT_KEYS, "output length", where), "the output length", where, 1)
         prefix = _whole(next((obj[k] for k in PREFIX_KEYS if k in obj), 0), "the prefix length", where, 0)

@@ -164,3 +164,9 @@ def test_rate_inf_is_never_called_saturated():
     w = workload(2000, rate=float("inf"), input_len=8, output_len=2)
     sim = simulate(w, affine, limits(max_num_batched_tokens=256, max_num_seqs=64), max_waiting=10)
     assert not sim.saturated and sim.finished.all()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, float("inf")])
+def test_a_step_time_that_is_not_a_duration_is_an_error(bad):
+    with pytest.raises(CostModelError, match="the step time of a batch of 1 requests is"):
+        simulate([Request(0, 4, 2)], lambda batch: bad, limits())

@@ -69,7 +69,8 @@ def test_the_length_grammar():
         ("normal:2048", "expected normal:A:B, got 1 number"),
         ("2048.5", "a fixed length must be a whole number >= 1"),
         ("0", "a fixed length must be a whole number >= 1"),
-        ("uniform:9:3", "uniform:a:b needs 1 <= a <= b"),
+        ("uniform:9:3", "uniform:a:b needs whole numbers 1 <= a <= b"),
+        ("uniform:1:2.5", "uniform:a:b needs whole numbers 1 <= a <= b"),
         ("normal:abc:3", "expected numbers, got 'abc:3'"),
         ("__import__('os')", "expected numbers"),
         ("normal:nan:1", "needs finite numbers"),
@@ -141,3 +142,27 @@ def test_bad_traces_name_their_line(tmp_path, lines, message):
 def test_a_missing_trace_is_one_line(tmp_path):
     with pytest.raises(CostModelError, match="cannot read trace"):
         from_trace(tmp_path / "absent.jsonl")
+
+
+def test_milliseconds_and_other_tools_spellings(tmp_path):
+    mooncake = write(
+        tmp_path,
+        [
+            {"timestamp": 0, "input_length": 9, "output_length": 2},
+            {"timestamp": 1500, "input_length": 4, "output_length": 1},
+        ],
+    )
+    assert [r.arrival_s for r in from_trace(mooncake, time_unit="ms").requests] == [0.0, 1.5]
+    azure = write(
+        tmp_path,
+        [
+            {"TIMESTAMP_MS": 250, "ContextTokens": 30, "GeneratedTokens": 7},
+            {"timestamp_ms": 0, "ContextTokens": 3, "GeneratedTokens": 1},
+        ],
+    )
+    assert [(r.arrival_s, r.input_tokens, r.output_tokens) for r in from_trace(azure).requests] == [
+        (0.0, 3, 1),
+        (0.25, 30, 7),
+    ]
+    with pytest.raises(CostModelError, match="the time unit is 's' or 'ms'"):
+        from_trace(azure, time_unit="min")
