@@ -36,7 +36,7 @@ from ..sections.run import prepare
 from ..serving.analytic import Shape, Solver
 from ..serving.batch import Entry
 from ..serving.memory import kv_pool
-from ..serving.metrics import max_rate_under_slo, metrics
+from ..serving.metrics import analytic_metrics, max_rate_under_slo, metrics
 from ..serving.profiles import profile
 from ..serving.simulate import simulate
 from ..serving.spec import Serve, tokens_per_step
@@ -266,29 +266,16 @@ def _workload(spec: Serve) -> Workload:
 
 
 def _analytic(solver: Solver, spec: Serve) -> dict[str, object]:
-    """The analytic solver's means at the spec's load, in the shape of the metrics (means only)."""
+    """The analytic solver's means at the spec's load, in the keys of the simulation's metrics."""
     if spec.concurrency is not None:
         a = solver.closed_loop(max(1, spec.concurrency // spec.replicas))
     elif spec.rate is not None and not math.isinf(spec.rate):
         a = solver.open_loop(spec.rate / spec.replicas, spec.burstiness)
     else:
         a = solver.closed_loop(solver.n_max)  # every request at once: the engine full
-    f = {k: float(v) for k, v in a.items()}
-    mean = lambda x: {"mean": f[x]}  # noqa: E731
-    return {
-        "concurrency": f["concurrency"],
-        "ttft_s": mean("ttft_s"),
-        "tpot_s": mean("tpot_s"),
-        "tpot_incl_first_s": mean("tpot_incl_first_s"),
-        "itl_s": mean("itl_s"),
-        "e2e_s": mean("e2e_s"),
-        "throughput": {
-            "input_tokens_per_s": f["input_tokens_per_s"],
-            "output_tokens_per_s": f["output_tokens_per_s"],
-            "requests_per_s": f["requests_per_s"],
-        },
-        "saturated": bool(a["saturated"]),
-    }
+    out = analytic_metrics(a, slos=spec.slo)
+    out["bound"] = a.get("bound")
+    return out
 
 
 def _parts(step: StepModel, batch: Sequence[Entry]) -> dict[str, object]:
