@@ -146,7 +146,7 @@ def _lagging(sim: Simulation) -> str:
     middle 80 % of requests by finish were served at under ``LAG`` of the rate they arrived at (the ramp up and the
     drain left out, so a short run below saturation is not mistaken for one past it)."""
     done = np.flatnonzero(sim.finished)
-    if sim.closed or sim.saturated or len(done) < 20:
+    if sim.closed or sim.reason or len(done) < 20:
         return ""
     order = done[np.argsort(sim.finish_s[done], kind="stable")]
     mid = order[len(order) // 10 : len(order) - len(order) // 10]
@@ -206,12 +206,13 @@ def metrics(sim: Simulation, *, slos: str | tuple[Slo, ...] | None = None, warmu
         "finished": int(sim.finished.sum()),
         "preemptions": int(sim.preemptions.sum()),
         "saturated": sim.saturated or bool(lag),
-        "saturation": sim.reason or lag,
+        "saturation": sim.reason if sim.saturated else lag,
+        "stopped": sim.reason,
     }
     if slos is not None:
         rows, ok = _slos(parse_slos(slos) if isinstance(slos, str) else tuple(slos), values, gaps, largest)
         result["slo"] = rows
-        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not result["saturated"]
+        result["slo_met"] = bool(rows) and all(r["met"] for r in rows.values()) and not sim.reason and not lag
         result["goodput"] = {
             "requests_per_s": per_s(float(ok.sum())),
             "fraction": float(ok.mean()) if len(ok) else math.nan,

@@ -38,7 +38,8 @@ closed-loop workload issues its next request at the end of the step in which one
 **Saturation.** An open-loop workload whose arrivals span some time (not ``rate=inf``) stops when more than
 ``max_waiting`` requests wait (default ``max(1024, 8·max_num_seqs)``): the result says ``saturated=True`` and why,
 and holds the requests finished so far (:func:`~costmodel.serving.metrics.metrics` also calls a run saturated
-when it served under 0.9 of the rate its requests were offered at).
+when it served under 0.9 of the rate its requests were offered at). Any run stops after ``max_steps`` steps
+(default ``MAX_STEPS``), saying so in ``reason`` (``saturated`` stays False).
 
 **Speed.** Per step the work is O(running) with small constants (a decode is a few attribute updates); the token
 times are kept as runs of consecutive steps per request (:attr:`Simulation.segments`) over one array of step end
@@ -58,6 +59,9 @@ from ..errors import CostModelError
 from .batch import Limits, Request, StepTime
 from .workload import Workload
 
+#: A run stops after this many steps (about a minute), whatever its lengths: a bounded cost before the work starts.
+MAX_STEPS = 20_000_000
+
 
 class _Seq:
     """A request's state in the scheduler."""
@@ -76,8 +80,8 @@ class Simulation:
     times are those the simulator gave); an unfinished request (a saturated run) has NaN times. ``step_end_s`` is
     each step's end time, ``step_tokens`` the new tokens it computed (pads excluded), ``step_seqs`` the requests
     it ran; ``segments`` rows are ``(request, first step, past-the-last step)`` runs of consecutive steps in which
-    the request emitted a token, so its token times are ``step_end_s[first:stop]`` concatenated; ``closed``: the
-    workload was a closed loop."""
+    the request emitted a token, so its token times are ``step_end_s[first:stop]`` concatenated; ``reason``: why
+    the run stopped early ("" when every request finished); ``closed``: the workload was a closed loop."""
 
     requests: tuple[Request, ...]
     arrival_s: np.ndarray
@@ -254,6 +258,7 @@ def simulate(
     limits: Limits,
     *,
     max_waiting: int | None = None,
+    max_steps: int = MAX_STEPS,
 ) -> Simulation:
     """Run ``workload`` (or a sequence of requests, an open loop) on one replica obeying ``limits``, each step
     taking ``step_time(batch)`` seconds; see the module's docstring for the rules."""
@@ -278,6 +283,9 @@ def simulate(
     done, k = 0, 0  # requests finished, the step's index
     saturated, reason = False, ""
     while done < n:
+        if k >= max_steps:
+            reason = f"stopped at the step limit: {max_steps:,} steps, {done:,} of {n:,} requests finished"
+            break
         if not closed:
             while nxt < n and arrival[nxt] <= clock:
                 waiting.append(_Seq(nxt, reqs[nxt]))

@@ -58,7 +58,11 @@ OUTPUT_KEYS = (
 )
 PREFIX_KEYS = ("prefix_tokens", "prefix_length", "cached_tokens")
 
-TRACE_CAP = 1 << 30  # bytes: a trace larger than 1 GiB is refused before it is read
+#: Every input has a bounded cost before the work starts (docs/design.md): at most this many requests (about two
+#: minutes of simulation), lengths of at most this many tokens, a trace of at most this many bytes.
+MAX_REQUESTS = 1_000_000
+MAX_TOKENS = 100_000_000
+TRACE_CAP = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Length:
             raise CostModelError(f"length: uniform:a:b needs whole numbers 1 <= a <= b, got {self.a} and {self.b}")
         if self.kind in ("normal", "lognormal") and not (self.a >= 1 and self.b >= 0):
             raise CostModelError(f"length: {self.kind} needs a mean >= 1 and a deviation >= 0, got {self.a}, {self.b}")
+        if max(self.a, self.b) > MAX_TOKENS:
+            raise CostModelError(f"length: at most {MAX_TOKENS:,} tokens, got {self.kind} {self.a:g}:{self.b:g}")
 
     @property
     def mean(self) -> float:
@@ -88,7 +94,7 @@ class Length:
         return (self.a + self.b) / 2 if self.kind == "uniform" else self.a
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` lengths (int64, each >= 1) drawn from ``rng``."""
+        """``n`` lengths (int64, each between 1 and ``MAX_TOKENS``) drawn from ``rng``."""
         if self.kind == "fixed":
             return np.full(n, int(self.a), dtype=np.int64)
         if self.kind == "uniform":
@@ -98,7 +104,7 @@ class Length:
         else:  # lognormal: sigma² = ln(1 + sd²/mean²), mu = ln(mean) − sigma²/2 give the length's own mean and sd
             s2 = math.log1p((self.b / self.a) ** 2)
             x = rng.lognormal(math.log(self.a) - s2 / 2, math.sqrt(s2), size=n)
-        return np.maximum(np.rint(x), 1).astype(np.int64)
+        return np.clip(np.rint(x), 1, MAX_TOKENS).astype(np.int64)
 
 
 def parse_length(text: str | int | Length) -> Length:
@@ -163,8 +169,10 @@ def workload(
     ``math.inf``: all at t = 0) or as a closed loop of ``concurrency`` (exactly one of the two), with lengths drawn
     from ``input_len`` and ``output_len`` (text as :func:`parse_length` reads it, or a :class:`Length`) and a shared
     prefix of ``prefix_tokens`` (capped at each prompt's length)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise CostModelError(f"workload: the number of requests must be a whole number >= 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REQUESTS:
+        raise CostModelError(
+            f"workload: the number of requests must be a whole number in 1..{MAX_REQUESTS:,}, got {n!r}"
+        )
     if (rate is None) == (concurrency is None):
         raise CostModelError("workload: give a rate or a concurrency (exactly one)")
     if rate is not None and not rate > 0:
@@ -198,8 +206,8 @@ def _pick(obj: dict, keys: tuple[str, ...], what: str, where: str):
 def _whole(value, what: str, where: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
         raise CostModelError(f"{where}: {what} must be a whole number, got {value!r}")
-    if value < least:
-        raise CostModelError(f"{where}: {what} must be >= {least}, got {int(value)}")
+    if not least <= value <= MAX_TOKENS:
+        raise CostModelError(f"{where}: {what} must be between {least} and {MAX_TOKENS:,}, got {int(value)}")
     return int(value)
 
 
@@ -235,6 +243,8 @@ def from_trace(
         outs = _whole(_pick(obj, OUTPUT_KEYS, "output length", where), "the output length", where, 1)
         prefix = _whole(next((obj[k] for k in PREFIX_KEYS if k in obj), 0), "the prefix length", where, 0)
         rows.append((float(t), ins, outs, min(prefix, ins)))
+        if len(rows) > MAX_REQUESTS:
+            raise CostModelError(f"trace {str(path)!r}: more than {MAX_REQUESTS:,} requests (line {number})")
     if not rows:
         raise CostModelError(f"trace {str(path)!r}: no requests")
     rows.sort(key=lambda r: r[0])

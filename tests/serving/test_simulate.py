@@ -170,3 +170,9 @@ def test_rate_inf_is_never_called_saturated():
 def test_a_step_time_that_is_not_a_duration_is_an_error(bad):
     with pytest.raises(CostModelError, match="the step time of a batch of 1 requests is"):
         simulate([Request(0, 4, 2)], lambda batch: bad, limits())
+
+
+def test_a_run_stops_at_its_step_limit_and_says_so():
+    sim = simulate([Request(0, 4, 50)], affine, limits(), max_steps=10)
+    assert not sim.saturated and sim.reason == "stopped at the step limit: 10 steps, 0 of 1 requests finished"
+    assert len(sim.step_end_s) == 10 and not sim.finished.any()

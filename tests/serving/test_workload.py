@@ -74,6 +74,8 @@ def test_the_length_grammar():
         ("normal:abc:3", "expected numbers, got 'abc:3'"),
         ("__import__('os')", "expected numbers"),
         ("normal:nan:1", "needs finite numbers"),
+        ("1e30", "at most 100,000,000 tokens"),
+        ("lognormal:2048:1e12", "at most 100,000,000 tokens"),
     ],
 )
 def test_bad_lengths_say_what_is_wrong(text, message):
@@ -90,11 +92,12 @@ def test_bad_lengths_say_what_is_wrong(text, message):
         (dict(rate=1.0, concurrency=2), "give a rate or a concurrency"),
         (dict(concurrency=0), "concurrency must be a whole number >= 1"),
         (dict(rate=1.0, burstiness=0.0), "burstiness"),
+        (dict(rate=1.0, n=10**7), "the number of requests must be a whole number in 1..1,000,000"),
     ],
 )
 def test_bad_workloads_say_what_is_wrong(kw, message):
     with pytest.raises(CostModelError, match=message):
-        workload(10, **kw)
+        workload(kw.pop("n", 10), **kw)
 
 
 def write(tmp_path, lines):
@@ -126,7 +129,8 @@ def test_a_trace_replays_shifted_to_zero_and_sorted_in_any_key_spelling(tmp_path
     "lines, message",
     [
         ([{"timestamp": 0, "input_length": 5, "output_length": 1}, "{not json"], "line 2: not JSON"),
-        ([{"timestamp": 0, "input_length": -5, "output_length": 1}], "line 1: the input length must be >= 1, got -5"),
+        ([{"timestamp": 0, "input_length": -5, "output_length": 1}], "line 1: the input length must be between 1 and"),
+        ([{"timestamp": 0, "input_length": 5, "output_length": 10**12}], "line 1: the output length must be between"),
         ([{"timestamp": 0, "input_length": 5, "output_length": 2.5}], "line 1: the output length must be a whole"),
         ([{"timestamp": 0, "output_length": 2}], "line 1: no input length \\(expected one of the keys input_length"),
         ([[1, 2, 3]], "line 1: expected a JSON object, got list"),
