@@ -124,6 +124,9 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="discrete-event simulation (default) or the analytic solver",
     )
     s.add_argument(
+        "--formulas", action="store_true", help="TPOT(B, C), TTFT(P) and the critical batch as formulas (LaTeX too)"
+    )
+    s.add_argument(
         "--no-max-rate", action="store_true", help="with --slo: do not search the largest rate that meets it"
     )
     p.add_argument("--json", action="store_true")
@@ -156,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         speculative=args.speculative,
         solver=args.solver,
         max_rate=not args.no_max_rate,
+        formulas=args.formulas,
     )
     r = costmodel.serve(args.model, settings=settings(args), options=options(args), spec=spec)
     print(r.to_json() if args.json else r.to_text())

@@ -94,6 +94,8 @@ def lines(data: Mapping[str, object]) -> list[str]:
             + (" (saturated)" if a.get("saturated") else "")
         )
     out.append(f"  calibration: {s['calibrated_for']}")
+    for name, f in (s.get("formulas") or {}).items():
+        out.append(f"  {name} = {f['expr']}")
     return out
 
 

@@ -45,6 +45,7 @@ class Serve:
     speculative: tuple[int, float] | None = None
     solver: str = "simulate"
     max_rate: bool = True  # with SLOs: search the largest rate that meets them
+    formulas: bool = False  # TPOT(B, C), TTFT(P) and the critical batch as formulas (serving.formulas)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -123,7 +123,7 @@ class StepModel:
             out[k] = sum(pairs(c, p, w) for c, p in batch)
             out[s] = sum(p + c if w is None else min(p + c, w) for c, p in batch)
         e, k = self.routing or (1, 1)
-        out[_TOUCHED] = e * (1 - (1 - k / e) ** n) if n else 0
+        out[TOUCHED] = e * (1 - (1 - k / e) ** n) if n else 0
         decode_only = all(c == 1 for c, _ in batch)
         out[self.eager] = 0 if decode_only and self.graph_sizes and n <= self.graph_sizes[-1] else 1
         return out
@@ -135,7 +135,7 @@ class StepModel:
     @property
     def symbols(self) -> tuple[sympy.Symbol, ...]:
         """The arguments of the compiled functions, in order."""
-        return (N, R, *self.pair_symbols, *self.read_symbols, _TOUCHED, self.eager)
+        return (N, R, *self.pair_symbols, *self.read_symbols, TOUCHED, self.eager)
 
     def __call__(self, batch: Sequence[Entry]) -> float:
         """Seconds of one step of ``batch``; an empty batch takes no time."""
@@ -149,7 +149,7 @@ class StepModel:
         if not batch:
             return 0
         s = self.sizes(batch)
-        return self._flops_fn(*(int(s[x]) if x is not _TOUCHED else 0 for x in self.symbols))[1 if matmul else 0]
+        return self._flops_fn(*(int(s[x]) if x is not TOUCHED else 0 for x in self.symbols))[1 if matmul else 0]
 
     def breakdown(self, batch: Sequence[Entry]) -> dict[str, float]:
         """Seconds of the step by what binds each kernel (:data:`PARTS`); they add up to the step."""
@@ -158,7 +158,7 @@ class StepModel:
         return dict(zip(PARTS, (float(x) for x in self._parts_fn(*self._args(batch)))))
 
 
-_TOUCHED = sympy.Symbol("E_touched", positive=True)
+TOUCHED = sympy.Symbol("E_touched", positive=True)
 
 
 def _where(cond, a, b):
@@ -296,13 +296,13 @@ def step_model(
                 int(sympy.Integer(op.size[str(op.attr("route"))].xreplace(keep))),
             )
             routing = (e, k)
-            weight_b = weight_b * sympy.Rational(fmt.bits, 8 * dtype_bytes(op.dtype)) * _TOUCHED / e
+            weight_b = weight_b * sympy.Rational(fmt.bits, 8 * dtype_bytes(op.dtype)) * TOUCHED / e
         gemm = _gemm(sized, Counting()) if cost.matmul_flops != 0 else None
         flops = cost.matmul_flops.xreplace(keep)
         if gemm is not None:
             a, b_, c_ = (x.xreplace(keep) for x in gemm)
             if use == "routed":  # a GEMM per touched expert: the untouched ones are not launched
-                b_ = b_ * _TOUCHED / routing[0]
+                b_ = b_ * TOUCHED / routing[0]
             curve = eff.curve(dtype)
             compute = gemm_seconds(flops, a, b_, c_, peak, curve)
             t0 = curve.overhead_s

@@ -35,12 +35,14 @@ from ..render.results import Served
 from ..sections.run import prepare
 from ..serving.analytic import Shape, Solver
 from ..serving.batch import Entry
+from ..serving.formulas import formulas
 from ..serving.memory import kv_pool
 from ..serving.metrics import analytic_metrics, max_rate_under_slo, metrics
+from ..serving.predictor import replica_step
 from ..serving.profiles import profile
 from ..serving.simulate import simulate
 from ..serving.spec import Serve, tokens_per_step
-from ..serving.step import PARTS, StepModel, step_model
+from ..serving.step import PARTS, StepModel
 from ..serving.workload import Workload, from_trace, parse_length, workload
 from ..symbols import B, C, T
 
@@ -105,20 +107,7 @@ def serve(
         m.graph, values, dev, prof, tp=layout.tp, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
     )
     limits = prof.limits(pool.num_blocks)
-    H = prepared(m.graph, opts)
-    step = step_model(
-        H,
-        values,
-        dev,
-        tp=layout.tp,
-        ep=layout.ep,
-        weights_dtype=opts.weights_dtype,
-        step_overhead_s=prof.step_overhead_s,
-        layer_overhead_s=prof.layer_overhead_s,
-        graph_sizes=limits.cuda_graph_sizes,
-        graph_kernel_overhead_s=prof.graph_kernel_overhead_s,
-        allreduce_latency_s=prof.allreduce_latency_s,
-    )
+    step = replica_step(m, dev, opts, prof, graph_sizes=limits.cuda_graph_sizes)
     tau = 1.0
     timed = step
     if spec.speculative is not None:
@@ -233,6 +222,8 @@ def serve(
             else {"k": spec.speculative[0], "alpha": spec.speculative[1], "tokens_per_step": tau},
         }
     )
+    if spec.formulas:
+        out["formulas"] = formulas(prepared(m.graph, opts), step, opts.counting)
     return Served({"model": m.name, "serving": out})
 
 

@@ -134,3 +134,23 @@ def test_tensor_parallel_step_is_faster_and_communicates():
     assert four(batch) < one(batch)
     assert four.breakdown(batch)["communication"] > 0 == one.breakdown(batch)["communication"]
     assert four.step_flops(batch) * 4 == pytest.approx(one.step_flops(batch), rel=0.02)
+
+
+def test_serving_formulas_evaluate_to_the_step_and_the_ridge():
+    import sympy
+
+    from costmodel.serving.formulas import BANDWIDTH, PEAK, P, decode_time, prefill_time, symbolic
+    from costmodel.symbols import B, C
+
+    m = costmodel.load("llama3-8b")
+    sm = _step(m)
+    tpot, ttft = decode_time(sm), prefill_time(sm)
+    assert float(tpot.subs({B: 16, C: 1000})) == pytest.approx(sm([(1, 1000)] * 16), rel=1e-12)
+    assert float(ttft.subs({P: 3000})) == pytest.approx(sm([(3000, 0)]), rel=1e-12)
+    s = symbolic(prepared(m.graph, Options(inference=True)))
+    # at the critical batch the decode step's FLOPs per byte equal the ridge P_peak/W (its defining property)
+    at = {**{k: v for k, v in m.values.items() if k not in (B, C)}, C: 128, PEAK: 989 * 10**12, BANDWIDTH: 3 * 10**12}
+    b_star = s["critical_batch"].subs(at)
+    assert b_star > 0
+    ratio = (s["decode_flops"] / s["decode_bytes"]).subs(at).subs(B, b_star)
+    assert sympy.nsimplify(ratio) == sympy.Rational(989, 3) or abs(float(ratio) - 989 / 3) < 1e-9
