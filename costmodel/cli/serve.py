@@ -123,6 +123,10 @@ def add(sub: argparse._SubParsersAction) -> None:
         default="simulate",
         help="discrete-event simulation (default) or the analytic solver",
     )
+    d = p.add_argument_group("disaggregated prefill and decode")
+    d.add_argument("--disaggregate", metavar="P:D", help="P prefill and D decode instances, the KV cache sent between")
+    d.add_argument("--prefill-tp", type=_count("--prefill-tp"), help="the prefill instances' tp (default --tp)")
+    d.add_argument("--kv-overlap", action="store_true", help="stream the KV cache layer by layer during the prefill")
     s.add_argument(
         "--formulas", action="store_true", help="TPOT(B, C), TTFT(P) and the critical batch as formulas (LaTeX too)"
     )
@@ -160,6 +164,10 @@ def run(args: argparse.Namespace) -> int:
         solver=args.solver,
         max_rate=not args.no_max_rate,
         formulas=args.formulas,
+        disaggregate=None
+        if args.disaggregate is None
+        else f"{args.disaggregate}{':overlap' if args.kv_overlap else ''}",
+        prefill_tp=args.prefill_tp,
     )
     r = costmodel.serve(args.model, settings=settings(args), options=options(args), spec=spec)
     print(r.to_json() if args.json else r.to_text())

@@ -42,10 +42,22 @@ def lines(data: Mapping[str, object]) -> list[str]:
     """The text ``costmodel serve`` prints."""
     s = data["serving"]
     thr = s["throughput"]
+    layout = s["layout"]
+    dis = s.get("disaggregation")
+    if dis:
+        how = (
+            f"{dis['prefill_instances']} prefill × tp {dis['prefill_tp']} + {dis['decode_instances']} decode × tp "
+            f"{dis['decode_tp']}, disaggregated"
+        )
+    else:
+        replicas = layout["replicas"]
+        how = (
+            f"tp {layout['tp']}{', ep ' + str(layout['ep']) if layout['ep'] > 1 else ''}, "
+            f"{replicas} replica{'s' if replicas > 1 else ''}"
+        )
     out = [
-        f"{data['model']} on {s['gpus']} × {s['hardware']} ({s['engine']} {s['engine_version']}, tp {s['layout']['tp']}"
-        f"{', ep ' + str(s['layout']['ep']) if s['layout']['ep'] > 1 else ''}, {s['layout']['replicas']} replica"
-        f"{'s' if s['layout']['replicas'] > 1 else ''}): {s['load']}, solver {s['solver']}",
+        f"{data['model']} on {s['gpus']} × {s['hardware']} ({s['engine']} {s['engine_version']}, {how}): "
+        f"{s['load']}, solver {s['solver']}",
     ]
     if s.get("saturated"):
         out.append(f"  SATURATED: {s.get('saturation') or 'the load is past what the replica sustains'}")
@@ -86,6 +98,13 @@ def lines(data: Mapping[str, object]) -> list[str]:
         f"replica (weights {mem['weights_bytes'] / 1e9:.2f} GB, activations {mem['activation_bytes'] / 1e9:.2f} GB "
         f"per GPU at {mem['utilization']:g} utilisation)"
     )
+    if dis:
+        out.append(
+            f"  KV transfer: {_t(dis['kv_transfer_s_mean_request'])} for the mean prompt over the {dis['link']}"
+            f"{' (overlapped with the prefill)' if dis['kv_overlap'] else ''}; one prefill instance sustains "
+            f"{dis['prefill_requests_per_s']:.3g} requests/s, one decode instance {dis['decode_requests_per_s']:.3g}: "
+            f"balanced at {dis['decode_per_prefill']:.2f} decode per prefill"
+        )
     a = s.get("analytic")
     if a:
         out.append(

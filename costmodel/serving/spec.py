@@ -45,6 +45,8 @@ class Serve:
     speculative: tuple[int, float] | None = None
     solver: str = "simulate"
     max_rate: bool = True  # with SLOs: search the largest rate that meets them
+    disaggregate: object = None  # Pools (prefill:decode instances), or its text "P:D"
+    prefill_tp: int | None = None  # the prefill pool's tp (default: the layout's)
     formulas: bool = False  # TPOT(B, C), TTFT(P) and the critical batch as formulas (serving.formulas)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -86,6 +88,15 @@ class Serve:
                 parse_length(getattr(self, name))
             except CostModelError as exc:
                 raise CostModelError(f"serve: {name} (--{name.replace('_', '-')}): {exc}") from None
+        if self.disaggregate is not None:
+            from .disagg import Pools  # the pools' record lives with the simulation that reads it
+
+            pools = self.disaggregate if isinstance(self.disaggregate, Pools) else Pools.parse(self.disaggregate)
+            object.__setattr__(self, "disaggregate", pools)
+        if self.prefill_tp is not None and (
+            isinstance(self.prefill_tp, bool) or not isinstance(self.prefill_tp, int) or self.prefill_tp < 1
+        ):
+            raise CostModelError(f"serve: prefill_tp must be a whole number >= 1, received {self.prefill_tp!r}")
         if self.rate is None and self.concurrency is None and self.trace is None:
             object.__setattr__(self, "rate", math.inf)
 

@@ -35,6 +35,7 @@ from ..render.results import Served
 from ..sections.run import prepare
 from ..serving.analytic import Shape, Solver
 from ..serving.batch import Entry
+from ..serving.disagg import balanced_ratio, kv_transfer_s, simulate_disaggregated
 from ..serving.formulas import formulas
 from ..serving.memory import kv_pool
 from ..serving.metrics import analytic_metrics, max_rate_under_slo, metrics
@@ -135,7 +136,14 @@ def serve(
     )
     solver = Solver(timed, limits, shape)
     out: dict[str, object] = {}
-    if spec.solver == "simulate":
+    disagg = None
+    if spec.disaggregate is not None:
+        disagg, sim = _disaggregated(spec, m, dev, opts, prof, timed, limits, pool, reqs)
+        res = metrics(sim, slos=spec.slo, warmup=spec.warmup)
+        mean_running = float(sim.step_seqs.mean()) if len(sim.step_seqs) else 1.0
+        out.update(res)
+        gpus = disagg["gpus"]
+    elif spec.solver == "simulate":
         sim = simulate(reqs, timed, limits)
         if tau > 1:
             sim = dataclasses.replace(sim, requests=real.requests)
@@ -146,7 +154,7 @@ def serve(
         res = _analytic(solver, spec)
         mean_running = float(res.pop("concurrency"))
         out.update(res)
-    r = spec.replicas
+    r = spec.replicas if disagg is None else spec.disaggregate.decode  # the decode pool emits the tokens
     thr = out["throughput"]
     for key in ("input_tokens_per_s", "output_tokens_per_s", "requests_per_s"):
         thr[key] = thr[key] * r
@@ -154,10 +162,13 @@ def serve(
     thr["output_tokens_per_s_per_gpu"] = thr["output_tokens_per_s"] / gpus
     if "goodput" in out:
         out["goodput"]["requests_per_s"] *= r
-    analytic = _analytic(solver, spec)
-    analytic.pop("concurrency", None)
-    out["analytic"] = analytic
-    if spec.slo and spec.max_rate and spec.trace is None and spec.concurrency is None:
+    if disagg is None:
+        analytic = _analytic(solver, spec)
+        analytic.pop("concurrency", None)
+        out["analytic"] = analytic
+    else:
+        out["disaggregation"] = disagg
+    if spec.slo and spec.max_rate and spec.trace is None and spec.concurrency is None and disagg is None:
         found = max_rate_under_slo(
             timed,
             limits,
@@ -225,6 +236,50 @@ def serve(
     if spec.formulas:
         out["formulas"] = formulas(prepared(m.graph, opts), step, opts.counting)
     return Served({"model": m.name, "serving": out})
+
+
+def _disaggregated(spec: Serve, m, dev, opts: Options, prof, decode_step, decode_limits, decode_pool, reqs):
+    """The prefill pool (its own tp), the KV transfer and the decode pool: :mod:`costmodel.serving.disagg`."""
+    pools = spec.disaggregate
+    if spec.replicas > 1:
+        raise CostModelError("serve: --disaggregate P:D sets the instances of each pool; drop --replicas")
+    if reqs.concurrency is not None:
+        raise CostModelError("serve: --disaggregate takes an open load (--rate or --trace), not --concurrency")
+    tp_p = spec.prefill_tp or opts.layout.tp
+    p_opts = opts.replace(layout=dataclasses.replace(opts.layout, tp=tp_p))
+    values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
+    p_pool = kv_pool(
+        m.graph, values, dev, prof, tp=tp_p, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
+    )
+    p_limits = prof.limits(p_pool.num_blocks)
+    p_step = replica_step(m, dev, p_opts, prof, graph_sizes=p_limits.cuda_graph_sizes)
+    eff = dev.efficiency
+    link = float(dev.scale_out_bandwidth * eff.scale_out.efficiency)
+    layers = (
+        int(decode_step.step.layer_overhead)
+        if isinstance(decode_step, _Speculative)
+        else int(decode_step.layer_overhead)
+    )
+    per_token = p_pool.kv_bytes_per_token
+
+    def transfer(tokens: int) -> float:
+        return kv_transfer_s(tokens, per_token, link, float(eff.scale_out.latency_s), layers, pools.overlap)
+
+    combined, _ = simulate_disaggregated(reqs.requests, p_step, p_limits, decode_step, decode_limits, pools, transfer)
+    mean_in = round(_mean([r.input_tokens for r in reqs.requests]))
+    mean_out = round(_mean([r.output_tokens for r in reqs.requests]))
+    balance = balanced_ratio(p_step, p_limits, decode_step, decode_limits, Shape(mean_in, mean_out))
+    return {
+        "prefill_instances": pools.prefill,
+        "decode_instances": pools.decode,
+        "prefill_tp": tp_p,
+        "decode_tp": opts.layout.tp,
+        "gpus": pools.prefill * tp_p + pools.decode * opts.layout.tp,
+        "kv_transfer_s_mean_request": transfer(mean_in),
+        "kv_overlap": pools.overlap,
+        "link": f"scale-out {link / 1e9:.1f} GB/s per GPU",
+        **balance,
+    }, combined
 
 
 def _mean(xs: Sequence[int]) -> float:
