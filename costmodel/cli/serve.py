@@ -123,6 +123,12 @@ def add(sub: argparse._SubParsersAction) -> None:
         default="simulate",
         help="discrete-event simulation (default) or the analytic solver",
     )
+    s.add_argument(
+        "--expert-imbalance",
+        type=_fraction("--expert-imbalance"),
+        default=1.0,
+        help="with --ep: the busiest device's routed tokens over the mean (>= 1; default 1, balanced)",
+    )
     d = p.add_argument_group("disaggregated prefill and decode")
     d.add_argument("--disaggregate", metavar="P:D", help="P prefill and D decode instances, the KV cache sent between")
     d.add_argument("--prefill-tp", type=_count("--prefill-tp"), help="the prefill instances' tp (default --tp)")
@@ -168,6 +174,7 @@ def run(args: argparse.Namespace) -> int:
         if args.disaggregate is None
         else f"{args.disaggregate}{':overlap' if args.kv_overlap else ''}",
         prefill_tp=args.prefill_tp,
+        expert_imbalance=args.expert_imbalance,
     )
     r = costmodel.serve(args.model, settings=settings(args), options=options(args), spec=spec)
     print(r.to_json() if args.json else r.to_text())

@@ -30,9 +30,11 @@ from .profiles import Profile
 from .step import StepModel, step_model
 
 
-def replica_step(m: Model, dev: Device, options: Options, prof: Profile, graph_sizes=None) -> StepModel:
+def replica_step(
+    m: Model, dev: Device, options: Options, prof: Profile, graph_sizes=None, imbalance: object = 1
+) -> StepModel:
     """The step model of one replica of ``m`` on ``dev`` under ``options`` (tp, ep, weights_dtype) and ``prof``'s
-    overheads; ``graph_sizes``: the CUDA-graph sizes the scheduler pads to (default the profile's, up to
+    overheads (``imbalance``: the busiest expert-parallel device's load over the mean); ``graph_sizes``: the CUDA-graph sizes the scheduler pads to (default the profile's, up to
     max_num_seqs)."""
     values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
     sizes = (
@@ -50,6 +52,7 @@ def replica_step(m: Model, dev: Device, options: Options, prof: Profile, graph_s
         graph_sizes=sizes,
         graph_kernel_overhead_s=prof.graph_kernel_overhead_s,
         allreduce_latency_s=prof.allreduce_latency_s,
+        imbalance=imbalance,
     )
 
 

@@ -47,6 +47,7 @@ class Serve:
     max_rate: bool = True  # with SLOs: search the largest rate that meets them
     disaggregate: object = None  # Pools (prefill:decode instances), or its text "P:D"
     prefill_tp: int | None = None  # the prefill pool's tp (default: the layout's)
+    expert_imbalance: float = 1.0  # under expert parallelism: the busiest device's tokens over the mean
     formulas: bool = False  # TPOT(B, C), TTFT(P) and the critical batch as formulas (serving.formulas)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -88,6 +89,10 @@ class Serve:
                 parse_length(getattr(self, name))
             except CostModelError as exc:
                 raise CostModelError(f"serve: {name} (--{name.replace('_', '-')}): {exc}") from None
+        if not (self.expert_imbalance >= 1 and math.isfinite(self.expert_imbalance)):
+            raise CostModelError(
+                f"serve: expert_imbalance is the busiest device's load over the mean, >= 1; received {self.expert_imbalance}"
+            )
         if self.disaggregate is not None:
             from .disagg import Pools  # the pools' record lives with the simulation that reads it
 

@@ -17,7 +17,10 @@ An op that reads the cache (fused attention) costs ``a₀·N + a₁·K`` FLOPs a
 coefficients read off its operands (those with a query axis scale with N, those with only key axes with S). A
 routed expert matmul reads the weights of the experts the step's tokens touch: with top-k routing of N tokens over
 E experts, uniform and independent, ``E·(1 − (1 − k/E)^N)`` of them on average (issue 30's decode correction), per
-expert-parallel device its ``1/ep`` share. Tensor parallelism splits the ops as in training
+device holding ``1/n`` of the experts (``ep``, or ``tp`` over the experts axis) its share of those and ``1/n`` of the
+token copies, the busiest device ``imbalance`` times the mean under expert parallelism, the tokens sent there and
+back by an all-to-all over the ep group (dispatch before the first expert matmul, combine after the last; ep is the
+replica's tp group: attention data parallelism is not modelled). Tensor parallelism splits the ops as in training
 (:mod:`costmodel.timing.kernels`), a KV head count below tp is replicated, and each row-parallel matmul ends in an
 all-reduce of its output over the tp group (:mod:`costmodel.devices.network`).
 
@@ -57,7 +60,7 @@ from ..memory.parallel import split_axes
 from ..options import Counting
 from ..options.policies import weight_format
 from ..symbols import B, C, T
-from ..timing.kernels import Split, _gemm, divisors, on_device, tp_bytes, tp_collectives
+from ..timing.kernels import Split, _gemm, divisors, on_device, routed_bytes, tp_bytes, tp_collectives
 from .batch import Entry
 
 #: The step's sizes: new tokens, requests, and (per attention window) query–key pairs and KV positions read.
@@ -196,10 +199,15 @@ def step_model(
     graph_sizes: tuple[int, ...] = (),
     graph_kernel_overhead_s: object = 0,
     allreduce_latency_s: object = None,
+    imbalance: object = 1,
 ) -> StepModel:
     """The step model of ``G`` (its attention pass applied) at ``values`` on ``dev`` under ``tp``/``ep``."""
     if tp < 1 or ep < 1:
         raise CostModelError(f"serving step: tp and ep must be >= 1, received tp={tp}, ep={ep}")
+    if not float(imbalance) >= 1:
+        raise CostModelError(
+            f"serving step: the expert load imbalance is the busiest device's load over the mean, >= 1; received {imbalance}"
+        )
     D = decode_graph(G)
     keep = {k: sympy.Integer(v) for k, v in values.items() if k not in (B, C, T)}
     eff = dataclasses.replace(dev.efficiency, sustained=sympy.Integer(1))
@@ -238,7 +246,8 @@ def step_model(
             parts["activations"] += count * (1 - bound) * body * (1 - share_w)
         return count * (body + fixed)
 
-    total = flops_total = matmul_total = sympy.Integer(0)
+    total = flops_total = matmul_total = a2a = sympy.Integer(0)
+    s_ep = dataclasses.replace(s, tp=sympy.Integer(1))
     heads = set(head(G))
     for name, data in op_nodes(D):
         op = data["op"]
@@ -278,14 +287,22 @@ def step_model(
             total += charge(count, compute, by_k * s_sym, by_q * N, eff.overhead_s, kv=True)
             continue
         rows = R if name in heads else N  # the unembedding runs on each request's last position only
-        sized = on_device(op, divisors(op, s), rows)
+        use = weight_use(op)
+        expert_parallel = use == "routed" and ep > 1
+        div = divisors(op, s_ep if expert_parallel else s)
+        # a device holding 1/n of the experts (expert parallelism, or tensor parallelism over the experts axis, as
+        # the layout splits it) computes the tokens routed to them: 1/n of the copies; under expert parallelism the
+        # busiest device `imbalance` times the mean
+        share = sympy.Integer(1)
+        if use == "routed":
+            share = (sympy.Rational(str(imbalance)) if expert_parallel else 1) / div.get(str(op.attr("experts")), 1)
+        sized = on_device(op, div, rows)
         cost = op_cost(sized).forward
-        flops_total += count * (cost.flops + cost.recompute_flops).xreplace(keep)
-        matmul_total += count * cost.matmul_flops.xreplace(keep)
+        flops_total += count * share * (cost.flops + cost.recompute_flops).xreplace(keep)
+        matmul_total += count * share * cost.matmul_flops.xreplace(keep)
         moved = sympy.expand(cost.bytes.xreplace(keep))
         weight_b = moved.subs(rows, 0)  # the weights: bytes whatever the batch
-        other_b = sympy.expand(moved - weight_b)
-        use = weight_use(op)
+        other_b = sympy.expand(moved - weight_b) * share
         if use == "dense" and weight_b != 0:
             weight_b = weight_b * sympy.Rational(fmt.bits, 8 * dtype_bytes(op.dtype)) + (
                 weight_b / dtype_bytes(op.dtype) * sympy.Rational(fmt.scale_bytes, fmt.group) if fmt.group else 0
@@ -297,6 +314,15 @@ def step_model(
             )
             routing = (e, k)
             weight_b = weight_b * sympy.Rational(fmt.bits, 8 * dtype_bytes(op.dtype)) * TOUCHED / e
+            if expert_parallel:
+                dispatch = str(op.attr("route")) in op.parsed.output
+                source = D.nodes[name]["inputs"][0]
+                first = (
+                    dispatch and weight_use(D.nodes[source]["op"]) != "routed" if "op" in D.nodes[source] else dispatch
+                )
+                if first or not dispatch:  # the tokens go out before the first expert matmul, come back after the last
+                    nbytes = routed_bytes(op, N).xreplace(keep).xreplace({T: 1}) / ep
+                    a2a += collective_seconds("all_to_all", nbytes, dev, eff, ep, 1, count)
         gemm = _gemm(sized, Counting()) if cost.matmul_flops != 0 else None
         flops = cost.matmul_flops.xreplace(keep)
         if gemm is not None:
@@ -304,15 +330,15 @@ def step_model(
             if use == "routed":  # a GEMM per touched expert: the untouched ones are not launched
                 b_ = b_ * TOUCHED / routing[0]
             curve = eff.curve(dtype)
-            compute = gemm_seconds(flops, a, b_, c_, peak, curve)
+            compute = gemm_seconds(flops * share, a * share, b_, c_ * share, peak, curve)
             t0 = curve.overhead_s
         else:
             compute, t0 = sympy.Integer(0), eff.overhead_s
-        compute += (cost.flops - cost.matmul_flops).xreplace(keep) / vector
+        compute += share * (cost.flops - cost.matmul_flops).xreplace(keep) / vector
         if compute == 0 and weight_b == 0 and other_b == 0:
             continue
         total += charge(count, compute, weight_b, other_b, t0)
-    comm = sympy.Integer(0)
+    comm = a2a
     if tp > 1:
         for name, items in tp_collectives(D, split).items():
             count = sympy.sympify(D.nodes[name]["count"]).xreplace(keep)

@@ -57,6 +57,11 @@ def _options(options: Options | None, hardware: object) -> Options:
     layout = opts.layout
     if layout.pp > 1:
         raise CostModelError("serve: pipeline parallelism (--pp > 1) is not modelled for serving yet; use --tp")
+    if layout.ep not in (1, layout.tp):
+        raise CostModelError(
+            f"serve: expert parallelism spans the replica's tp group (--ep 1 or --ep {layout.tp}), received --ep "
+            f"{layout.ep}; attention data parallelism is not modelled"
+        )
     if layout.dp > 1:
         raise CostModelError("serve: data parallelism is --replicas for serving (each replica its own engine)")
     if not opts.attention_default and opts.attention not in ("flash", "sdpa"):
@@ -108,7 +113,7 @@ def serve(
         m.graph, values, dev, prof, tp=layout.tp, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
     )
     limits = prof.limits(pool.num_blocks)
-    step = replica_step(m, dev, opts, prof, graph_sizes=limits.cuda_graph_sizes)
+    step = replica_step(m, dev, opts, prof, graph_sizes=limits.cuda_graph_sizes, imbalance=spec.expert_imbalance)
     tau = 1.0
     timed = step
     if spec.speculative is not None:
@@ -116,7 +121,7 @@ def serve(
         tau = tokens_per_step(k, alpha)
         layers = float(step.layer_overhead) if step.layer_overhead.is_number else 1.0
         timed = _Speculative(step, k, 1.0 / max(layers, 1.0))
-    gpus = layout.tp * layout.ep * spec.replicas if layout.ep > layout.tp else layout.tp * spec.replicas
+    gpus = layout.tp * spec.replicas
     per_replica_gpus = gpus // spec.replicas
 
     reqs = _workload(spec)
@@ -252,7 +257,7 @@ def _disaggregated(spec: Serve, m, dev, opts: Options, prof, decode_step, decode
         m.graph, values, dev, prof, tp=tp_p, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
     )
     p_limits = prof.limits(p_pool.num_blocks)
-    p_step = replica_step(m, dev, p_opts, prof, graph_sizes=p_limits.cuda_graph_sizes)
+    p_step = replica_step(m, dev, p_opts, prof, graph_sizes=p_limits.cuda_graph_sizes, imbalance=spec.expert_imbalance)
     eff = dev.efficiency
     link = float(dev.scale_out_bandwidth * eff.scale_out.efficiency)
     layers = (

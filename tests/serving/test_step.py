@@ -154,3 +154,22 @@ def test_serving_formulas_evaluate_to_the_step_and_the_ridge():
     assert b_star > 0
     ratio = (s["decode_flops"] / s["decode_bytes"]).subs(at).subs(B, b_star)
     assert sympy.nsimplify(ratio) == sympy.Rational(989, 3) or abs(float(ratio) - 989 / 3) < 1e-9
+
+
+def test_expert_parallel_step_dispatches_and_shares_the_experts():
+    m = costmodel.load("qwen3-30b-a3b")
+    one = _step(m)
+    tp = _step(m, tp=4, allreduce_latency_s=1e-5)
+    ep = _step(m, tp=4, ep=4, allreduce_latency_s=1e-5)
+    hot = _step(m, tp=4, ep=4, allreduce_latency_s=1e-5, imbalance=1.5)
+    batch = [(1, 2048)] * 64
+    # every device computes a quarter of the token-expert work, whether tp or ep shards the experts
+    assert tp.step_flops(batch) == ep.step_flops(batch)
+    assert 4 * ep.step_flops(batch) == pytest.approx(one.step_flops(batch), rel=0.01)
+    # the all-to-all of dispatch and combine is communication tp alone does not have
+    assert ep.breakdown(batch)["communication"] > tp.breakdown(batch)["communication"]
+    assert hot.step_flops(batch) > ep.step_flops(batch) and hot(batch) >= ep(batch)
+    with pytest.raises(costmodel.CostModelError, match="imbalance"):
+        _step(m, imbalance=0.5)
+    with pytest.raises(costmodel.CostModelError, match="ep"):
+        costmodel.serve("qwen3-30b-a3b", "h100-sxm", options=costmodel.Options.make(tp=2, ep=4), rate=1, requests=5)
