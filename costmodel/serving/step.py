@@ -36,6 +36,7 @@ The step is a sympy expression in N, K_w, S_w, R and E_touched (``expression``),
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 from collections.abc import Mapping, Sequence
@@ -118,24 +119,31 @@ class StepModel:
     _parts_fn: object = field(repr=False, compare=False, default=None)
     _flops_fn: object = field(repr=False, compare=False, default=None)
 
+    def _args(self, batch: Sequence[Entry]) -> list[float]:
+        """The batch's sums in the order of :attr:`symbols` (one pass over the batch per window: a simulation
+        calls this once a step)."""
+        n = decodes = 0
+        for c, _ in batch:
+            n += c
+            decodes += c == 1
+        pair_sums, read_sums = [], []
+        for w in self.windows:
+            if w is None:
+                pair_sums.append(sum(c * p + c * (c + 1) // 2 for c, p in batch))
+                read_sums.append(n + sum(p for _, p in batch))
+            else:
+                pair_sums.append(sum(pairs(c, p, w) for c, p in batch))
+                read_sums.append(sum(min(p + c, w) for c, p in batch))
+        e, k = self.routing or (1, 1)
+        touched = e * (1 - (1 - k / e) ** n) if n else 0
+        captured = decodes == len(batch) and self.graph_sizes and n <= self.graph_sizes[-1]
+        return [n, len(batch), *pair_sums, *read_sums, touched, 0 if captured else 1]
+
     def sizes(self, batch: Sequence[Entry]) -> dict[sympy.Symbol, float]:
         """The batch's sums, by symbol (the arguments of :attr:`expression`)."""
-        n = sum(c for c, _ in batch)
-        out: dict[sympy.Symbol, float] = {N: n, R: len(batch)}
-        for w, k, s in zip(self.windows, self.pair_symbols, self.read_symbols):
-            out[k] = sum(pairs(c, p, w) for c, p in batch)
-            out[s] = sum(p + c if w is None else min(p + c, w) for c, p in batch)
-        e, k = self.routing or (1, 1)
-        out[TOUCHED] = e * (1 - (1 - k / e) ** n) if n else 0
-        decode_only = all(c == 1 for c, _ in batch)
-        out[self.eager] = 0 if decode_only and self.graph_sizes and n <= self.graph_sizes[-1] else 1
-        return out
+        return dict(zip(self.symbols, self._args(batch)))
 
-    def _args(self, batch: Sequence[Entry]) -> list[float]:
-        s = self.sizes(batch)
-        return [s[x] for x in self.symbols]
-
-    @property
+    @functools.cached_property
     def symbols(self) -> tuple[sympy.Symbol, ...]:
         """The arguments of the compiled functions, in order."""
         return (N, R, *self.pair_symbols, *self.read_symbols, TOUCHED, self.eager)
