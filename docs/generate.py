@@ -17,6 +17,8 @@ from pathlib import Path
 
 import sympy
 
+import costmodel
+
 from costmodel import units
 from costmodel.devices.table import device
 from costmodel.dtypes import DTYPE_BYTES
@@ -414,6 +416,55 @@ def options_table() -> str:
     return table(["flag", "Python (`Options`)", "accepts", "default", "what it is"], rows)
 
 
+# -- serving.md --------------------------------------------------------------------------------------
+
+
+def engines_table() -> str:
+    from costmodel.serving.profiles import builtin
+
+    rows = []
+    for p in builtin().values():
+        rows.append(
+            [
+                f"`{p.name}` {p.version}",
+                p.max_num_seqs,
+                p.max_num_batched_tokens,
+                p.block_size,
+                float(p.gpu_memory_utilization),
+                "decodes first" if p.decode_first else "prefills first",
+                f"{float(p.step_overhead_s) * 1e3:g} ms",
+                ", ".join(p.calibrated_for) or "none",
+            ]
+        )
+    return table(
+        ["engine", "max_num_seqs", "max_num_batched_tokens", "block", "memory share", "order", "step overhead", "calibrated for"],
+        rows,
+    )
+
+
+SERVE_EXAMPLE = {"rate": 4, "input_len": "2048", "output_len": "256", "slo": "ttft_p90=2s,tpot_p99=50ms"}
+
+
+def serve_example() -> str:
+    r = costmodel.serve("llama3-70b", "h100-sxm", options=costmodel.Options.make(tp=4), max_rate=False, **SERVE_EXAMPLE)
+    return "```text\n$ costmodel serve llama3-70b --hardware h100-sxm --tp 4 --rate 4 --input-len 2048 --output-len 256 \\\n    --slo ttft_p90=2s,tpot_p99=50ms --no-max-rate\n" + r.to_text() + "\n```"
+
+
+def kv_pool_example() -> str:
+    from costmodel.devices.table import device
+    from costmodel.serving.memory import kv_pool
+    from costmodel.serving.profiles import profile
+
+    m = costmodel.load("llama3-8b")
+    p = kv_pool(m.graph, m.values, device("h100-sxm"), profile("vllm-v1"))
+    return (
+        f"llama3-8b on an H100 SXM (80 GB) under vLLM v1: ⌊(0.9 × 80,000,000,000 − {p.weights_bytes:,} weights − "
+        f"{p.activation_bytes:,} activations of one 8,192-token chunk − {p.reserve_bytes:,} reserve) / (16 × "
+        f"{p.kv_bytes_per_token:,} bytes a token)⌋ = **{p.num_blocks:,} blocks** = {p.tokens:,} tokens: "
+        f"{p.tokens // 8192} sequences of 8,192 tokens (`costmodel fit llama3-8b --hardware h100-sxm --inference --context 8192`)."
+    )
+
+
 BLOCKS = {
     "presets": presets,
     "symbols": symbols_table,
@@ -430,6 +481,9 @@ BLOCKS = {
     "korthikanti": korthikanti,
     "encoder-decoder": encoder_decoder,
     "options": options_table,
+    "engines": engines_table,
+    "serve-example": serve_example,
+    "kv-pool": kv_pool_example,
 }
 
 

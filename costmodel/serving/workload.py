@@ -31,7 +31,7 @@ from ..errors import CostModelError, closest
 from ..files import read_capped
 from .batch import Request
 
-KINDS = ("fixed", "uniform", "normal", "lognormal")
+DISTRIBUTIONS = ("fixed", "uniform", "normal", "lognormal")
 
 #: The key spellings a trace line may use, matched without regard to case, first match wins (vllm bench serve and
 #: its datasets, Mooncake's and Azure's LLM inference traces, and similar tools). ``TIME_MS_KEYS`` are milliseconds.
@@ -67,39 +67,39 @@ TRACE_CAP = 256 << 20
 
 @dataclass(frozen=True)
 class Length:
-    """A distribution of token lengths: ``kind`` is one of ``KINDS``; ``a`` and ``b`` are the value (fixed), the
+    """A distribution of token lengths: ``dist`` is one of ``DISTRIBUTIONS``; ``a`` and ``b`` are the value (fixed), the
     ends (uniform) or the mean and standard deviation (normal, lognormal)."""
 
-    kind: str
+    dist: str
     a: float
     b: float = 0.0
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise CostModelError(f"length: unknown distribution {self.kind!r}{closest(self.kind, KINDS)}")
+        if self.dist not in DISTRIBUTIONS:
+            raise CostModelError(f"length: unknown distribution {self.dist!r}{closest(self.dist, DISTRIBUTIONS)}")
         if not (math.isfinite(self.a) and math.isfinite(self.b)):
-            raise CostModelError(f"length: {self.kind} needs finite numbers, got {self.a} and {self.b}")
-        if self.kind == "fixed" and (self.a < 1 or self.a != int(self.a)):
+            raise CostModelError(f"length: {self.dist} needs finite numbers, got {self.a} and {self.b}")
+        if self.dist == "fixed" and (self.a < 1 or self.a != int(self.a)):
             raise CostModelError(f"length: a fixed length must be a whole number >= 1, got {self.a}")
-        if self.kind == "uniform" and not (1 <= self.a <= self.b and self.a == int(self.a) and self.b == int(self.b)):
+        if self.dist == "uniform" and not (1 <= self.a <= self.b and self.a == int(self.a) and self.b == int(self.b)):
             raise CostModelError(f"length: uniform:a:b needs whole numbers 1 <= a <= b, got {self.a} and {self.b}")
-        if self.kind in ("normal", "lognormal") and not (self.a >= 1 and self.b >= 0):
-            raise CostModelError(f"length: {self.kind} needs a mean >= 1 and a deviation >= 0, got {self.a}, {self.b}")
+        if self.dist in ("normal", "lognormal") and not (self.a >= 1 and self.b >= 0):
+            raise CostModelError(f"length: {self.dist} needs a mean >= 1 and a deviation >= 0, got {self.a}, {self.b}")
         if max(self.a, self.b) > MAX_TOKENS:
-            raise CostModelError(f"length: at most {MAX_TOKENS:,} tokens, got {self.kind} {self.a:g}:{self.b:g}")
+            raise CostModelError(f"length: at most {MAX_TOKENS:,} tokens, got {self.dist} {self.a:g}:{self.b:g}")
 
     @property
     def mean(self) -> float:
         """The mean length (before rounding and truncation)."""
-        return (self.a + self.b) / 2 if self.kind == "uniform" else self.a
+        return (self.a + self.b) / 2 if self.dist == "uniform" else self.a
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` lengths (int64, each between 1 and ``MAX_TOKENS``) drawn from ``rng``."""
-        if self.kind == "fixed":
+        if self.dist == "fixed":
             return np.full(n, int(self.a), dtype=np.int64)
-        if self.kind == "uniform":
+        if self.dist == "uniform":
             return rng.integers(int(self.a), int(self.b), size=n, endpoint=True, dtype=np.int64)
-        if self.kind == "normal":
+        if self.dist == "normal":
             x = rng.normal(self.a, self.b, size=n)
         else:  # lognormal: sigma² = ln(1 + sd²/mean²), mu = ln(mean) − sigma²/2 give the length's own mean and sd
             s2 = math.log1p((self.b / self.a) ** 2)
@@ -114,20 +114,20 @@ def parse_length(text: str | int | Length) -> Length:
     if isinstance(text, int) and not isinstance(text, bool):
         return Length("fixed", text)
     parts = str(text).strip().split(":")
-    kind = "fixed" if len(parts) == 1 else parts[0].strip().lower()
+    dist = "fixed" if len(parts) == 1 else parts[0].strip().lower()
     args = parts if len(parts) == 1 else parts[1:]
-    if kind not in KINDS[1:] and len(parts) > 1:
-        raise CostModelError(f"length {text!r}: unknown distribution {kind!r}{closest(kind, KINDS[1:])}")
-    want = 1 if kind == "fixed" else 2
+    if dist not in DISTRIBUTIONS[1:] and len(parts) > 1:
+        raise CostModelError(f"length {text!r}: unknown distribution {dist!r}{closest(dist, DISTRIBUTIONS[1:])}")
+    want = 1 if dist == "fixed" else 2
     if len(args) != want:
-        form = "N" if kind == "fixed" else f"{kind}:A:B"
+        form = "N" if dist == "fixed" else f"{dist}:A:B"
         raise CostModelError(f"length {text!r}: expected {form}, got {len(args)} number(s)")
     try:
         values = [float(a) for a in args]
     except ValueError:
         raise CostModelError(f"length {text!r}: expected numbers, got {':'.join(args)!r}") from None
     try:
-        return Length(kind, *values)
+        return Length(dist, *values)
     except CostModelError as exc:
         raise CostModelError(f"length {text!r}: {str(exc).removeprefix('length: ')}") from None
 
