@@ -18,7 +18,6 @@ from pathlib import Path
 import sympy
 
 import costmodel
-
 from costmodel import units
 from costmodel.devices.table import device
 from costmodel.dtypes import DTYPE_BYTES
@@ -437,7 +436,16 @@ def engines_table() -> str:
             ]
         )
     return table(
-        ["engine", "max_num_seqs", "max_num_batched_tokens", "block", "memory share", "order", "step overhead", "calibrated for"],
+        [
+            "engine",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "block",
+            "memory share",
+            "order",
+            "step overhead",
+            "calibrated for",
+        ],
         rows,
     )
 
@@ -447,7 +455,11 @@ SERVE_EXAMPLE = {"rate": 4, "input_len": "2048", "output_len": "256", "slo": "tt
 
 def serve_example() -> str:
     r = costmodel.serve("llama3-70b", "h100-sxm", options=costmodel.Options.make(tp=4), max_rate=False, **SERVE_EXAMPLE)
-    return "```text\n$ costmodel serve llama3-70b --hardware h100-sxm --tp 4 --rate 4 --input-len 2048 --output-len 256 \\\n    --slo ttft_p90=2s,tpot_p99=50ms --no-max-rate\n" + r.to_text() + "\n```"
+    return (
+        "```text\n$ costmodel serve llama3-70b --hardware h100-sxm --tp 4 --rate 4 --input-len 2048 --output-len 256 \\\n    --slo ttft_p90=2s,tpot_p99=50ms --no-max-rate\n"
+        + r.to_text()
+        + "\n```"
+    )
 
 
 def kv_pool_example() -> str:
