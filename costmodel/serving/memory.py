@@ -74,12 +74,14 @@ def kv_pool(
     profile: Profile,
     *,
     tp: int = 1,
+    pp: int = 1,
     weights_dtype: str = "bf16",
     kv_dtype: str | None = None,
     name: str = "model",
 ) -> KVPool:
     """The :class:`KVPool` of ``G`` (at ``values``) on ``dev`` (a device, or a memory size in bytes) under
-    ``profile`` and ``tp``."""
+    ``profile`` and ``tp`` (``pp`` stages: each device holds its stage's share of the weights and of every
+    token's KV cache, so the pool counts the tokens the pipeline holds)."""
     capacity, where = (
         (int(dev), f"{int(dev) / 1e9:g} GB") if isinstance(dev, int) else (int(dev.memory_bytes), dev.name)
     )
@@ -89,7 +91,7 @@ def kv_pool(
         batch=1,
         seq=chunk,
         context=chunk,
-        layout=Layout(tp=tp),
+        layout=Layout(tp=tp, pp=pp),
         weights_dtype=weights_dtype,
         kv_dtype=kv_dtype,
         attention="flash",
@@ -123,8 +125,8 @@ def kv_pool(
     if blocks < 1:
         gb = lambda x: f"{float(x) / 1e9:.2f} GB"  # noqa: E731
         raise CostModelError(
-            f"{name} does not fit {where} under tp {tp}: weights {gb(weights)} + activations {gb(activations)} "
+            f"{name} does not fit {where} under tp {tp}{f' pp {pp}' if pp > 1 else ''}: weights {gb(weights)} + activations {gb(activations)} "
             f"+ reserve {gb(profile.runtime_reserve_bytes)} per rank leave no KV block in "
-            f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}; raise --tp or use --weights-dtype fp8"
+            f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}; raise --tp or --pp, or use --weights-dtype fp8"
         )
     return KVPool(**{**pool.__dict__, "num_blocks": blocks})

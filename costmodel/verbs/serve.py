@@ -13,6 +13,13 @@ Poisson stream) or every r-th request of a trace or a closed loop's ``C/r`` user
 times r. The cost of a replica's device-hours is split between prompt and output tokens by the marginal step time
 of each: a prompt token's share of a full chunk, an output token's share of the operating decode step.
 
+Pipeline parallelism (``pp`` stages of ``tp`` devices each): the weights and every token's KV cache are split over
+the stages, so the pool holds the tokens of the stages' whole memory; the engine keeps ``pp`` batches in flight
+(vLLM's virtual engines), each with ``1/pp`` of the KV blocks, so a replica serves as ``pp`` engines side by side.
+One step of a batch passes every stage in turn: the tp group's step over all L layers plus ``pp − 1``
+point-to-point sends of the batch's hidden states (``tokens × d`` activations, on the scale-up tier inside a node,
+scale-out across nodes). With the pipeline full no stage idles, so there is no bubble term.
+
 Speculative decoding (``k`` draft tokens accepted with probability α, :func:`~costmodel.serving.spec.tokens_per_step`
 τ per step): a decode of the target verifies ``k + 1`` tokens, the draft (an MTP head, taken as one more layer of
 the target per draft token) runs ``k`` times, and a request needs ``⌈(O − 1)/τ⌉`` decode steps after its first
@@ -55,8 +62,6 @@ def _options(options: Options | None, hardware: object) -> Options:
     if opts.hardware is None:
         raise CostModelError("serve needs a device: --hardware NAME (see 'costmodel hardware')")
     layout = opts.layout
-    if layout.pp > 1:
-        raise CostModelError("serve: pipeline parallelism (--pp > 1) is not modelled for serving yet; use --tp")
     if layout.ep not in (1, layout.tp):
         raise CostModelError(
             f"serve: expert parallelism spans the replica's tp group (--ep 1 or --ep {layout.tp}), received --ep "
@@ -69,6 +74,40 @@ def _options(options: Options | None, hardware: object) -> Options:
             f"serve: serving engines run fused attention; --attention {opts.attention} is not served (use flash)"
         )
     return opts.replace(inference=True, attention="flash")
+
+
+class _Pipelined:
+    """One of ``pp`` in-flight batches: its step passes every stage (see the module notes)."""
+
+    def __init__(self, inner, step: StepModel, pp: int, send_s: object):
+        self.inner, self.step, self.pp, self.send_s = inner, step, pp, send_s
+
+    def p2p(self, batch: Sequence[Entry]) -> float:
+        """Seconds of the batch's ``pp − 1`` sends between stages."""
+        return float(self.send_s(sum(c for c, _ in batch)))
+
+    def __call__(self, batch: Sequence[Entry]) -> float:
+        return self.inner(batch) + self.p2p(batch)
+
+    def breakdown(self, batch: Sequence[Entry]) -> dict[str, float]:
+        parts = dict(self.step.breakdown(batch))
+        parts["communication"] += self.p2p(batch)
+        return parts
+
+
+def _sends(m: Model, dev, opts: Options):
+    """The seconds of ``pp − 1`` point-to-point sends of ``tokens`` hidden states between pipeline stages."""
+    from ..devices.network import collective_seconds, strides  # the training stages' network, one tier model
+    from ..dtypes import DTYPE_BYTES
+    from ..symbols import d
+
+    if d not in m.values:
+        raise CostModelError(f"serve --pp: {m.name} has no hidden size d to send between pipeline stages")
+    layout = opts.layout
+    hidden = int(m.values[d]) * DTYPE_BYTES[m.graph.graph.get("dtype", "bf16")]
+    stride = strides(layout.tp, 1, 1)["pp"]
+    each = lambda tokens: collective_seconds("p2p", hidden * tokens, dev, dev.attained, layout.pp, stride)  # noqa: E731
+    return lambda tokens: (layout.pp - 1) * each(tokens)
 
 
 class _Speculative:
@@ -109,10 +148,21 @@ def serve(
     layout = opts.layout
     prof = profile(spec.engine, dict(spec.engine_set), file=spec.engine_file)
     values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
+    pp = layout.pp
+    if pp > 1 and (spec.disaggregate is not None or spec.formulas):
+        raise CostModelError("serve: --pp is served as in-flight batches of one engine; drop --disaggregate/--formulas")
     pool = kv_pool(
-        m.graph, values, dev, prof, tp=layout.tp, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
+        m.graph,
+        values,
+        dev,
+        prof,
+        tp=layout.tp,
+        pp=pp,
+        weights_dtype=opts.weights_dtype,
+        kv_dtype=opts.kv_dtype,
+        name=m.name,
     )
-    limits = prof.limits(pool.num_blocks)
+    limits = prof.limits(pool.num_blocks // pp)
     step = replica_step(m, dev, opts, prof, graph_sizes=limits.cuda_graph_sizes, imbalance=spec.expert_imbalance)
     tau = 1.0
     timed = step
@@ -121,8 +171,11 @@ def serve(
         tau = tokens_per_step(k, alpha)
         layers = float(step.layer_overhead) if step.layer_overhead.is_number else 1.0
         timed = _Speculative(step, k, 1.0 / max(layers, 1.0))
-    gpus = layout.tp * spec.replicas
+    if pp > 1:
+        timed = _Pipelined(timed, step, pp, _sends(m, dev, opts))
+    gpus = layout.tp * pp * spec.replicas
     per_replica_gpus = gpus // spec.replicas
+    spec = dataclasses.replace(spec, replicas=spec.replicas * pp)  # the load splits over every in-flight batch
 
     reqs = _workload(spec)
     real = reqs
@@ -194,7 +247,8 @@ def serve(
     decode = [(1, mean_ctx)] * n_op
     chunk = min(limits.max_num_batched_tokens, max(mean_in - shape.prefix_tokens, 1))
     prefill = [(chunk, 0)]
-    out["step_breakdown"] = {"decode": _parts(step, decode), "prefill": _parts(step, prefill)}
+    shown = timed if isinstance(timed, _Pipelined) else step
+    out["step_breakdown"] = {"decode": _parts(shown, decode), "prefill": _parts(shown, prefill)}
     out["step_breakdown"]["decode"]["batch"] = n_op
     out["step_breakdown"]["decode"]["context"] = mean_ctx
     out["step_breakdown"]["prefill"]["tokens"] = chunk
@@ -221,7 +275,7 @@ def serve(
             "hardware": dev.name,
             "gpus": gpus,
             "gpus_per_replica": per_replica_gpus,
-            "layout": {"tp": layout.tp, "ep": layout.ep, "replicas": r},
+            "layout": {"tp": layout.tp, "ep": layout.ep, "pp": pp, "replicas": r // pp},
             "load": spec.load,
             "solver": spec.solver,
             "memory": {**pool.as_dict(), "max_num_seqs": limits.max_num_seqs},
@@ -329,7 +383,7 @@ def _analytic(solver: Solver, spec: Serve) -> dict[str, object]:
     return out
 
 
-def _parts(step: StepModel, batch: Sequence[Entry]) -> dict[str, object]:
+def _parts(step: StepModel | _Pipelined, batch: Sequence[Entry]) -> dict[str, object]:
     parts = step.breakdown(batch)
     total = sum(parts.values())
     return {

@@ -71,7 +71,8 @@ def test_the_issue_command_gives_every_key(capsys):
         (("--engine", "vllm"), "did you mean"),
         (("--engine-set", "max_num_seqz=4"), "did you mean"),
         (("--engine-set", "max_num_seqs=0"), "max_num_seqs"),
-        (("--pp", "2"), "pipeline"),
+        (("--pp", "2", "--formulas"), "--pp"),
+        (("--pp", "2", "--disaggregate", "1:1"), "--pp"),
         (("--input-len", "normal:10"), "input"),
         (("--speculative", "4"), "k,alpha"),
         (("--speculative", "4,1.5"), "alpha"),
@@ -108,6 +109,33 @@ def test_kv_pool_of_llama3_8b_by_hand():
     # tp 2: half the weights and half the kv heads on each rank, so about twice the tokens
     p2 = kv_pool(m.graph, m.values, device("h100-sxm"), profile("vllm-v1"), tp=2)
     assert p2.kv_bytes_per_token == 131_072 // 2 and p2.tokens > 2 * p.tokens
+
+
+def test_pipeline_stages_split_weights_and_kv_and_send_hidden_states():
+    from costmodel.serving.predictor import replica_step
+
+    m = costmodel.load("llama3-8b")
+    dev, prof = device("h100-sxm"), profile("vllm-v1")
+    one = kv_pool(m.graph, m.values, dev, prof)
+    two = kv_pool(m.graph, m.values, dev, prof, pp=2)
+    # the busier (last) stage: 16 × 218,112,000 per layer + 128,256 × 4,096 unembedding + 4,096 final norm
+    # = 4,015,132,672 parameters in bf16; one token's KV over 16 of the 32 layers: 2 × 16 × 8 × 128 × 2 bytes
+    assert two.weights_bytes == 4_015_132_672 * 2 and two.kv_bytes_per_token == 65_536
+    free = 72_000_000_000 - 4_015_132_672 * 2 - two.activation_bytes - 1_500_000_000
+    assert two.num_blocks == free // (16 * 65_536) and two.tokens > 2 * one.tokens
+    s = costmodel.serve("llama3-8b", "h100-sxm", options=costmodel.Options.make(pp=2), rate=2, **SMALL)["serving"]
+    assert s["gpus"] == 2 and s["layout"]["pp"] == 2 and s["layout"]["replicas"] == 1
+    assert s["memory"]["num_blocks"] == two.num_blocks
+    assert s["limits"]["max_num_seqs"] <= two.num_blocks // 2 * 16  # each in-flight batch holds half the blocks
+    # a step passes both stages: the tp group's step plus one send of 512 × 4,096 bf16 hidden states on NVLink
+    step = replica_step(m, dev, costmodel.Options.make(hardware="h100-sxm"), prof)
+    eff = dev.attained
+    send = float(eff.scale_up.latency_s) + 512 * 4096 * 2 / float(dev.scale_up_bandwidth * eff.scale_up.efficiency)
+    b = s["step_breakdown"]["prefill"]
+    assert b["step_s"] == pytest.approx(step([(512, 0)]) + send, rel=1e-9)
+    # unsaturated, every request is served: the tokens out are the rate's, as with one stage
+    assert s["throughput"]["requests_per_s"] == pytest.approx(2, rel=0.25)
+    assert s["analytic"]["tpot_s"]["mean"] == pytest.approx(s["tpot_s"]["mean"], rel=0.15)
 
 
 def test_replicas_share_the_load():
