@@ -11,7 +11,8 @@ from costmodel import units
 from ._common import sci
 
 #: Columns of the table, in this order.
-PEAK_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+#: The dtypes the table shows (fp6 and fp4 in --json: few devices list them).
+SHOWN = ("bf16", "fp16", "fp8", "fp4", "tf32", "fp32")
 
 
 def add(sub: argparse._SubParsersAction) -> None:
@@ -72,14 +73,15 @@ def run(args: argparse.Namespace) -> int:
         "dense peak TFLOP/s per dtype; memory GB and TB/s (decimal); links GB/s per direction;\n"
         "ridge = peak/bandwidth (FLOPs/byte)"
     )
+    w = max(11, *(len(n) + 1 for n in table))  # the longest name and a space
     print(
-        f"{'name':<11}"
-        + "".join(f"{dt:>8}" for dt in PEAK_DTYPES)
+        f"{'name':<{w}}"
+        + "".join(f"{dt:>8}" for dt in SHOWN)
         + f"{'mem GB':>8}{'TB/s':>7}{'up GB/s':>9}{'out GB/s':>9}{'ridge':>7}"
     )
     for name, d in table.items():
         peaks = "".join(
-            f"{float(d.peak_flops[dt]) / 1e12:>8.1f}" if dt in d.peak_flops else f"{'-':>8}" for dt in PEAK_DTYPES
+            f"{float(d.peak_flops[dt]) / 1e12:>8.1f}" if dt in d.peak_flops else f"{'-':>8}" for dt in SHOWN
         )
         links = "".join(
             f"{float(b) / 1e9:>9.1f}" if b is not None else f"{'-':>9}"
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         dt = d.default_dtype()
         ridge = f"{float(d.ridge(dt)):>7.0f}" + ("" if dt == "bf16" else f" ({dt})")
         print(
-            f"{name:<11}{peaks}{float(d.memory_bytes) / 1e9:>8.0f}{float(d.memory_bandwidth) / 1e12:>7.2f}"
+            f"{name:<{w}}{peaks}{float(d.memory_bytes) / 1e9:>8.0f}{float(d.memory_bandwidth) / 1e12:>7.2f}"
             f"{links}{ridge}"
         )
     return 0

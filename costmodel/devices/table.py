@@ -32,11 +32,11 @@ from ..expr import parse_number
 from ..files import read_capped
 from .efficiency import GENERIC, Efficiency, parse_efficiency
 
-#: The dtypes a device may list a peak for.
 #: A hardware file is a few hundred bytes a device: 1 MiB is far more than any real table.
 MAX_FILE_BYTES = 2**20
 
-PEAK_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32")
+#: The dtypes a device may list a peak for (fp6 and fp4: a peak only, no element size yet).
+PEAK_DTYPES = ("bf16", "fp16", "fp8", "tf32", "fp32", "fp6", "fp4")
 
 # What a real device can be: wider than any chip made, narrower than nonsense.
 _RANGES = {

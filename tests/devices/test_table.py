@@ -172,3 +172,24 @@ def test_cli_one_device_with_sources(capsys):
     assert "peak bf16    2,250.0 TFLOP/s dense" in out and "DGX B200 datasheet" in out
     assert "900.0 GB/s per direction" in out  # NVLink 5: 1.8 TB/s both ways
     assert main(["hardware", "b100"]) == 2
+
+
+def test_todays_devices_cite_their_numbers_and_an_nvl72_domain_keeps_tp_16_on_nvlink():
+    """Issue 29 item 6: the table reaches today's generation, FP4/FP6 peaks where the device has them, and a GB200
+    NVL72 rack is one 72-GPU NVLink domain."""
+    from costmodel.devices.network import bus_bandwidth, latency
+
+    table = builtin()
+    for name in ("h800", "h20", "b300", "gb200", "gb300", "l40s", "rtx-pro-6000", "mi325x", "mi355x"):
+        assert set(table[name].sources) >= {"peak_flops", "memory", "scale_up", "scale_out"}, name
+    assert table["b300"].peak("fp4") == 14 * 10**15 and table["mi355x"].peak("fp6") == 10**16
+    assert table["h800"].peak("bf16") == table["h100-sxm"].peak("bf16")  # the same GH100 part
+    assert table["h800"].scale_up_bandwidth == 200 * 10**9  # 400 GB/s NVLink bidirectional, halved
+    gb200, h100 = table["gb200"], table["h100-sxm"]
+    assert gb200.attained.node_size == 72 and h100.attained.node_size == 8
+    # an all-reduce over 16 neighbours: inside the rack on GB200 (NVLink: 900 GB/s × the tier's efficiency), across
+    # two 8-GPU nodes on H100 (8 NICs of 50 GB/s each = 400 GB/s, below NVLink's 450)
+    up = gb200.attained.scale_up
+    assert bus_bandwidth(gb200, gb200.attained, 16, 1) == 900 * 10**9 * up.efficiency
+    assert latency(gb200.attained, 16, 1) == up.latency_s
+    assert latency(h100.attained, 16, 1) == h100.attained.scale_out.latency_s
