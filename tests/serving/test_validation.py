@@ -86,3 +86,26 @@ def test_bad_factors_are_refused():
         profile("vllm-v1", {"memory_time_scale": "0"})
     with pytest.raises(CostModelError, match=r"a share in \[0, 1\]"):
         profile("vllm-v1", {"prefill_queue_share": "2"})
+
+
+def test_step_factors_and_kv_format_act_where_they_should():
+    from costmodel import load
+    from costmodel.devices.table import device
+    from costmodel.memory.device import prepared
+    from costmodel.options import Options
+    from costmodel.serving.step import step_model
+
+    m = load("llama3-8b")
+
+    def build(**kw):
+        return step_model(prepared(m.graph, Options(inference=True)), m.values, device("h100-sxm"), **kw)
+
+    decode = [(1, 4000)] * 32  # memory-bound: weights and a long cache
+    base, fp8, slow = build(), build(kv_dtype="fp8"), build(memory_scale=2)
+    # an fp8 cache is 1 byte an element against bf16's 2: the cache's part of the step halves
+    assert fp8.breakdown(decode)["kv"] == pytest.approx(base.breakdown(decode)["kv"] / 2)
+    # memory time doubled: the memory-bound parts double, the fixed kernel times do not move
+    b, s = base.breakdown(decode), slow.breakdown(decode)
+    assert s["weights"] == pytest.approx(2 * b["weights"]) and s["overhead"] == pytest.approx(b["overhead"])
+    with pytest.raises(CostModelError, match="time scales must be > 0"):
+        build(compute_scale=0)
