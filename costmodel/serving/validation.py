@@ -395,6 +395,11 @@ LIMITS = """## What limits the prediction
   most of a TTFT: the worst held-out rows are of that kind.
 - **The KV cache's format and the engines' memory use** are not in the source; fp8 weights are taken to come with
   an fp8 KV cache (runs at concurrencies a bf16 cache could not hold measure no queue).
+- **Prefill speed differs by model and format more than one scale per engine says.** vLLM's compute scale, fitted
+  on H100 runs of Llama 3.1 70B (fp8) and Qwen3 32B (bf16), is about 1.6: its prefills at about 60 % of the rates
+  the device table attains. The held-out Llama 3.1 8B fp8 runs on H200 (the worst rows above, OSL 100) imply
+  their prompts computed at up to 86 % of the H200's dense fp8 peak at the measured throughput (F·(C/E2E)/peak,
+  F a prompt's FLOPs per device), so the fitted scale makes them prefill-bound: TTFT and TPOT far too high.
 - **One device's fit for others.** The scales are of the device table's attained rates; an engine's kernels on
   H200 and B200 (SGLang's on H200 above all, where TPOT is about half the measured at high concurrency, the eager
   steps past its CUDA-graph sizes) differ from H100's by more than the device tables say.
