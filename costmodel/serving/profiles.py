@@ -102,10 +102,12 @@ class Profile:
         """What ``serving.calibrated_for`` says: the fitted versions, or that this version has none."""
         if self.version in self.calibrated_for:
             return f"{self.name} {self.version} (overheads fitted to it)"
-        fitted = ", ".join(self.calibrated_for) or "none"
-        return (
-            f"uncalibrated: {self.name} {self.version} (overheads are documented defaults; fitted versions: {fitted})"
-        )
+        if not self.calibrated_for:
+            return (
+                f"uncalibrated: {self.name} {self.version} (overheads are documented defaults; fitted versions: none)"
+            )
+        fitted = ", ".join(self.calibrated_for)
+        return f"uncalibrated: {self.name} {self.version} (overheads and factors fitted to other versions: {fitted})"
 
 
 def _value(name: str, key: str, raw: object, where: str) -> object:
