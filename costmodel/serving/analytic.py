@@ -74,7 +74,12 @@ class Shape:
 class Solver:
     """The step times of one shape on one replica, evaluated once on a grid of running concurrencies."""
 
-    def __init__(self, step_time: StepTime, limits: Limits, shape: Shape):
+    def __init__(self, step_time: StepTime | None, limits: Limits, shape: Shape, *, points=(), times=None):
+        """``points``: running concurrencies to evaluate exactly, besides the grid (a closed loop's ``C``: the
+        step times jump at CUDA-graph sizes, where an interpolated throughput and TPOT disagree and TTFT, their
+        difference, is far off); ``times``: the step times of :meth:`batches` already evaluated (``(t_d, t_m,
+        t_f)``, arrays over the grid), in place of calling ``step_time`` (a fit evaluates many step times of the
+        same batches)."""
         self.limits, self.shape = limits, shape
         P, O, bs, B = shape.input_tokens, shape.output_tokens, limits.block_size, limits.max_num_batched_tokens
         hit = min(shape.prefix_tokens // bs * bs, P - 1) if limits.prefix_caching else 0
@@ -86,23 +91,15 @@ class Solver:
         self.bound = min(
             [(limits.max_num_seqs, "max_num_seqs"), (B, "max_num_batched_tokens"), (kv, "kv_cache")], key=lambda b: b[0]
         )[1]
-        grid = np.unique(np.concatenate([np.arange(1, min(32, self.n_max) + 1), np.geomspace(1, self.n_max, 96)]))
+        extra = np.clip(np.asarray(points, dtype=float), 1, self.n_max)
+        grid = np.concatenate([np.arange(1, min(32, self.n_max) + 1), np.geomspace(1, self.n_max, 96), extra])
         self.grid = np.unique(np.round(grid).astype(np.int64))
-        past = P + max(O - 2, 0) // 2
-        t_d, t_m, t_f, ks, cs = [], [], [], [], []
-        for n in self.grid.tolist():
-            c = max(1, min(work, B - (n - 1))) if limits.chunked_prefill else work
-            k = -(-work // c)
-            chunk = round(work / k)
-            decode = [(1, past)] * n
-            t_d.append(float(step_time(decode + [(1, 0)] * (limits.padded(n) - n))))
-            t_m.append(float(step_time(decode[: n - 1] + [(chunk, hit + round((work - chunk) / 2))])))
-            t_f.append(float(step_time(decode[: n - 1] + [(c, hit + round((work - c) / 2))])))
-            ks.append(k)
-            cs.append(c)
-        self.t_d, self.t_m, self.t_f = np.array(t_d), np.array(t_m), np.array(t_f)
-        self.k, self.c = np.array(ks, dtype=float), np.array(cs, dtype=float)
-        self.work = work
+        self.work, self._hit = work, hit
+        cs = [max(1, min(work, B - (n - 1))) if limits.chunked_prefill else work for n in self.grid.tolist()]
+        self.k, self.c = np.array([-(-work // c) for c in cs], dtype=float), np.array(cs, dtype=float)
+        if times is None:
+            times = list(zip(*((float(step_time(b)) for b in three) for three in self.batches())))
+        self.t_d, self.t_m, self.t_f = (np.asarray(t, dtype=float) for t in times)
         L = self.k + O - 1
         f = np.minimum(1.0, (self.grid - 1) * self.k / L)  # the steps of a decoding request with another's prefill
         self.t_bar = (1 - f) * self.t_d + f * self.t_m
@@ -111,9 +108,24 @@ class Solver:
         self.x = np.minimum(self.grid / self.running, self.x_p)
         bound = self.x_p < self.grid / self.running  # prefills bind: every step is full
         # where prefills bind, the running set shrinks to the n that serves most (the scheduler admits no more
-        # than the budget prefills): the best n up to each grid point
-        best = np.maximum.accumulate(np.where(self.x >= np.maximum.accumulate(self.x), np.arange(len(self.x)), 0))
+        # than the budget prefills): the best n up to each grid point; elsewhere every request admitted runs
+        own = np.arange(len(self.x))
+        best = np.maximum.accumulate(np.where(self.x >= np.maximum.accumulate(self.x), own, 0))
+        best = np.where(bound, best, own)
         self.x_best, self.t_best = self.x[best], np.where(bound, self.t_f, self.t_bar)[best]
+
+    def batches(self):
+        """The steps the solver times, per grid point: ``(decode, mixed, full)`` batches (see the module notes)."""
+        P, O, limits, work, hit = self.shape.input_tokens, self.shape.output_tokens, self.limits, self.work, self._hit
+        past = P + max(O - 2, 0) // 2
+        for n, k, c in zip(self.grid.tolist(), self.k.tolist(), self.c.tolist()):
+            chunk, c = round(work / k), int(c)
+            decode = [(1, past)] * n
+            yield (
+                decode + [(1, 0)] * (limits.padded(n) - n),
+                decode[: n - 1] + [(chunk, hit + round((work - chunk) / 2))],
+                decode[: n - 1] + [(c, hit + round((work - c) / 2))],
+            )
 
     def _at(self, table: np.ndarray, n: np.ndarray) -> np.ndarray:
         return np.interp(np.clip(n, 1, self.n_max), self.grid, table)
@@ -144,16 +156,26 @@ class Solver:
             for key, value in out.items()
         }
 
-    def closed_loop(self, concurrency) -> dict:
-        """Means at each concurrency (an array or a number): see the module."""
+    def closed_loop(self, concurrency, queue_share: float = 0.0) -> dict:
+        """Means at each concurrency (an array or a number): see the module. ``queue_share`` (``q``, in [0, 1]):
+        a new request also waits for ``q·(C − 1)`` other users' prompts computed ahead of its own, each the
+        marginal time of its tokens in a full step, ``P'·(T_f − T_d)/c`` (0: users' requests spread evenly, the
+        default; ½: they arrive together, as a synchronized closed loop with fixed lengths does); the throughput
+        is then ``C / E2E``."""
         C = np.asarray(concurrency, dtype=float)
         if np.any(~(C >= 1)):
             raise CostModelError(f"analytic: a concurrency must be >= 1, got {concurrency}")
+        if not 0 <= queue_share <= 1:
+            raise CostModelError(f"analytic: queue_share must be in [0, 1], got {queue_share}")
         over = self.limits.request_overhead_s
         n = np.minimum(C, self.n_max)
         x = self._at(self.x_best, n)
         tpot = self._at(self.t_best, n)
         e2e = C / x
+        if queue_share:
+            per_prompt = self.work * np.maximum(self._at(self.t_f, n) - self._at(self.t_d, n), 0) / self._at(self.c, n)
+            e2e = e2e + queue_share * (C - 1) * per_prompt
+            x = C / e2e
         ttft = e2e - (self.shape.output_tokens - 1) * tpot
         return self._result(n, ttft + over, tpot, e2e + over, x, np.zeros(C.shape, dtype=bool))
 

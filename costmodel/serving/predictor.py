@@ -53,6 +53,10 @@ def replica_step(
         graph_kernel_overhead_s=prof.graph_kernel_overhead_s,
         allreduce_latency_s=prof.allreduce_latency_s,
         imbalance=imbalance,
+        compute_scale=prof.compute_time_scale,
+        memory_scale=prof.memory_time_scale,
+        communication_scale=prof.communication_time_scale,
+        kv_dtype=options.kv_dtype,
     )
 
 

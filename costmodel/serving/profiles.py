@@ -39,6 +39,15 @@ _SECONDS = (
     "allreduce_latency_s",
     "request_overhead_s",
 )
+#: Factors of the step and the analytic closed loop fitted to measured runs (optional in a profile file; the
+#: defaults leave the derived step as it is): each kernel's compute, memory and collective time multiplied, and the
+#: share of the other users' prompts a new request of a closed loop waits behind (:mod:`costmodel.serving.analytic`).
+_FACTORS = {
+    "compute_time_scale": Fraction(1),
+    "memory_time_scale": Fraction(1),
+    "communication_time_scale": Fraction(1),
+    "prefill_queue_share": Fraction(0),
+}
 PREEMPTION = ("recompute",)
 
 
@@ -65,6 +74,10 @@ class Profile:
     graph_kernel_overhead_s: Fraction
     allreduce_latency_s: Fraction
     request_overhead_s: Fraction
+    compute_time_scale: Fraction = Fraction(1)
+    memory_time_scale: Fraction = Fraction(1)
+    communication_time_scale: Fraction = Fraction(1)
+    prefill_queue_share: Fraction = Fraction(0)
     calibrated_for: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
     overridden: tuple[str, ...] = ()
@@ -89,10 +102,12 @@ class Profile:
         """What ``serving.calibrated_for`` says: the fitted versions, or that this version has none."""
         if self.version in self.calibrated_for:
             return f"{self.name} {self.version} (overheads fitted to it)"
-        fitted = ", ".join(self.calibrated_for) or "none"
-        return (
-            f"uncalibrated: {self.name} {self.version} (overheads are documented defaults; fitted versions: {fitted})"
-        )
+        if not self.calibrated_for:
+            return (
+                f"uncalibrated: {self.name} {self.version} (overheads are documented defaults; fitted versions: none)"
+            )
+        fitted = ", ".join(self.calibrated_for)
+        return f"uncalibrated: {self.name} {self.version} (overheads and factors fitted to other versions: {fitted})"
 
 
 def _value(name: str, key: str, raw: object, where: str) -> object:
@@ -110,13 +125,28 @@ def _value(name: str, key: str, raw: object, where: str) -> object:
         if not isinstance(raw, bool):
             raise CostModelError(f"{what}: expected true or false, received {raw!r}")
         return raw
-    if key in (*_SECONDS, "gpu_memory_utilization"):
+    if key in (*_SECONDS, *_FACTORS, "gpu_memory_utilization"):
         try:
             value = Fraction(str(raw)) if not isinstance(raw, bool) else None
         except (ValueError, ZeroDivisionError):
             value = None
-        if value is None or value < 0 or (key == "gpu_memory_utilization" and not 0 < value <= 1):
-            bound = "a share in (0, 1]" if key == "gpu_memory_utilization" else "seconds >= 0"
+        share = key in ("gpu_memory_utilization", "prefill_queue_share")
+        if (
+            value is None
+            or value < 0
+            or (key == "gpu_memory_utilization" and not 0 < value <= 1)
+            or (key == "prefill_queue_share" and value > 1)
+            or (key.endswith("_scale") and value == 0)
+        ):
+            bound = (
+                "a share in (0, 1]"
+                if key == "gpu_memory_utilization"
+                else "a share in [0, 1]"
+                if share
+                else "a factor > 0"
+                if key.endswith("_scale")
+                else "seconds >= 0"
+            )
             raise CostModelError(f"{what}: expected {bound}, received {raw!r}")
         return value
     if key == "cuda_graph_sizes":
@@ -158,7 +188,7 @@ def parse_profiles(data: object, where: str) -> dict[str, Profile]:
     for name, entry in engines.items():
         if not isinstance(entry, dict):
             raise CostModelError(f"{where}: engine {name!r} must be an object of fields")
-        missing = [k for k in required if k not in entry and k not in ("calibrated_for", "sources")]
+        missing = [k for k in required if k not in entry and k not in ("calibrated_for", "sources", *_FACTORS)]
         if missing:
             raise CostModelError(f"{where}: engine {name!r} has no {', '.join(missing)}")
         out[name] = Profile(name=name, **{k: _value(name, k, v, where) for k, v in entry.items()})

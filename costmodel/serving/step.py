@@ -208,8 +208,18 @@ def step_model(
     graph_kernel_overhead_s: object = 0,
     allreduce_latency_s: object = None,
     imbalance: object = 1,
+    compute_scale: object = 1,
+    memory_scale: object = 1,
+    communication_scale: object = 1,
+    kv_dtype: str | None = None,
 ) -> StepModel:
-    """The step model of ``G`` (its attention pass applied) at ``values`` on ``dev`` under ``tp``/``ep``."""
+    """The step model of ``G`` (its attention pass applied) at ``values`` on ``dev`` under ``tp``/``ep``.
+
+    ``compute_scale``, ``memory_scale`` and ``communication_scale`` multiply each kernel's compute time, its
+    memory time (before the max of the two) and the collectives' time: an engine's kernels against the device
+    table's attained rates, fitted to measured serving runs (:mod:`costmodel.serving.validation`; 1 leaves the
+    step as derived). ``kv_dtype``: the KV cache's element type where it is not the attention op's (``fp8``): the
+    cache's reads are that many bytes a position (the default reads the op's dtype)."""
     if tp < 1 or ep < 1:
         raise CostModelError(f"serving step: tp and ep must be >= 1, received tp={tp}, ep={ep}")
     if not float(imbalance) >= 1:
@@ -238,10 +248,17 @@ def step_model(
 
     eager = sympy.Symbol("eager", nonnegative=True)  # 1 on a step launched kernel by kernel, 0 in a CUDA graph
     in_graph = sympy.Rational(str(graph_kernel_overhead_s))
+    k_compute, k_memory, k_comm = (sympy.Rational(str(x)) for x in (compute_scale, memory_scale, communication_scale))
+    if not all(k > 0 for k in (k_compute, k_memory, k_comm)):
+        raise CostModelError(
+            f"serving step: time scales must be > 0, received compute {compute_scale}, memory {memory_scale}, "
+            f"communication {communication_scale}"
+        )
 
     def charge(count, compute_s, weight_b, other_b, t0, kv: bool = False):
         """One kernel: max(compute, memory) + its fixed time, that time given to what binds the kernel."""
-        memory_s = (weight_b + other_b) / (bw * eff.memory)
+        compute_s = compute_s * k_compute
+        memory_s = (weight_b + other_b) / (bw * eff.memory) * k_memory
         body = maximum(compute_s, memory_s)
         fixed = eager * t0 + (1 - eager) * min(in_graph, t0)  # a captured kernel pays no launch
         parts["overhead"] += count * fixed
@@ -284,6 +301,8 @@ def step_model(
             for axes in (*op.parsed.inputs, op.parsed.output):
                 el = sympy.Mul(*(1 if a in unit else sizes[a] for a in axes)) * dtype_bytes(op.dtype)
                 if any(a in key_axes for a in axes) and not any(a in query for a in axes):
+                    if kv_dtype is not None:  # the cache in its own format
+                        el = el * dtype_bytes(kv_dtype) / dtype_bytes(op.dtype)
                     by_k += el * _ceil_share(axes, sizes, split, tp)  # the cache: read once per position
                 else:
                     by_q += el * _ceil_share(axes, sizes, split, tp)  # queries and outputs: once per new token
@@ -354,6 +373,7 @@ def step_model(
                 if phase == "forward":
                     nbytes = tp_bytes(op, "forward", N, sympy.Integer(1)).xreplace(keep).xreplace({T: 1})
                     comm += collective_seconds("all_reduce", nbytes, dev, eff, tp, 1, count)
+    comm = comm * k_comm
     parts["communication"] += comm
     fixed = sympy.Rational(str(step_overhead_s)) + eager * sympy.Rational(str(layer_overhead_s)) * layers
     parts["overhead"] += fixed

@@ -192,7 +192,8 @@ def serve(
         max(1, round(_mean([r.output_tokens for r in reqs.requests]))),
         min(spec.prefix_tokens, max(1, round(_mean([r.input_tokens for r in real.requests])))),
     )
-    solver = Solver(timed, limits, shape)
+    users = max(1, spec.concurrency // spec.replicas) if spec.concurrency is not None else None
+    solver = Solver(timed, limits, shape, points=(users,) if users else ())
     out: dict[str, object] = {}
     disagg = None
     if spec.disaggregate is not None:
@@ -209,7 +210,7 @@ def serve(
         mean_running = float(sim.step_seqs.mean()) if len(sim.step_seqs) else 1.0
         out.update(res)
     else:
-        res = _analytic(solver, spec)
+        res = _analytic(solver, spec, prof.prefill_queue_share)
         mean_running = float(res.pop("concurrency"))
         out.update(res)
     r = spec.replicas if disagg is None else spec.disaggregate.decode  # the decode pool emits the tokens
@@ -221,7 +222,7 @@ def serve(
     if "goodput" in out:
         out["goodput"]["requests_per_s"] *= r
     if disagg is None:
-        analytic = _analytic(solver, spec)
+        analytic = _analytic(solver, spec, prof.prefill_queue_share)
         analytic.pop("concurrency", None)
         out["analytic"] = analytic
     else:
@@ -370,10 +371,11 @@ def _workload(spec: Serve) -> Workload:
     )
 
 
-def _analytic(solver: Solver, spec: Serve) -> dict[str, object]:
-    """The analytic solver's means at the spec's load, in the keys of the simulation's metrics."""
+def _analytic(solver: Solver, spec: Serve, queue_share: object = 0) -> dict[str, object]:
+    """The analytic solver's means at the spec's load, in the keys of the simulation's metrics (``queue_share``:
+    the engine's, for a closed loop)."""
     if spec.concurrency is not None:
-        a = solver.closed_loop(max(1, spec.concurrency // spec.replicas))
+        a = solver.closed_loop(max(1, spec.concurrency // spec.replicas), float(queue_share))
     elif spec.rate is not None and not math.isinf(spec.rate):
         a = solver.open_loop(spec.rate / spec.replicas, spec.burstiness)
     else:

@@ -1,0 +1,111 @@
+"""The serving validation page is what the code gives, its fit is deterministic, and the factors it stores act."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from costmodel import CostModelError
+from costmodel.serving import validation as v
+from costmodel.serving.analytic import Shape, Solver
+from costmodel.serving.batch import Limits
+from costmodel.serving.measured import runs
+from costmodel.serving.profiles import profile
+
+PAGE = Path(__file__).resolve().parents[2] / "docs/serving-validation.md"
+
+
+def test_the_worst_held_out_rows_on_the_page_are_recomputed():
+    """Each row of the page's 'furthest off' table, predicted again one run at a time (the page's solver shares a
+    grid per setting; a lone run is evaluated exactly at its concurrency too, so the numbers agree)."""
+    text = PAGE.read_text(encoding="utf-8")
+    table = text.split("## The runs furthest off")[1].split("## What limits")[0]
+    by_line = {r.line: r for r in runs()}
+    cells = [row.split("|")[1:-1] for row in table.splitlines() if re.match(r"\| \d+ \|", row)]
+    assert len(cells) == 15
+    for c in cells[:4]:  # a small subset: each prediction builds its step
+        r = by_line[int(c[0])]
+        assert not v.in_slice(r, v.FIT_SLICE)  # held out
+        p = v.predict(r)
+        ttft = c[9].split("/")
+        assert f"{r.ttft_s * 1e3:.0f}" == ttft[0].strip() and f"{p['ttft'] * 1e3:.0f}" == ttft[1].strip()
+        assert f"{p['tpot'] * 1e3:.1f}" == c[10].split("/")[1].strip()
+
+
+def test_the_page_is_what_the_code_gives():
+    rows = runs()
+    assert PAGE.read_text(encoding="utf-8") == v.render(rows, v.predict_all(rows)) + "\n"
+
+
+def test_summary_arithmetic_by_hand():
+    r = runs()[0]
+    # predicted = measured x 1.1 for TTFT and TPOT: each error 10 %, E2E then also 10 %
+    pred = {"ttft": r.ttft_s * 1.1, "tpot": r.tpot_s * 1.1, "e2e": r.e2e_s * 1.1}
+    s = v.summary([r], [pred])
+    assert s["ttft"][0] == pytest.approx(10) and s["tpot"][0] == pytest.approx(10) and s["e2e"][0] == pytest.approx(10)
+    assert s["groups"] == 0  # one concurrency: no largest throughput
+
+
+def test_levenberg_marquardt_is_deterministic_and_respects_bounds():
+    # residuals of y = a·x + b at x = 0..4 for a = 2, b = 1: the least squares answer is exact
+    xs = np.arange(5.0)
+    f = lambda t: t[0] * xs + t[1] - (2 * xs + 1)  # noqa: E731
+    x = v.levenberg_marquardt(f, [0.5, 0.0], [0, 0], [10, 10])
+    assert x == pytest.approx([2, 1], abs=1e-6)
+    assert np.array_equal(x, v.levenberg_marquardt(f, [0.5, 0.0], [0, 0], [10, 10]))
+    bounded = v.levenberg_marquardt(f, [0.5, 0.0], [0, 0], [1.5, 10])
+    assert bounded[0] <= 1.5
+
+
+def test_fitted_profiles_say_what_they_were_fitted_to():
+    fit_rows = [r for r in runs() if v.in_slice(r, v.FIT_SLICE)]
+    for engine in ("vllm-v1", "sglang", "trtllm"):
+        p = profile(engine)
+        versions = {r.engine_version or "unstated" for r in fit_rows if r.engine == engine}
+        assert set(p.calibrated_for) == versions
+        assert "silicon_sample.csv" in p.sources["calibration"] and v.FIT_SLICE[1] in p.sources["calibration"]
+
+
+def test_queue_share_adds_the_other_users_prompts_by_hand():
+    # a step of t = 1 ms + 1 µs per new token: T_d(n) = 1 ms + n µs, T_f = 1 ms + (n - 1 + c) µs, so a prompt of
+    # P = 100 tokens costs P·(T_f - T_d)/c = 100·(c - 1)/c µs; with c = 100 (budget 8192 >> P) that is 99 µs
+    step = lambda b: 1e-3 + 1e-6 * sum(c for c, _ in b)  # noqa: E731
+    lim = Limits(max_num_seqs=64, max_num_batched_tokens=8192, block_size=16, num_blocks=10_000)
+    s = Solver(step, lim, Shape(100, 10), points=(8,))
+    a0, a1 = s.closed_loop(8), s.closed_loop(8, 0.5)
+    # q·(C - 1)·99 µs = 0.5·7·99 µs more to wait, TPOT unchanged
+    assert a1["ttft_s"] - a0["ttft_s"] == pytest.approx(0.5 * 7 * 99e-6)
+    assert a1["tpot_s"] == a0["tpot_s"]
+    with pytest.raises(CostModelError, match="queue_share"):
+        s.closed_loop(8, 1.5)
+
+
+def test_bad_factors_are_refused():
+    with pytest.raises(CostModelError, match="a factor > 0"):
+        profile("vllm-v1", {"memory_time_scale": "0"})
+    with pytest.raises(CostModelError, match=r"a share in \[0, 1\]"):
+        profile("vllm-v1", {"prefill_queue_share": "2"})
+
+
+def test_step_factors_and_kv_format_act_where_they_should():
+    from costmodel import load
+    from costmodel.devices.table import device
+    from costmodel.memory.device import prepared
+    from costmodel.options import Options
+    from costmodel.serving.step import step_model
+
+    m = load("llama3-8b")
+
+    def build(**kw):
+        return step_model(prepared(m.graph, Options(inference=True)), m.values, device("h100-sxm"), **kw)
+
+    decode = [(1, 4000)] * 32  # memory-bound: weights and a long cache
+    base, fp8, slow = build(), build(kv_dtype="fp8"), build(memory_scale=2)
+    # an fp8 cache is 1 byte an element against bf16's 2: the cache's part of the step halves
+    assert fp8.breakdown(decode)["kv"] == pytest.approx(base.breakdown(decode)["kv"] / 2)
+    # memory time doubled: the memory-bound parts double, the fixed kernel times do not move
+    b, s = base.breakdown(decode), slow.breakdown(decode)
+    assert s["weights"] == pytest.approx(2 * b["weights"]) and s["overhead"] == pytest.approx(b["overhead"])
+    with pytest.raises(CostModelError, match="time scales must be > 0"):
+        build(compute_scale=0)
