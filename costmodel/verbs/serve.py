@@ -13,6 +13,10 @@ Poisson stream) or every r-th request of a trace or a closed loop's ``C/r`` user
 times r. The cost of a replica's device-hours is split between prompt and output tokens by the marginal step time
 of each: a prompt token's share of a full chunk, an output token's share of the operating decode step.
 
+The largest rate that meets the SLOs (``max_rate_under_slo``) is searched by the solver the run asks for
+(``max_rate_solver``): bisection over simulations of up to 400 requests by default, over the analytic solver's
+means with ``solver="analytic"`` — the number ``costmodel serve-plan`` ranks layouts by.
+
 Speculative decoding (``k`` draft tokens accepted with probability α, :func:`~costmodel.serving.spec.tokens_per_step`
 τ per step): a decode of the target verifies ``k + 1`` tokens, the draft (an MTP head, taken as one more layer of
 the target per draft token) runs ``k`` times, and a request needs ``⌈(O − 1)/τ⌉`` decode steps after its first
@@ -173,6 +177,8 @@ def serve(
         out["analytic"] = analytic
     else:
         out["disaggregation"] = disagg
+    # the largest rate under the SLOs by the solver asked for: the analytic one's (means) is what serve-plan ranks
+    rate_solver = "analytic" if spec.solver == "analytic" else "des"
     if spec.slo and spec.max_rate and spec.trace is None and spec.concurrency is None and disagg is None:
         found = max_rate_under_slo(
             timed,
@@ -180,12 +186,15 @@ def serve(
             spec.slo,
             input_len=ins,
             output_len=outs,
+            prefix_tokens=spec.prefix_tokens,
             requests=min(spec.requests, 400),
             burstiness=spec.burstiness,
             seed=spec.seed,
             iterations=8,
+            solver=rate_solver,
         )
         out["max_rate_under_slo"] = found["rate"] * r
+        out["max_rate_solver"] = rate_solver
     elif spec.slo:
         out["max_rate_under_slo"] = None
     mean_in = shape.input_tokens
