@@ -162,7 +162,7 @@ def plan_lines(data: Mapping[str, object]) -> list[str]:
     out = [
         f"{data['model']} on {span} × {', '.join(s['hardware'])} ({s['engine']}): {s['input_tokens']:,} prompt and "
         f"{s['output_tokens']:,} output tokens a request, SLOs {slo}",
-        f"  {s['searched']:,} layouts searched, {s['fitting']:,} serve ({s['search_s']:.2f} s; goodput: the largest "
+        f"  {s['searched']:,} layouts searched, {s['fitting']:,} serve (goodput: the largest "
         f"rate whose analytic means meet the SLOs; ranked by {s['objective_label']})",
     ]
     for key, n in s["excluded"].items():
