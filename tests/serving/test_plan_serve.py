@@ -220,6 +220,7 @@ BASE += ("--max-num-batched-tokens", "4096", "--input-len", "512", "--output-len
         (("--devices", "4", "--objective", "joy"), "invalid choice"),
         (("--devices", "4", "--engine", "vllm-v9"), "unknown serving engine"),
         (("--devices", "4", "--tp", "0"), "positive whole numbers"),
+        (("--devices", "4", "--max-num-seqs", ",".join(map(str, range(1, 5001)))), "at most 4,000"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, extra, message):

@@ -80,6 +80,8 @@ REASONS = {
 PREFILL_METRICS, DECODE_METRICS = ("ttft",), ("tpot", "itl")
 #: Layouts per chunk of the search (each is a step of bisection over the analytic solver: milliseconds).
 CHUNK = 32
+#: At most this many instance layouts (each a bisection: milliseconds), and prefill × decode × ratio combinations.
+MAX_LAYOUTS, MAX_COMBINATIONS = 4_000, 400_000
 #: At most this many device counts (a range is every count in it).
 MAX_DEVICES = 100_000
 
@@ -342,6 +344,13 @@ def serve_plan(
             if disaggregate:
                 layouts += [("prefill", hw, t, 1, b, prof.max_num_seqs) for b in tokens]
     job = Job(model, key_settings, base, spec, tuple(dict.fromkeys(layouts)))
+    pools = sum(1 for lay in job.layouts if lay[0] == "prefill") * sum(1 for lay in job.layouts if lay[0] == "decode")
+    if job.size > MAX_LAYOUTS or pools * MAX_INSTANCES**2 > MAX_COMBINATIONS:
+        raise CostModelError(
+            f"serve-plan: {job.size:,} instance layouts ({pools:,} prefill × decode pairs) to search; at most "
+            f"{MAX_LAYOUTS:,} ({MAX_COMBINATIONS // MAX_INSTANCES**2:,} pairs): give fewer --tp, --max-num-seqs or "
+            f"--max-num-batched-tokens values"
+        )
     results = [r for part in chunks.run(job, _chunk, workers=workers, dask=dask, chunk=chunk) for r in part]
     searched = time.perf_counter() - started
     excluded = dict.fromkeys(REASONS, 0)
