@@ -135,16 +135,23 @@ def _layout(r: Mapping[str, object]) -> str:
     return f"tp {r['tp']}" + (f" ep {r['ep']}" if r.get("ep", 1) > 1 else "")
 
 
-def _plan_table(rows, width: int = 0) -> list[str]:
+def _plan_table(rows, hardware: bool = False) -> list[str]:
+    """The rows as a table; ``hardware``: a column naming each row's device (a plan over several)."""
+    width = max([len(str(r["hardware"])) for r in rows] + [8]) if hardware else 0
+    column = "hardware".ljust(width) + " " if hardware else ""
+
+    def dev(r) -> str:
+        return f"{r['hardware']:<{width}} " if hardware else ""
+
     head = (
-        f"{'#':>4} {'layout':<16} {'devices':>7} {'seqs':>5} {'tokens':>6} {'goodput/s':>10} {'tok/s/GPU':>10} "
+        f"{'#':>4} {column}{'layout':<16} {'devices':>7} {'seqs':>5} {'tokens':>6} {'goodput/s':>10} {'tok/s/GPU':>10} "
         f"{'tok/s/user':>10} {'TTFT':>9} {'TPOT':>9} {'$/M out':>8}"
     )
     out = [head]
     for r in rows:
         usd = r.get("usd_per_million_output_tokens")
         out.append(
-            f"{r['rank']:>4} {_layout(r):<16} {r['devices']:>7} {r['max_num_seqs']:>5} {r['max_num_batched_tokens']:>6} "
+            f"{r['rank']:>4} {dev(r)}{_layout(r):<16} {r['devices']:>7} {r['max_num_seqs']:>5} {r['max_num_batched_tokens']:>6} "
             f"{r['goodput_requests_per_s']:>10.3g} {r['output_tokens_per_s_per_gpu']:>10,.1f} "
             f"{r['tokens_per_s_per_user']:>10,.1f} {_t(r['ttft_s']):>9} {_t(r['tpot_s']):>9} "
             f"{'-' if usd is None else f'${usd:,.3f}':>8}"
@@ -167,7 +174,8 @@ def plan_lines(data: Mapping[str, object]) -> list[str]:
     ]
     for key, n in s["excluded"].items():
         out.append(f"  excluded {n:,}: {s['excluded_why'][key]}")
-    out += ["", *_plan_table(s["rows"])]
+    several = len(s["hardware"]) > 1
+    out += ["", *_plan_table(s["rows"], several)]
     verified = [r for r in s["rows"] if r.get("verified")]
     if verified:
         out.append("  by the simulation at the goodput rate (percentiles):")
@@ -186,7 +194,7 @@ def plan_lines(data: Mapping[str, object]) -> list[str]:
         ]
     note = f", {len(shown)} of them spread along it (--json has all)" if len(shown) < len(front) else ""
     out += ["", f"Pareto front (output tokens/s per GPU against tokens/s per user): {len(front)} layouts{note}"]
-    out += _plan_table(shown)
+    out += _plan_table(shown, several)
     return out
 
 

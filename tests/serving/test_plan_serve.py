@@ -269,3 +269,17 @@ def test_verify_runs_the_simulation_at_the_goodput_rate():
     v = r["serving_plan"]["rows"][0]["verified"]
     assert v["solver"] == "simulate" and v["requests"] == 150
     assert set(v["tpot_s"]) == {"mean", "p50", "p90", "p99"} and isinstance(v["slo_met"], bool)
+
+
+def test_several_devices_ranked_per_dollar():
+    r = costmodel.serve_plan(
+        "llama3-8b", "h100-sxm,h200", objective="usd", slo=SLO, **{**SMALL, "devices": "1", "tp": (1,)}
+    )["serving_plan"]
+    rows = r["rows"]
+    assert {x["hardware"] for x in rows} == {"h100-sxm", "h200"} and r["objective"] == "output_tokens_per_usd"
+    per_usd = [x["output_tokens_per_usd"] for x in rows]
+    assert per_usd == sorted(per_usd, reverse=True)
+    for x in rows:  # output tokens a GPU makes in an hour over what its hour costs
+        assert x["output_tokens_per_usd"] == pytest.approx(
+            x["output_tokens_per_s_per_gpu"] * 3600 / x["usd_per_gpu_hour"]
+        )

@@ -155,7 +155,9 @@ def _run(job_key: tuple, hardware: str):
 def _step(job_key: tuple, hardware: str, tp: int, ep: int):
     """The replica's step of (tp, ep): derived once, its CUDA-graph sizes set per layout."""
     m, dev, opts, prof = _run(job_key, hardware)
-    o = opts.replace(layout=dataclasses.replace(opts.layout, tp=tp, ep=ep))
+    # ep spans the replica's tp group; Layout wants ep to divide dp (training's rule), which a serving step does not
+    # read, so dp = ep here only to pass it (serve's own --ep > 1 meets that rule and is refused: see the report)
+    o = opts.replace(layout=dataclasses.replace(opts.layout, tp=tp, ep=ep, dp=ep))
     return replica_step(m, dev, o, prof, imbalance=job_key[3].expert_imbalance)
 
 
@@ -414,7 +416,8 @@ def serve_plan(
     best = rows[:top]
     if verify:
         for r in best:
-            r["verified"] = _verify(model, settings, opts, spec, r)
+            # serve takes no ep > 1 through a Layout yet (ep must divide dp, and serve refuses dp > 1)
+            r["verified"] = _verify(model, settings, opts, spec, r) if r["ep"] == 1 else None
     out = {
         "model": _run(job_key, names[0])[0].name,
         "serving_plan": {
