@@ -58,6 +58,7 @@ _VERBS = {
     "plan": "costmodel.verbs.plan.plan",
     "serve": "costmodel.verbs.serve",
     "Serve": "costmodel.serving.spec",
+    "serve_plan": "costmodel.verbs.plan.serving",
 }
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "plan",
     "serve",
     "Serve",
+    "serve_plan",
 ]
 
 

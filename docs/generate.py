@@ -477,6 +477,29 @@ def kv_pool_example() -> str:
     )
 
 
+SERVE_PLAN = ("--devices", "8-16", "--tp", "4,8", "--max-num-seqs", "16,64,256", "--max-num-batched-tokens", "8192")
+
+
+def serve_plan_example() -> str:
+    r = costmodel.serve_plan(
+        "llama3-70b",
+        "h100-sxm",
+        devices="8-16",
+        tp=(4, 8),
+        max_num_seqs=(16, 64, 256),
+        max_num_batched_tokens=(8192,),
+        slo="ttft_p90=2s,tpot_p99=50ms",
+        top=5,
+    )
+    return (
+        "```text\n$ costmodel serve-plan llama3-70b --hardware h100-sxm "
+        + " ".join(SERVE_PLAN)
+        + " \\\n    --slo ttft_p90=2s,tpot_p99=50ms --top 5\n"
+        + r.to_text()
+        + "\n```"
+    )
+
+
 BLOCKS = {
     "presets": presets,
     "symbols": symbols_table,
@@ -496,6 +519,7 @@ BLOCKS = {
     "engines": engines_table,
     "serve-example": serve_example,
     "kv-pool": kv_pool_example,
+    "serve-plan-example": serve_plan_example,
 }
 
 

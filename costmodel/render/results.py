@@ -300,6 +300,25 @@ class Served(Result):
         return "\n".join(lines(self._data))
 
 
+class ServePlan(Result):
+    """What :func:`costmodel.serve_plan` returns: ``serving_plan.*``, the ranked deployments and the Pareto front."""
+
+    @property
+    def title(self) -> str:  # type: ignore[override]
+        return f"costmodel serve-plan: {self._data.get('model', '')}"
+
+    def _repr_html_(self) -> str:
+        from .serving import plan_html  # the table of a serving plan
+
+        return plan_html(self._data)
+
+    def to_text(self) -> str:
+        """What ``costmodel serve-plan`` prints."""
+        from .serving import plan_lines  # the layout of a serving plan's text
+
+        return "\n".join(plan_lines(self._data))
+
+
 class Fit(Result):
     """What :func:`costmodel.fit` returns: the largest batch or sequence that fits, or what overflows."""
 

@@ -123,3 +123,153 @@ def serving_html(data: Mapping[str, object]) -> str:
     """A table of a serving run for Jupyter."""
     rows = "".join(f"<tr><td><pre>{html.escape(line)}</pre></td></tr>" for line in lines(data))
     return f"<table><caption>costmodel serve: {html.escape(str(data['model']))}</caption>{rows}</table>"
+
+
+#: Pareto-front rows a serving plan's text shows at most.
+FRONT_SHOWN = 16
+
+
+def _layout(r: Mapping[str, object]) -> str:
+    """A planner row's layout in a few words: ``tp 4 × 2`` or ``1×tp4 : 3×tp8``."""
+    if r.get("disaggregated"):
+        return f"{r['prefill_instances']}×tp{r['prefill_tp']} : {r['decode_instances']}×tp{r['decode_tp']}"
+    return f"tp {r['tp']}" + (f" ep {r['ep']}" if r.get("ep", 1) > 1 else "")
+
+
+def _plan_table(rows, hardware: bool = False) -> list[str]:
+    """The rows as a table; ``hardware``: a column naming each row's device (a plan over several)."""
+    width = max([len(str(r["hardware"])) for r in rows] + [8]) if hardware else 0
+    column = "hardware".ljust(width) + " " if hardware else ""
+
+    def dev(r) -> str:
+        return f"{r['hardware']:<{width}} " if hardware else ""
+
+    head = (
+        f"{'#':>4} {column}{'layout':<16} {'devices':>7} {'seqs':>5} {'tokens':>6} {'goodput/s':>10} {'tok/s/GPU':>10} "
+        f"{'tok/s/user':>10} {'TTFT':>9} {'TPOT':>9} {'$/M out':>8}"
+    )
+    out = [head]
+    for r in rows:
+        usd = r.get("usd_per_million_output_tokens")
+        out.append(
+            f"{r['rank']:>4} {dev(r)}{_layout(r):<16} {r['devices']:>7} {r['max_num_seqs']:>5} {r['max_num_batched_tokens']:>6} "
+            f"{r['goodput_requests_per_s']:>10.3g} {r['output_tokens_per_s_per_gpu']:>10,.1f} "
+            f"{r['tokens_per_s_per_user']:>10,.1f} {_t(r['ttft_s']):>9} {_t(r['tpot_s']):>9} "
+            f"{'-' if usd is None else f'${usd:,.3f}':>8}"
+        )
+    return out
+
+
+def plan_lines(data: Mapping[str, object]) -> list[str]:
+    """The text ``costmodel serve-plan`` prints: what was searched and left out, the ranked deployments, the
+    Pareto front of output tokens/s per GPU against tokens/s per user."""
+    s = data["serving_plan"]
+    dev = s["devices"]
+    span = f"{dev[0]}–{dev[-1]}" if len(dev) == 2 and dev[1] > dev[0] + 1 else ",".join(map(str, dev))
+    slo = ", ".join(s["slo"]) or "none (capacity)"
+    out = [
+        f"{data['model']} on {span} × {', '.join(s['hardware'])} ({s['engine']}): {s['input_tokens']:,} prompt and "
+        f"{s['output_tokens']:,} output tokens a request, SLOs {slo}",
+        f"  {s['searched']:,} layouts searched, {s['fitting']:,} serve (goodput: the largest "
+        f"rate whose analytic means meet the SLOs; ranked by {s['objective_label']})",
+    ]
+    for key, n in s["excluded"].items():
+        out.append(f"  excluded {n:,}: {s['excluded_why'][key]}")
+    several = len(s["hardware"]) > 1
+    out += ["", *_plan_table(s["rows"], several)]
+    verified = [r for r in s["rows"] if r.get("verified")]
+    if verified:
+        out.append("  by the simulation at the goodput rate (percentiles):")
+        for r in verified:
+            v = r["verified"]
+            out.append(
+                f"  {r['rank']:>4} SLOs {'met' if v['slo_met'] else 'MISSED'}: TTFT p90 {_t(v['ttft_s']['p90'])}, "
+                f"TPOT p99 {_t(v['tpot_s']['p99'])}, goodput {_rate(v['goodput_requests_per_s'], 'requests/s')}, "
+                f"{_rate(v['output_tokens_per_s_per_gpu'], 'output tokens/s per GPU')}"
+            )
+    front = s["pareto"]
+    shown = front
+    if len(front) > FRONT_SHOWN:  # spread along the front; --json has every point
+        shown = [
+            front[i] for i in sorted({round(k * (len(front) - 1) / (FRONT_SHOWN - 1)) for k in range(FRONT_SHOWN)})
+        ]
+    note = f", {len(shown)} of them spread along it (--json has all)" if len(shown) < len(front) else ""
+    out += ["", f"Pareto front (output tokens/s per GPU against tokens/s per user): {len(front)} layouts{note}"]
+    out += _plan_table(shown, several)
+    return out
+
+
+def plan_html(data: Mapping[str, object]) -> str:
+    """A serving plan's text as a table for Jupyter."""
+    rows = "".join(f"<tr><td><pre>{html.escape(line)}</pre></td></tr>" for line in plan_lines(data))
+    return f"<table><caption>costmodel serve-plan: {html.escape(str(data['model']))}</caption>{rows}</table>"
+
+
+def serve_plan_chart(result: Mapping[str, object], path) -> object:
+    """Output tokens/s per GPU against tokens/s per user of a ``costmodel serve-plan`` result's layouts
+    (``chart`` when the plan kept them all, else ``rows``): replicas grey, disaggregated pools blue, the Pareto
+    front joined in red, its two ends and the best-ranked layout named. Returns the Figure (``render.plot``'s
+    conventions: matplotlib only inside, the file written atomically, SVG text kept as text)."""
+    from .plot import PLAN_OFFSETS, _place, _pyplot, _save, check_path  # the charts' machinery (matplotlib inside)
+
+    path = check_path(path)
+    s = result["serving_plan"]
+    rows = list(result.get("chart") or s["rows"])
+    front = sorted(s["pareto"], key=lambda r: r["tokens_per_s_per_user"])
+    if not rows:
+        from ..errors import CostModelError  # only when there is nothing to draw
+
+        raise CostModelError("serve-plan chart: no layout serves under the SLOs, nothing to draw")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(10, 6))
+    for disagg, colour, label in ((False, "tab:gray", "replicas"), (True, "tab:blue", "prefill:decode pools")):
+        mine = [r for r in rows if bool(r.get("disaggregated")) == disagg]
+        if mine:
+            ax.scatter(
+                [r["tokens_per_s_per_user"] for r in mine],
+                [r["output_tokens_per_s_per_gpu"] for r in mine],
+                s=14,
+                color=colour,
+                alpha=0.6,
+                zorder=2,
+                label=f"{len(mine):,} {label}",
+            )
+    ax.plot(
+        [r["tokens_per_s_per_user"] for r in front],
+        [r["output_tokens_per_s_per_gpu"] for r in front],
+        color="tab:red",
+        marker="o",
+        ms=5,
+        lw=1.5,
+        zorder=3,
+        drawstyle="steps-pre",
+        label=f"Pareto front ({units.plural(len(front), 'layout')})",
+    )
+    ax.set_xlabel("tokens/s per user (1 / TPOT)")
+    ax.set_ylabel("output tokens/s per GPU (at the goodput rate)")
+    slo = ", ".join(s["slo"]) or "no SLO"
+    ax.set_title(f"{result['model']} on {', '.join(s['hardware'])} ({s['engine']}, {slo})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    named = [("best ranked", s["rows"][0])] if s["rows"] else []
+    if front:
+        named += [
+            ("most per GPU", max(front, key=lambda r: r["output_tokens_per_s_per_gpu"])),
+            ("fastest per user", front[-1]),
+        ]
+    seen, labels = set(), []
+    for what, r in named:
+        key = f"{_layout(r)}, seqs {r['max_num_seqs']}, tokens {r['max_num_batched_tokens']}"
+        if key in seen:
+            continue
+        seen.add(key)
+        x, y = r["tokens_per_s_per_user"], r["output_tokens_per_s_per_gpu"]
+        labels.append((f"{what}: {y:,.0f} tok/s/GPU, {x:,.1f} tok/s/user\n{key}", x, y))
+        ax.scatter([x], [y], s=60, facecolors="none", edgecolors="black", zorder=4)
+    points = [(r["tokens_per_s_per_user"], r["output_tokens_per_s_per_gpu"]) for r in front]  # the front kept clear
+    _place(fig, ax, labels, PLAN_OFFSETS, avoid=points, arrows=True)
+    with plt.rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, selectable
+        _save(fig, path)
+    plt.close(fig)
+    return fig

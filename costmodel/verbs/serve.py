@@ -20,6 +20,10 @@ One step of a batch passes every stage in turn: the tp group's step over all L l
 point-to-point sends of the batch's hidden states (``tokens × d`` activations, on the scale-up tier inside a node,
 scale-out across nodes). With the pipeline full no stage idles, so there is no bubble term.
 
+The largest rate that meets the SLOs (``max_rate_under_slo``) is searched by the solver the run asks for
+(``max_rate_solver``): bisection over simulations of up to 400 requests by default, over the analytic solver's
+means with ``solver="analytic"`` — the number ``costmodel serve-plan`` ranks layouts by.
+
 Speculative decoding (``k`` draft tokens accepted with probability α, :func:`~costmodel.serving.spec.tokens_per_step`
 τ per step): a decode of the target verifies ``k + 1`` tokens, the draft (an MTP head, taken as one more layer of
 the target per draft token) runs ``k`` times, and a request needs ``⌈(O − 1)/τ⌉`` decode steps after its first
@@ -227,6 +231,8 @@ def serve(
         out["analytic"] = analytic
     else:
         out["disaggregation"] = disagg
+    # the largest rate under the SLOs by the solver asked for: the analytic one's (means) is what serve-plan ranks
+    rate_solver = "analytic" if spec.solver == "analytic" else "des"
     if spec.slo and spec.max_rate and spec.trace is None and spec.concurrency is None and disagg is None:
         found = max_rate_under_slo(
             timed,
@@ -234,12 +240,15 @@ def serve(
             spec.slo,
             input_len=ins,
             output_len=outs,
+            prefix_tokens=spec.prefix_tokens,
             requests=min(spec.requests, 400),
             burstiness=spec.burstiness,
             seed=spec.seed,
             iterations=8,
+            solver=rate_solver,
         )
         out["max_rate_under_slo"] = found["rate"] * r
+        out["max_rate_solver"] = rate_solver
     elif spec.slo:
         out["max_rate_under_slo"] = None
     mean_in = shape.input_tokens
