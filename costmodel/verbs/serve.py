@@ -37,7 +37,9 @@ import math
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 
+from ..devices.network import collective_seconds, strides
 from ..devices.prices import Price, price
+from ..dtypes import DTYPE_BYTES
 from ..errors import CostModelError
 from ..families import Model
 from ..memory.device import prepared
@@ -56,7 +58,7 @@ from ..serving.simulate import simulate
 from ..serving.spec import Serve, tokens_per_step
 from ..serving.step import PARTS, StepModel
 from ..serving.workload import Workload, from_trace, parse_length, workload
-from ..symbols import B, C, T
+from ..symbols import B, C, T, d
 
 
 def _options(options: Options | None, hardware: object) -> Options:
@@ -101,10 +103,6 @@ class _Pipelined:
 
 def _sends(m: Model, dev, opts: Options):
     """The seconds of ``pp − 1`` point-to-point sends of ``tokens`` hidden states between pipeline stages."""
-    from ..devices.network import collective_seconds, strides  # the training stages' network, one tier model
-    from ..dtypes import DTYPE_BYTES
-    from ..symbols import d
-
     if d not in m.values:
         raise CostModelError(f"serve --pp: {m.name} has no hidden size d to send between pipeline stages")
     layout = opts.layout
