@@ -14,9 +14,39 @@ from collections.abc import Sequence
 
 from costmodel import CostModelError, __version__
 
-from . import calibrate, compare, derive, estimate, fit, hardware, models, plan, report, roofline, serve, sweep, trace
+from . import (
+    calibrate,
+    check,
+    compare,
+    derive,
+    estimate,
+    fit,
+    hardware,
+    models,
+    plan,
+    report,
+    roofline,
+    serve,
+    sweep,
+    trace,
+)
 
-COMMANDS = (estimate, derive, models, fit, hardware, roofline, compare, sweep, report, trace, calibrate, plan, serve)
+COMMANDS = (
+    estimate,
+    derive,
+    models,
+    fit,
+    hardware,
+    roofline,
+    compare,
+    sweep,
+    report,
+    trace,
+    calibrate,
+    plan,
+    serve,
+    check,
+)
 
 
 class _Parser(argparse.ArgumentParser):
