@@ -43,10 +43,10 @@ __all__ = [
 ]
 
 
-def _raise(properties: list[Property], model: object) -> None:
+def _raise(properties: list[Property], s: Subject) -> None:
     failed = [p for p in properties if not p.passed]
     if failed:
-        raise AssertionError(f"{model}: " + "\n".join(p.text() for p in failed))
+        raise AssertionError(f"{s.name}: " + "\n".join(p.text() for p in failed))
 
 
 def assert_matches_numeric(
@@ -61,7 +61,7 @@ def assert_matches_numeric(
     op at up to ``examples`` drawn sizes; else ``AssertionError`` with the shrunk sizes and the ops that differ.
     ``settings`` shapes or pins the model as ``--set`` does, ``ranges`` bounds the draws (``{"d": (8, 64)}``)."""
     s = subject(model, settings)
-    _raise([numeric_property(s, examples=examples, seed=seed, ranges=ranges)], model)
+    _raise([numeric_property(s, examples=examples, seed=seed, ranges=ranges)], s)
 
 
 def assert_invariants(
@@ -75,7 +75,7 @@ def assert_invariants(
     """Every invariant of :mod:`costmodel.testing.invariants` holds for ``model`` at up to ``examples`` drawn
     sizes; else ``AssertionError`` naming the invariant, the shrunk sizes and the terms that break it."""
     s = subject(model, settings)
-    _raise(invariant_properties(s, examples=examples, seed=seed, ranges=ranges), model)
+    _raise(invariant_properties(s, examples=examples, seed=seed, ranges=ranges), s)
 
 
 def assert_matches_torch(
@@ -93,4 +93,4 @@ def assert_matches_torch(
     (parameters by ``numel``, matmul FLOPs by ``FlopCounterMode`` on meta, forward and forward + backward,
     activation bytes by ``saved_tensors_hooks``); else ``AssertionError`` with the shrunk sizes and the terms."""
     s = subject(model, settings)
-    _raise(torch_properties(s, factory, examples=examples, seed=seed, terms=tuple(terms), ranges=ranges), model)
+    _raise(torch_properties(s, factory, examples=examples, seed=seed, terms=tuple(terms), ranges=ranges), s)

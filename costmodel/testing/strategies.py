@@ -124,6 +124,11 @@ def sizes(
     sym = {n: declared.get(n) or symbol(n) for n in [*names, *fixed]}
     pending = [(r, {str(s) for s in r.free_symbols}) for r in relations(G)]
     fixed_subs = {sym[k]: sympy.Integer(v) for k, v in fixed.items()}
+    for r, syms in list(pending):
+        if syms <= set(fixed):  # decided by the pins alone
+            if r.xreplace(fixed_subs) is not sympy.true:
+                raise CostModelError(f"sizes: the fixed sizes {fixed} break {r}")
+            pending.remove((r, syms))
     # each relation is checked at the first symbol of the draw order after which all its symbols are known
     at: dict[str, list[sympy.Basic]] = {n: [] for n in names}
     known = set(fixed)
@@ -133,9 +138,6 @@ def sizes(
             if syms <= known:
                 at[name].append(r.xreplace(fixed_subs))
                 pending.remove((r, syms))
-    for r, syms in pending:
-        if syms <= set(fixed) and r.xreplace(fixed_subs) is not sympy.true:
-            raise CostModelError(f"sizes: the fixed sizes {fixed} break {r}")
 
     @st.composite
     def draw(one) -> dict[str, int]:
