@@ -151,7 +151,8 @@ def module_dtype(module) -> str:
 
 def torch_counts(factory: Factory, sizes: Mapping[str, int], terms: tuple[str, ...] = TERMS) -> dict[str, object]:
     """What PyTorch counts for the module ``factory`` makes at ``sizes``: each of ``terms``, plus ``dtype``
-    (the module's) and ``flops.by_module`` (FlopCounterMode's forward FLOPs per module)."""
+        (the module's), ``params.by_module`` and ``flops.by_module`` (parameters and FlopCounterMode's forward FLOPs
+    per submodule, by its dotted name)."""
     _torch()
     from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional, checked just above
 
@@ -160,11 +161,16 @@ def torch_counts(factory: Factory, sizes: Mapping[str, int], terms: tuple[str, .
     module, args, kwargs = factory.make(sizes, "meta")
     out["dtype"] = module_dtype(module)
     out["params.total"] = sum(p.numel() for p in module.parameters())
+    out["params.by_module"] = {
+        name: sum(p.numel() for p in m.parameters()) for name, m in module.named_modules() if name
+    }
     if "flops.matmul.forward" in terms or "flops.matmul.training" in terms:
         with FlopCounterMode(display=False) as forward:
             _run(module, args, kwargs, where)
         out["flops.matmul.forward"] = forward.get_total_flops()
-        out["flops.by_module"] = {k: sum(v.values()) for k, v in forward.get_flop_counts().items()}
+        out["flops.by_module"] = {  # FlopCounterMode names a module after its root's class: "Decoder.layers.0"
+            k.partition(".")[2]: sum(v.values()) for k, v in forward.get_flop_counts().items() if "." in k
+        }
         module.zero_grad(set_to_none=True)
         with FlopCounterMode(display=False) as training:
             _loss(_run(module, args, kwargs, where), where).backward()

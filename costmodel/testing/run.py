@@ -111,28 +111,26 @@ def torch_differences(
         if term == "memory_bytes.activations" and precision is None:
             continue  # no precision policy keeps a module's own dtype (fp16): not comparable
         if derived[term] != counts[term]:
-            detail = ""
-            if term == "flops.matmul.forward":
-                detail = _by_module(s, values, counts.get("flops.by_module", {}))
+            by = {"params.total": "params.by_module", "flops.matmul.forward": "flops.by_module"}.get(term)
+            detail = _by_block(s, values, term, counts.get(by, {})) if by else ""
             out.append(Difference(term, derived[term], counts[term], "torch", detail))
     return out
 
 
-def _by_module(s: Subject, values: Mapping[str, int], by_module: Mapping[str, int]) -> str:
-    """The deepest blocks whose forward matmul FLOPs differ, where costmodel's dotted op names and the
-    module's names agree (``layers.attn`` and ``MyArch.layers.0.attn``, layer indices summed)."""
+def _by_block(s: Subject, values: Mapping[str, int], term: str, by_module: Mapping[str, int]) -> str:
+    """The deepest blocks whose ``term`` differs, where costmodel's dotted op names and the module's names
+    agree (``layers.attn.proj`` and ``layers.0.attn.proj``, the layers' indices summed over)."""
     from .numeric import derived_per_op  # deferred: only a failing comparison needs the attribution
 
     ours: dict[str, object] = {}
-    for op, v in derived_per_op(s, values, "flops.matmul.forward").items():
+    for op, v in derived_per_op(s, values, term).items():
         parts = op.split(".")
         for i in range(1, len(parts) + 1):
             ours[".".join(parts[:i])] = ours.get(".".join(parts[:i]), 0) + v
     theirs: dict[str, int] = {}
     for name, v in by_module.items():
-        parts = [p for p in name.split(".")[1:] if not p.isdigit()]
-        if parts:
-            key = ".".join(parts)
+        key = ".".join(p for p in name.split(".") if not p.isdigit())
+        if key:
             theirs[key] = theirs.get(key, 0) + v
     differ = {k for k in ours if k in theirs and ours[k] != theirs[k]}
     leaves = sorted(k for k in differ if not any(o.startswith(k + ".") for o in differ))
