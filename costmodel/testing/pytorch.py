@@ -164,13 +164,13 @@ def torch_counts(factory: Factory, sizes: Mapping[str, int], terms: tuple[str, .
     out["params.by_module"] = {
         name: sum(p.numel() for p in m.parameters()) for name, m in module.named_modules() if name
     }
-    if "flops.matmul.forward" in terms or "flops.matmul.training" in terms:
-        with FlopCounterMode(display=False) as forward:
-            _run(module, args, kwargs, where)
-        out["flops.matmul.forward"] = forward.get_total_flops()
-        out["flops.by_module"] = {  # FlopCounterMode names a module after its root's class: "Decoder.layers.0"
-            k.partition(".")[2]: sum(v.values()) for k, v in forward.get_flop_counts().items() if "." in k
-        }
+    with FlopCounterMode(display=False) as forward:  # always: a module that cannot run its inputs is bad input
+        _run(module, args, kwargs, where)
+    out["flops.matmul.forward"] = forward.get_total_flops()
+    out["flops.by_module"] = {  # FlopCounterMode names a module after its root's class: "Decoder.layers.0"
+        k.partition(".")[2]: sum(v.values()) for k, v in forward.get_flop_counts().items() if "." in k
+    }
+    if "flops.matmul.training" in terms:
         module.zero_grad(set_to_none=True)
         with FlopCounterMode(display=False) as training:
             _loss(_run(module, args, kwargs, where), where).backward()

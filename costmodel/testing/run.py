@@ -200,8 +200,15 @@ def check(
         raise CostModelError(f"check: examples must be a positive whole number, received {examples!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise CostModelError(f"check: seed must be a whole number >= 0, received {seed!r}")
+    unknown = [t for t in terms if t not in TERMS]
+    if unknown or not terms:
+        raise CostModelError(
+            f"check: unknown term {unknown[0] if unknown else ''!r}; expected some of {', '.join(TERMS)}"
+        )
     s = subject(model, settings)
     factory = Factory(against) if against is not None else None  # a bad --against fails before any draw
+    if factory is not None:
+        factory.check_names(set(free_names(s.graph, {})) | set(s.fixed))
     name = model if isinstance(model, str) else s.name
     report = Report(name, against if isinstance(against, str) or against is None else factory.name, examples, seed)
     report.properties.append(numeric_property(s, examples=examples, seed=seed, ranges=ranges))
