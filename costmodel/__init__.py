@@ -16,7 +16,9 @@ preset or family name, a Hugging Face ``config.json``, ``file.py:builder``, or a
 a misspelt option is an error naming the closest. ``hardware`` lists devices, ``models`` the families and
 presets, :mod:`costmodel.conventions` the named counting conventions. ``trace`` turns a PyTorch module into a
 model (``torch.export`` with symbolic B and T; ``pip install costmodel[torch]``) and ``recover`` finds a
-transformers config class's formulas in its sizes. Writing architectures and op rules: :mod:`costmodel.kit`.
+transformers config class's formulas in its sizes. ``check`` property-tests a model's formulas at drawn sizes
+(op by op, invariants, against a PyTorch module): :mod:`costmodel.testing`, ``pip install costmodel[verify]``.
+Writing architectures and op rules: :mod:`costmodel.kit`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ _VERBS = {
     "serve": "costmodel.verbs.serve",
     "Serve": "costmodel.serving.spec",
     "serve_plan": "costmodel.verbs.plan.serving",
+    "check": ("costmodel.testing.run", "check"),  # property tests of a model (hypothesis: the verify extra)
 }
 
 __all__ = [
@@ -86,6 +89,7 @@ __all__ = [
     "serve",
     "Serve",
     "serve_plan",
+    "check",
 ]
 
 

@@ -14,7 +14,7 @@ PKG = ROOT / "costmodel"
 
 #: Module prefix → rank; a module imports only modules of its rank or below (docs/design.md, "Layers"). The
 #: folders are the stages of the pipeline: choices → formulas → graph ‖ devices → families, memory → tracer,
-#: timing → sections (a run prepared once, its quantities) → render → verbs → cli.
+#: timing → sections (a run prepared once, its quantities) → render → verbs → kit, testing → cli.
 RANKS = [
     ("costmodel.errors", 0),
     ("costmodel.dtypes", 0),
@@ -38,6 +38,7 @@ RANKS = [
     ("costmodel.serving", 7),
     ("costmodel.verbs", 8),
     ("costmodel.kit", 9),
+    ("costmodel.testing", 9),
     ("costmodel.cli", 10),
     ("costmodel.__main__", 10),
     ("costmodel", 10),

@@ -16,6 +16,7 @@ from costmodel import CostModelError, __version__
 
 from . import (
     calibrate,
+    check,
     compare,
     derive,
     estimate,
@@ -46,6 +47,7 @@ COMMANDS = (
     plan,
     serve,
     serve_plan,
+    check,
 )
 
 
