@@ -115,7 +115,8 @@ def roofline(
     values = resolve(m, opts)
     base = m.graph if phase == "training" else prefill_graph(m.graph)
     prepared = attention_pass(base, opts.attention)  # FlashAttention looks for the unfused score chain
-    G = decode_graph(prepared) if decode else prepared  # decode first: it absorbs MLA's up-projections
+    # decode first: it absorbs MLA's up-projections; a routed model reads the experts its B tokens touch
+    G = decode_graph(prepared, expected_experts=True) if decode else prepared
     if decode:  # (decode_graph refuses a graph without a KV cache, such as an encoder's)
         values[C] = parse_count(context, "context", length=True) if context is not None else values[T]
     if fuse:
