@@ -139,6 +139,7 @@ def text(r) -> str:
             )
             + (
                 f"; at most B = {d['max_batch_fits']:,} fits {d['memory_capacity_bytes'] / 1e9:,.0f} GB"
+                + (f" ({d['inference_memory']}, as fit --inference)" if "inference_memory" in d else "")
                 if "max_batch_fits" in d
                 else ""
             ),
