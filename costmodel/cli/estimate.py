@@ -221,6 +221,17 @@ def memory_lines(r) -> list[str]:
     mem = r["memory"]
     if "capacity_bytes" in mem:
         lines.append(fit_line(r))
+    if "serving" in mem:  # the one rule of how many sequences fit: fit --inference's and roofline --decode's
+        sv, hw = mem["serving"], r.get("time", {}).get("hardware", "the device")
+        b = r["config"]["B"]
+        lines += wrap(
+            "  serving: ",
+            f"a serving engine ({sv['inference_memory'].removeprefix('engine: ')}: the weights, one chunk's prefill and a reserve, the "
+            f"rest of {sv['engine']['utilization'] if sv['engine'] else 0.9:g} × the memory in KV blocks) holds "
+            f"{sv['sequences']:,} sequences of {sv['context']:,} tokens on one {hw}: B = {b} "
+            + ("fits" if sv["fits"] else "does not fit")
+            + " (as fit --inference and roofline --decode count; the lines above prefill all B prompts at once)",
+        )
     comm = r.get("communication_bytes")
     if comm and comm["total"]:
         lines += wrap_items(

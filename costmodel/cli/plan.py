@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         ref = r["reference"]
         print(
             "reference layout: no fitting layout has those fields"
+            + (f" ({r['reference_reason']})" if r.get("reference_reason") else "")
             if ref is None
             else f"reference layout: place {ref['rank']:,}, step {ref['step_rank']:,} of the distinct steps "
             f"({ref['tie_position']} of {ref['tie_size']} layouts with that step), {ref['of_best']:.3f}x the best step"

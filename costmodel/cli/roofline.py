@@ -111,11 +111,24 @@ def text(r) -> str:
             if d["critical_batch"] is not None
             else f"never turns compute-bound at this context (each sequence's {own} alone is below the ridge)"
         )
+        routed = "experts_touched" in d  # the every-expert closed form bounds a mixture of experts' B* from above
         if d["max_context_compute_bound"] is not None:
-            crit += f"; B*(C) = {d['critical_batch_expr']}, finite for C < {d['max_context_compute_bound']:,.0f}"
+            crit += (
+                f"; B*(C) {'<=' if routed else '='} {d['critical_batch_expr']}"
+                + (" (every expert read)" if routed else "")
+                + f", finite for C < {d['max_context_compute_bound']:,.0f}"
+            )
         lines += [
             f"decode: {_time(d['latency_per_token_s'])} per token per sequence, {d['tokens_per_s']:,.0f} tokens/s",
             f"  per step: FLOPs = {d['flops_expr']}; bytes = {d['bytes_expr']}",
+            *(
+                [
+                    f"  experts read per routed layer: {d['experts_touched']:,.2f} of {d['experts']} "
+                    f"(E·(1 − (1 − k/E)^B), k = {d['top_k']}: the distinct experts B tokens are expected to touch)"
+                ]
+                if routed
+                else []
+            ),
             f"  reads weights {d['weights_bytes'] / 1e9:,.2f} GB + KV cache {d['kv_cache_bytes'] / 1e9:,.2f} GB "
             + ("" if state is None else f"+ recurrent state {state / 1e9:,.3f} GB (read and written) ")
             + f"per step; {crit} (ridge {d['ridge']:.0f})",
@@ -126,6 +139,7 @@ def text(r) -> str:
             )
             + (
                 f"; at most B = {d['max_batch_fits']:,} fits {d['memory_capacity_bytes'] / 1e9:,.0f} GB"
+                + (f" ({d['inference_memory']}, as fit --inference)" if "inference_memory" in d else "")
                 if "max_batch_fits" in d
                 else ""
             ),

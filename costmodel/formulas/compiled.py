@@ -310,7 +310,7 @@ def _code_stamp() -> str:
     """What the derivation depends on: costmodel's and its architectures' files (path, size, modification)."""
     import importlib.util  # deferred: only a cache key needs it
 
-    roots = [Path(__file__).resolve().parent]
+    roots = [Path(__file__).resolve().parents[1]]  # costmodel/, every stage (not formulas/ alone)
     spec = importlib.util.find_spec("costmodel_graphs")
     if spec is not None and spec.origin:
         roots.append(Path(spec.origin).resolve().parent)

@@ -7,6 +7,8 @@ exist whenever it does.
 
 from __future__ import annotations
 
+import sympy
+
 from ..errors import CostModelError
 from ..options import Counting
 from .cost import Cost, OpCost, Param, Saved, Zero, dtype_bytes
@@ -107,6 +109,33 @@ def _attention(op: Op, counting: Counting) -> OpCost:
     return OpCost(forward, backward, weights, saved)
 
 
+def experts_touched(experts, top_k, tokens):
+    """The expected number of distinct experts that ``tokens`` tokens touch, each routed to ``top_k`` of ``experts``
+    uniformly and independently: ``E·(1 − (1 − k/E)^N)``.
+
+    One token misses a given expert with probability ``C(E−1, k)/C(E, k) = 1 − k/E`` (its k picks are distinct), N
+    independent tokens with ``(1 − k/E)^N``; by linearity of expectation over the E experts, ``E·(1 − (1 − k/E)^N)``
+    are touched. It is k for one token and tends to E as N grows. Exact (a sympy expression) where any argument is
+    one, a float otherwise (the serving step evaluates it once a step). The one derivation of this number: the
+    decode step's roofline (:func:`_routed_matmul` with ``expected_experts``) and the serving step
+    (:mod:`costmodel.serving.step`) both call it.
+
+    >>> experts_touched(128, 8, 1), experts_touched(sympy.Integer(128), 8, 3)  # 128·(1 − (15/16)³) = 128·721/4096
+    (8.0, 721/32)
+    """
+    if any(isinstance(x, sympy.Basic) for x in (experts, top_k, tokens)):
+        e, k = sympy.sympify(experts), sympy.sympify(top_k)
+        return e * (1 - (1 - k / e) ** tokens)
+    return experts * (1 - (1 - top_k / experts) ** tokens)
+
+
+def routed_tokens(op: Op) -> object:
+    """Tokens one run of a routed matmul routes: the product of the axes its input shares with its output, less
+    the route axis (``B·T`` of ``"b t d, e d f -> b t r f"``; ``B`` in a decode step)."""
+    x, y = op.parsed.inputs[0], op.parsed.output
+    return elements(tuple(a for a in x if a in y and a != str(op.attr("route", ""))), op.size)
+
+
 @rule("routed_matmul", weight_operand=1, weight_use="routed")
 def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     """Input × one of ``experts`` weight sets chosen per token (mixture of experts).
@@ -127,6 +156,12 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     (gpt-oss), added to each routed copy's output before the ``r`` copies are summed: one FLOP per
     routed output element (``B·T·r·f``) forward, as many for its gradient; its parameters are stacked
     per expert like the weight, and ``r`` of the ``e`` are active.
+
+    Attribute ``expected_experts`` (a decode step's roofline, :func:`~costmodel.graph.decode.decode_graph`): the
+    forward reads the weights of the experts its tokens are expected to touch, :func:`experts_touched` of
+    :func:`routed_tokens`, not all ``e`` (a step of B = 1 token reads k of them); those bytes are rounded up to a
+    whole byte. Without it every expert's weights are read, as a training step's or a prefill's B·T·r ≥ e
+    tokens do.
     """
     p = op.parsed
     if len(p.inputs) != 2:
@@ -148,7 +183,10 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
     # bytes: every expert's weights are read (and their gradients written) once, which is
     # what happens when B·T·r ≥ e tokens hit every expert; contraction() counts one set
     extra = (elements_of(op, w) - elements_of(op, per_token_w)) * dtype_bytes(op.dtype)
-    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=extra)
+    touched = experts_touched(op.size[e], op.size[r], routed_tokens(op)) if op.attr("expected_experts") else None
+    one_set = elements_of(op, per_token_w) * dtype_bytes(op.dtype)
+    read = extra if touched is None else sympy.ceiling(touched * one_set) - one_set  # contraction() reads one set
+    forward = contraction(op, (x, per_token_w), y) + Cost(bytes_read=read)
     backward = contraction(op, (y, per_token_w), x) + Cost(bytes_read=extra)  # input gradient
     if trainable(op):  # weight gradient, written for every expert
         backward += contraction(op, (x, y), per_token_w) + Cost(bytes_written=extra)
@@ -163,7 +201,11 @@ def _routed_matmul(op: Op, counting: Counting) -> OpCost:
         routed_out = elements_of(op, tuple(dict.fromkeys((*y, r))))  # one add per routed copy, before the r-sum
         bias = Param("bias", tuple((a, op.size[a]) for a in b_axes), stack=op.size[e])
         size = dtype_bytes(op.dtype)
-        forward += Cost(flops=routed_out, bytes_read=bias.elements * size)
+        bias_read = bias.elements * size
+        forward += Cost(
+            flops=routed_out,
+            bytes_read=bias_read if touched is None else sympy.ceiling(touched / op.size[e] * bias_read),
+        )
         if trainable(op):
             backward += Cost(flops=routed_out, bytes_written=bias.elements * size)
         weights.append(bias)

@@ -206,7 +206,7 @@ def _ops(value: object) -> bool:
     return isinstance(value, tuple) and bool(value) and all(isinstance(p, Op) for p in value)
 
 
-def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
+def decode_graph(G: nx.DiGraph, *, expected_experts: bool = False) -> nx.DiGraph:
     """One decode step: each sequence computes one new token and reads C cached positions.
 
     Which sizes are "the new token" (T → 1) and which are "the cached positions"
@@ -232,6 +232,12 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
     An op whose kind keeps a recurrent state (``state_bytes``: a state-space model's causal convolution
     and selective scan) runs on the new token and reads and writes its state (attribute ``decode=True``):
     its bytes do not grow with C.
+
+    ``expected_experts``: each routed expert matmul reads the weights of the experts the step's B tokens are
+    expected to touch, E·(1 − (1 − k/E)^B) of them (:func:`~costmodel.graph.composite.experts_touched`), not all
+    E: a step of one sequence reads k. The bytes are then not affine in B. Without it (the default) every
+    expert's weights are read, the large-batch limit; the serving step (:mod:`costmodel.serving.step`) carries
+    the touched experts as a symbol of its own instead.
     """
     H = _without_training_ops(G)
     for name in _precomputed(H):  # no longer an op of the step: a tensor it reads, like a graph input
@@ -247,6 +253,8 @@ def decode_graph(G: nx.DiGraph) -> nx.DiGraph:
             if k != "causal"
         )
         step = Op(op.kind, op.pattern, sizes, op.dtype, attrs)
+        if expected_experts and weight_use(op) == "routed":
+            step = step.with_attrs(expected_experts=True)  # the experts B tokens touch, not all of them
         return step.with_attrs(decode=True) if state_bytes(op) != 0 else step  # it reads and writes its state
 
     for name, data in op_nodes(H):

@@ -167,6 +167,43 @@ def layout_checks(G: nx.DiGraph, layout: Layout) -> list[tuple[sympy.Basic, obje
     return checks
 
 
+def kv_head_checks(G: nx.DiGraph, tp: int, split: set[str] | None = None) -> list[tuple[sympy.Basic, object]]:
+    """Whole KV heads on every device: each cached tensor's head count ``n`` (the first split axis of a tensor
+    tagged ``kv_cache``, :func:`kv_share`) and ``tp`` must divide one into the other. tp | n gives each device n/tp
+    heads; n | tp replicates each head on tp/n devices (llama3-8b's 8 kv heads under tp 16). Otherwise a device's
+    query heads would straddle two KV heads, and serving engines refuse the layout (vLLM's ``QKVParallelLinear``:
+    ``n % tp == 0`` when n >= tp, else ``tp % n == 0``): phi3-medium's 10 kv heads under tp 4.
+
+    Returns (relation, message) pairs, as :func:`layout_checks`. One relation, ``Mod(n, tp)·Mod(tp, n) = 0``: a
+    product is 0 where either factor is (the formula printers know no ``Or``).
+    """
+    if tp == 1:
+        return []
+    split = split_axes(G) if split is None else split
+    checks: list[tuple[sympy.Basic, object]] = []
+    seen: set[str] = set()
+    for name, data in G.nodes(data=True):
+        op = data.get("op")
+        if op is None or "kv_cache" not in data.get("tags", ()):
+            continue
+        axes = [a for a in op.parsed.output if a in split]
+        if not axes or axes[0] in seen:
+            continue
+        seen.add(axes[0])
+        n = op.size[axes[0]]
+        message = Text(
+            verbatim(f"layout: --tp {tp}: the ")
+            + "{heads}"
+            + verbatim(
+                f" kv heads ({axes[0]!r}) of {name!r} and tp {tp} divide neither one into the other; expected a tp "
+                "that divides the kv heads or a multiple of them (each head then replicated), as serving engines ask"
+            ),
+            {"heads": n},
+        )
+        checks.append((sympy.Eq(sympy.Mod(n, tp) * sympy.Mod(tp, n), 0), message))
+    return checks
+
+
 def check_layout(G: nx.DiGraph, layout: Layout, values: Mapping) -> None:
     """Raise where a degree of ``layout`` does not divide what it splits at ``values`` (see :func:`layout_checks`)."""
     subs = {k: sympy.Integer(v) if isinstance(v, int) else v for k, v in values.items()}

@@ -27,7 +27,16 @@ from ..options.policies import ATTENTION_ABOUT, weight_format
 from ..symbols import C, T
 from .device import fullest, prepared
 from .inference import inference_weights, kv_cache, state_cache, working_set
-from .parallel import _block_share, kv_share, layout_checks, split_axes, stage_of, stages, weight_share
+from .parallel import (
+    _block_share,
+    kv_head_checks,
+    kv_share,
+    layout_checks,
+    split_axes,
+    stage_of,
+    stages,
+    weight_share,
+)
 
 
 def prompt(options: Options) -> sympy.Expr:
@@ -46,7 +55,7 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     layout = options.layout
     H = prepared(G, options)
     q = Quantities()
-    q.checks += layout_checks(H, layout)
+    q.checks += layout_checks(H, layout) + kv_head_checks(H, layout.tp)
     context = sympy.Integer(options.context) if options.context else T
     at = {T: prompt(options), C: context}
     tp = sympy.Integer(layout.tp)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import networkx as nx
 import sympy
 
+from ..graph.composite import experts_touched
 from ..options import Counting
 from ..sections.decode import critical_batch, decode_cost
 from ..symbols import B, C
@@ -50,7 +51,7 @@ def _touched(step: StepModel, tokens: sympy.Expr) -> dict:
     if step.routing is None:
         return {TOUCHED: 0}
     e, k = step.routing
-    return {TOUCHED: e * (1 - (1 - sympy.Rational(k, e)) ** tokens)}
+    return {TOUCHED: experts_touched(sympy.Integer(e), sympy.Integer(k), tokens)}
 
 
 def symbolic(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.Expr]:

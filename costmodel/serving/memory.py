@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
-import networkx as nx
-
-from ..devices.table import Device
 from ..errors import CostModelError
-from ..graph.analysis import evaluate
-from ..memory.serving import inference_memory
 from ..options import Layout, Options
-from ..symbols import B, C, T
 from .profiles import Profile
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from ..devices.table import Device
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,74 @@ class KVPool:
         }
 
 
+def pool_options(
+    profile: Profile, *, tp: int = 1, pp: int = 1, weights_dtype: str = "bf16", kv_dtype: str | None = None
+) -> Options:
+    """The inference options whose memory an engine profiles: one prefill of its largest chunk
+    (``max_num_batched_tokens`` tokens, B = 1, T = C = the chunk), fused attention, under ``tp`` and ``pp`` (a stage holds its share of the weights and of every token's KV). Its
+    ``memory_bytes.params``, ``.activations`` and ``.kv_cache`` (of the chunk's tokens) are what :func:`pool` takes,
+    whichever door evaluates them (:func:`kv_pool` by sympy, ``estimate`` from its cached formulas)."""
+    chunk = profile.max_num_batched_tokens
+    return Options(
+        inference=True,
+        batch=1,
+        seq=chunk,
+        context=chunk,
+        layout=Layout(tp=tp, pp=pp),
+        weights_dtype=weights_dtype,
+        kv_dtype=kv_dtype,
+        attention="flash",
+    )
+
+
+def pool(
+    capacity: int,
+    profile: Profile,
+    weights: int,
+    activations: int,
+    kv_chunk: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    name: str = "model",
+    where: str | None = None,
+) -> KVPool:
+    """The :class:`KVPool` of a rank of ``capacity`` bytes from the numbers of :func:`pool_options`: ``weights``
+    and ``activations`` bytes on the rank and ``kv_chunk``, the KV bytes of the chunk's tokens (see the module
+    notes). Plain arithmetic, exact until the division: the one rule of how many sequences an engine holds."""
+    where = where or f"{capacity / 1e9:g} GB"
+    per_token = Fraction(kv_chunk) / profile.max_num_batched_tokens
+    if per_token.denominator != 1:  # whole heads make it whole; say so if a graph ever does not
+        raise CostModelError(f"serving memory: {name}'s KV cache per token is not whole bytes ({per_token})")
+    per_token = int(per_token)
+    out = KVPool(
+        capacity_bytes=capacity,
+        utilization=profile.gpu_memory_utilization,
+        weights_bytes=weights,
+        activation_bytes=activations,
+        reserve_bytes=profile.runtime_reserve_bytes,
+        kv_bytes_per_token=per_token,
+        block_size=profile.block_size,
+        num_blocks=0,
+    )
+    if per_token == 0:
+        raise CostModelError(f"serving memory: {name} keeps no KV cache; a recurrent state is not served here yet")
+    blocks = int(out.free_bytes // (profile.block_size * per_token)) if out.free_bytes > 0 else 0
+    if blocks < 1:
+        gb = lambda x: f"{float(x) / 1e9:.2f} GB"  # noqa: E731
+        raise CostModelError(
+            f"{name} does not fit {where} under tp {tp}{f' pp {pp}' if pp > 1 else ''}: weights {gb(weights)} + activations {gb(activations)} "
+            f"+ reserve {gb(profile.runtime_reserve_bytes)} per rank leave no KV block in "
+            f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}; raise --tp or --pp, or use --weights-dtype fp8"
+        )
+    return KVPool(**{**out.__dict__, "num_blocks": blocks})
+
+
+def sequences(kv: KVPool, context: int) -> int:
+    """Sequences of ``context`` tokens the pool holds: each takes ⌈C / block⌉ whole blocks."""
+    return kv.num_blocks // -(-context // kv.block_size)
+
+
 def kv_pool(
     G: nx.DiGraph,
     values: dict,
@@ -82,51 +150,30 @@ def kv_pool(
     """The :class:`KVPool` of ``G`` (at ``values``) on ``dev`` (a device, or a memory size in bytes) under
     ``profile`` and ``tp`` (``pp`` stages: each device holds its stage's share of the weights and of every
     token's KV cache, so the pool counts the tokens the pipeline holds)."""
+    # deferred: the derivation needs sympy and the graph's analyses; pool() and pool_options() (what a cached
+    # estimate calls) do not
+    from ..graph.analysis import evaluate  # deferred: sympy (see above)
+    from ..memory.serving import inference_memory  # deferred: sympy (see above)
+    from ..symbols import B, C, T  # deferred: sympy (see above)
+
     capacity, where = (
         (int(dev), f"{int(dev) / 1e9:g} GB") if isinstance(dev, int) else (int(dev.memory_bytes), dev.name)
     )
     chunk = profile.max_num_batched_tokens
-    options = Options(
-        inference=True,
-        batch=1,
-        seq=chunk,
-        context=chunk,
-        layout=Layout(tp=tp, pp=pp),
-        weights_dtype=weights_dtype,
-        kv_dtype=kv_dtype,
-        attention="flash",
-    )
-    q = inference_memory(G, options)
+    q = inference_memory(G, pool_options(profile, tp=tp, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype))
     at = {**{k: v for k, v in values.items() if k not in (B, T, C)}, B: 1, T: chunk, C: chunk}
 
     def number(key: str) -> int:
         return int(evaluate(q.exprs[key], at, key))
 
-    weights = number("memory_bytes.params")
-    activations = number("memory_bytes.activations")
-    kv_chunk = Fraction(int(evaluate(q.exprs["memory_bytes.kv_cache"], at, "memory_bytes.kv_cache")))
-    per_token = kv_chunk / chunk
-    if per_token.denominator != 1:  # whole heads make it whole; say so if a graph ever does not
-        raise CostModelError(f"serving memory: {name}'s KV cache per token is not whole bytes ({per_token})")
-    per_token = int(per_token)
-    pool = KVPool(
-        capacity_bytes=capacity,
-        utilization=profile.gpu_memory_utilization,
-        weights_bytes=weights,
-        activation_bytes=activations,
-        reserve_bytes=profile.runtime_reserve_bytes,
-        kv_bytes_per_token=per_token,
-        block_size=profile.block_size,
-        num_blocks=0,
+    return pool(
+        capacity,
+        profile,
+        number("memory_bytes.params"),
+        number("memory_bytes.activations"),
+        number("memory_bytes.kv_cache"),
+        tp=tp,
+        pp=pp,
+        name=name,
+        where=where,
     )
-    if per_token == 0:
-        raise CostModelError(f"serving memory: {name} keeps no KV cache; a recurrent state is not served here yet")
-    blocks = int(pool.free_bytes // (profile.block_size * per_token)) if pool.free_bytes > 0 else 0
-    if blocks < 1:
-        gb = lambda x: f"{float(x) / 1e9:.2f} GB"  # noqa: E731
-        raise CostModelError(
-            f"{name} does not fit {where} under tp {tp}{f' pp {pp}' if pp > 1 else ''}: weights {gb(weights)} + activations {gb(activations)} "
-            f"+ reserve {gb(profile.runtime_reserve_bytes)} per rank leave no KV block in "
-            f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}; raise --tp or --pp, or use --weights-dtype fp8"
-        )
-    return KVPool(**{**pool.__dict__, "num_blocks": blocks})

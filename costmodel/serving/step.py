@@ -53,6 +53,7 @@ from ..formulas.compiled import EXACT
 from ..formulas.python import compile_exprs
 from ..formulas.quantities import choose, maximum
 from ..graph.analysis import op_nodes
+from ..graph.composite import experts_touched
 from ..graph.cost import dtype_bytes
 from ..graph.decode import decode_graph
 from ..graph.passes import head
@@ -135,7 +136,7 @@ class StepModel:
                 pair_sums.append(sum(pairs(c, p, w) for c, p in batch))
                 read_sums.append(sum(min(p + c, w) for c, p in batch))
         e, k = self.routing or (1, 1)
-        touched = e * (1 - (1 - k / e) ** n) if n else 0
+        touched = experts_touched(e, k, n) if n else 0
         captured = decodes == len(batch) and self.graph_sizes and n <= self.graph_sizes[-1]
         return [n, len(batch), *pair_sums, *read_sums, touched, 0 if captured else 1]
 

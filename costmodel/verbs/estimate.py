@@ -94,7 +94,48 @@ def estimate(
         if len(_MEMO) >= _MEMO_SIZE:
             _MEMO.pop(next(iter(_MEMO)))
         _MEMO[k] = f
-    return Estimate(report(f, opts))
+    out = report(f, opts)
+    if opts.inference and "capacity_bytes" in out.get("memory", {}):
+        _engine(model, settings, opts, out)
+    return Estimate(out)
+
+
+def _engine(model: object, settings: Mapping[str, object] | None, opts: Options, out: dict) -> None:
+    """``memory.serving``: the sequences of the context a serving engine holds on the device, by the one rule
+    of inference memory that ``fit --inference`` and ``roofline --decode`` use (:mod:`costmodel.serving.memory`:
+    vLLM's KV pool), beside this estimate's own reading (every one of the B prompts prefilled at once). The pool's
+    inputs are an estimate too (one chunk's prefill, :func:`~costmodel.serving.memory.pool_options`), served from
+    the same cache. Not for a model with a recurrent state (the pool counts KV blocks only) or without a cache."""
+    from ..serving.memory import pool, pool_options, sequences  # deferred: only an inference estimate needs them
+    from ..serving.profiles import profile  # deferred, as above
+
+    m = out["memory_bytes"]
+    if not m.get("kv_cache") or "state_cache" in m:
+        return
+    prof = profile("vllm-v1")
+    try:
+        chunk = estimate(
+            model,
+            settings=settings,
+            options=pool_options(prof, tp=opts.layout.tp, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype),
+        )["memory_bytes"]
+    except CostModelError:  # a chunk the model cannot take as one sequence (learned positions: T <= 2,048)
+        return
+    context = int(out["time"]["context"]) if "context" in out.get("time", {}) else int(out["config"]["T"])
+    capacity = int(out["memory"]["capacity_bytes"])
+    try:
+        kv = pool(capacity, prof, chunk["params"], chunk["activations"], chunk["kv_cache"], tp=opts.layout.tp)
+        n = sequences(kv, context)
+    except CostModelError:
+        kv, n = None, 0
+    batch = int(out["config"]["B"])
+    out["memory"]["serving"] = {
+        "inference_memory": f"engine: {prof.name} {prof.version}",
+        "sequences": n,
+        "context": context,
+        "fits": batch <= n,
+        "engine": None if kv is None else kv.as_dict(),
+    }
 
 
 def report(f: formulas.Formulas, opts: Options) -> dict:

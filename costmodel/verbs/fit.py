@@ -22,6 +22,7 @@ from ..families import Model, graph_symbols
 from ..graph.analysis import check_values
 from ..graph.passes import attention_pass
 from ..memory.activations import activations
+from ..memory.inference import kv_cache, state_cache
 from ..options import Options
 from ..render.results import Fit
 from ..sections.quantities import quantities
@@ -29,7 +30,7 @@ from ..sections.run import model_for, resolve
 from ..serving.memory import kv_pool
 from ..serving.profiles import profile
 from ..sizes import parse_memory
-from ..symbols import B, T
+from ..symbols import B, C, T
 
 SIZE_KEYS = ("params", "grads", "optimizer", "kv_cache", "state_cache", "activations", "total", "peak")
 
@@ -130,6 +131,13 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
 RECOMPUTE_ORDER = {"none": 0, "selective": 1, "full": 2}
 
 
+def engine_counts(G) -> bool:
+    """Whether an engine's KV pool is the memory of ``G``'s inference: a KV cache and no recurrent state (a
+    state-space model's, a hybrid's mamba layers: the pool counts KV blocks only, so those keep the prefill
+    reading, every sequence's state and prompt held at once)."""
+    return kv_cache(G, C) != 0 and state_cache(G) == 0
+
+
 def _engine_fit(m: Model, opts: Options, values: dict, memory: int, engine: str, by: str) -> Fit:
     """Sequences of ``context`` tokens an engine's KV pool holds on a device of ``memory`` bytes."""
     prof = profile(engine)
@@ -149,7 +157,7 @@ def _engine_fit(m: Model, opts: Options, values: dict, memory: int, engine: str,
     except CostModelError:
         pool, blocks = None, 0
     per_seq = -(-context // prof.block_size)  # whole blocks per sequence
-    n = blocks // per_seq
+    n = blocks // per_seq  # serving.memory.sequences, 0 where no block is left
     out: dict[str, object] = {
         "model": m.name,
         "memory": memory,
@@ -242,7 +250,7 @@ def fit(
     values = resolve(m, opts.replace(batch=opts.batch or dp))
     if inference_memory not in ("engine", "prefill"):
         raise CostModelError(f"fit: inference_memory must be 'engine' or 'prefill', received {inference_memory!r}")
-    if opts.inference and solve == "batch" and inference_memory == "engine":
+    if opts.inference and solve == "batch" and inference_memory == "engine" and engine_counts(m.graph):
         return _engine_fit(m, opts, values, memory, engine, by)
     q = quantities(m, opts)
     keys = [k for k in SIZE_KEYS if f"memory_bytes.{k}" in q.exprs or f"memory_bytes.{k}" in q.info]

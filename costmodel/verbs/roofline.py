@@ -30,7 +30,7 @@ from ..sizes import parse_count
 from ..symbols import B, C, T
 from ..timing.roofline import Bound, total, variants
 from ..timing.roofline import roofline as op_rows
-from .fit import _largest
+from .fit import _engine_fit, _largest, engine_counts
 
 
 def _row(r: Bound) -> dict[str, object]:
@@ -50,14 +50,26 @@ def _row(r: Bound) -> dict[str, object]:
 
 
 def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev, step: nx.DiGraph) -> None:
-    """Each row of the throughput-versus-batch table says whether decoding that batch fits the device: the
-    weights, the KV cache of the context (and any recurrent state) of ``estimate --inference``, and the decode
-    ``step``'s own working set (its largest op's inputs + output, the cache counted once, in its line). A
-    prefill's working set is not added: the prompts of a batch need not be prefilled together (one at a
-    time, or in chunks, as serving engines do), so it bounds the prefill, not the decode. The largest batch
-    that fits, by doubling and bisection, is ``max_batch_fits`` (0: not even one sequence)."""
-    q = quantities(m, opts.replace(inference=True, context=values[C], hardware=None))
+    """Each row of the throughput-versus-batch table says whether decoding that batch fits the device, by the
+    one rule of inference memory that ``fit --inference`` uses: the sequences of ``context`` tokens a serving
+    engine's KV pool holds (:mod:`costmodel.serving.memory`, vLLM's profile: 90 % of the device, less the weights,
+    one chunk's activations and a reserve, cut into KV blocks). A model that keeps a recurrent state (which the
+    pool does not count) keeps the earlier reading: the weights, the cache of the context and the state of
+    ``estimate --inference``, and the decode ``step``'s own working set (its largest op's inputs + output, the
+    cache counted once). The largest batch that fits is ``max_batch_fits`` (0: not even one sequence), the rule
+    ``inference_memory``."""
     capacity = int(dev.memory_bytes)
+    d["memory_capacity_bytes"] = capacity
+    if engine_counts(m.graph):
+        ctx = opts.replace(inference=True, context=int(values[C]), hardware=None, micro_batch=None)
+        answer = _engine_fit(m, ctx, values, capacity, "vllm-v1", "peak")
+        largest = int(answer["largest"])
+        for row in d["throughput"]:
+            row["fits"] = row["batch"] <= largest
+        d["max_batch_fits"] = largest
+        d["inference_memory"] = answer["inference_memory"]
+        return
+    q = quantities(m, opts.replace(inference=True, context=values[C], hardware=None))
     cache = frozenset(
         storage(step, n) for n, data in step.nodes(data=True) if "kv_cache" in data.get("tags", ()) and "op" in data
     )
@@ -70,12 +82,12 @@ def _mark_fits(d: dict, m: Model, opts: Options, values: dict, dev, step: nx.DiG
         except CostModelError:
             return False
         held = q.value("memory_bytes.total", v) - q.value("memory_bytes.activations", v)
-        return held + max(sympy.ceiling(c.xreplace(v)) for c in work) <= capacity
+        return bool(held + max(sympy.ceiling(c.xreplace(v)) for c in work) <= capacity)
 
     for row in d["throughput"]:
         row["fits"] = fits(row["batch"])
-    d["memory_capacity_bytes"] = capacity
     d["max_batch_fits"] = _largest(fits)
+    d["inference_memory"] = "weights + B × (KV cache + recurrent state) + the decode step's working set"
 
 
 def roofline(
@@ -115,7 +127,8 @@ def roofline(
     values = resolve(m, opts)
     base = m.graph if phase == "training" else prefill_graph(m.graph)
     prepared = attention_pass(base, opts.attention)  # FlashAttention looks for the unfused score chain
-    G = decode_graph(prepared) if decode else prepared  # decode first: it absorbs MLA's up-projections
+    # decode first: it absorbs MLA's up-projections; a routed model reads the experts its B tokens touch
+    G = decode_graph(prepared, expected_experts=True) if decode else prepared
     if decode:  # (decode_graph refuses a graph without a KV cache, such as an encoder's)
         values[C] = parse_count(context, "context", length=True) if context is not None else values[T]
     if fuse:

@@ -137,3 +137,16 @@ def test_concurrent_writers_leave_a_valid_cache(tmp_path):
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1 and not list(tmp_path.glob("*.tmp*"))
     formulas.Formulas.from_json(files[0].read_text())  # whole, parseable
+
+
+def test_the_code_stamp_covers_every_stage(tmp_path, monkeypatch):
+    """An edit anywhere in costmodel/ (memory/, sections/...) derives again: the stamp hashed only formulas/
+    after compiled.py moved there, so a cached estimate kept a rule that memory/parallel.py no longer had."""
+    probe = ROOT / "costmodel" / "memory" / "parallel.py"
+    before = formulas._code_stamp()
+    stat = probe.stat()
+    try:
+        os.utime(probe, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+        assert formulas._code_stamp() != before
+    finally:
+        os.utime(probe, ns=(stat.st_atime_ns, stat.st_mtime_ns))

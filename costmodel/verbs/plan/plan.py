@@ -209,6 +209,22 @@ def _progress(done: int, total: int, started: float) -> None:
 CHARTED = 300
 
 
+def _why_not(reference: Mapping[str, object], layers: int, devices: int) -> str:
+    """Why no searched layout has the ``reference``'s fields: the search's own limits first (even pipeline
+    stages, the device count), else that none with them fits or divides."""
+    pp, degrees = int(reference.get("pp", 1)), 1
+    for f in ("tp", "pp", "dp", "cp"):
+        degrees *= int(reference.get(f, 1))
+    if pp > 1 and layers % pp:
+        return (
+            f"pp {pp} does not divide the {layers:,} layers, and plan searches even pipeline stages only; "
+            f"'costmodel estimate' takes uneven ones (--pp {pp} --stage-layers FIRST,LAST)"
+        )
+    if degrees > devices:
+        return f"its degrees multiply to {degrees:,} devices, more than the {devices:,} searched"
+    return "no layout with those fields fits the device's memory or divides the batch, layers and heads"
+
+
 def plan(
     model: Model | str,
     *,
@@ -367,6 +383,7 @@ def plan(
             extra["reference"] = {**row(j), "of_best": float(times[j] / times[0])}
         else:
             extra["reference"] = None  # no fitting layout has those fields
+            extra["reference_reason"] = _why_not(reference, c.layers, devices)
     out = {
         "model": m.name,
         "hardware": dev.name,
