@@ -313,6 +313,8 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
     got = None  # a config.json's reading
     if spec not in pres and spec not in fams and spec in aliases():
         spec = aliases()[spec]
+    if spec not in pres and spec not in fams and not os.path.exists(spec):
+        spec = _case_insensitive(spec, pres, fams)
     if os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "config.json")):
         spec = os.path.join(spec, "config.json")  # a Hugging Face model folder: its config.json
     if spec in pres:
@@ -347,6 +349,15 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         graph.graph["checkpoint"] = got.checkpoint
         key = None if key is None else (*key, ("checkpoint", repr(got.checkpoint)))
     return Model(spec, graph, values, fam, preset, key, got.notes)
+
+
+def _case_insensitive(spec: str, pres: Mapping[str, Preset], fams: Mapping[str, Family]) -> str:
+    """The preset or family ``spec`` names in another case (``Llama3-8B``, ``META-LLAMA/Meta-Llama-3-8B``), when
+    exactly one name matches; else ``spec`` unchanged (the unknown-model error then names the closest)."""
+    lowered = spec.casefold()
+    hits = {n for n in (*pres, *fams) if n.casefold() == lowered}
+    hits |= {target for alias, target in aliases().items() if alias.casefold() == lowered}
+    return hits.pop() if len(hits) == 1 else spec
 
 
 def _frozen(config: Mapping[str, object]) -> tuple | None:
