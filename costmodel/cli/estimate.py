@@ -97,7 +97,10 @@ def _config_lines(r, defaults: Mapping[str, str | None]) -> list[str]:
             + (f" x {layout['micro_batches']:,}" if layout.get("micro_batches", 1) > 1 else "")
         )
     rest = " ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("B", "T"))
-    return wrap(f"{r['model']} ({r['family']})  ", ", ".join(step)) + (wrap("  config: ", rest) if rest else [])
+    notes = [line for note in r.get("notes", ()) for line in wrap("  note: ", note)]
+    if r.get("source") == "traced":
+        notes = [*wrap("  source: ", "traced (torch.export of the transformers model built from the config)"), *notes]
+    return wrap(f"{r['model']} ({r['family']})  ", ", ".join(step)) + (wrap("  config: ", rest) if rest else []) + notes
 
 
 def text(r, defaults: Mapping[str, str | None] | None = None) -> str:

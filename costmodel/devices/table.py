@@ -253,6 +253,14 @@ def devices(extra: str | Path | None = None) -> dict[str, Device]:
     return out
 
 
+def _one_case(name: str, table) -> str:
+    """``name`` as the table spells it when exactly one entry matches in another case (``H100-SXM``)."""
+    if name in table:
+        return name
+    hits = [n for n in table if n.casefold() == name.casefold()]
+    return hits[0] if len(hits) == 1 else name
+
+
 def device(spec: str | Device) -> Device:
     """A device by name (``"h100-sxm"``), or the only/first device of a ``.toml``/``.json`` file.
 
@@ -267,6 +275,7 @@ def device(spec: str | Device) -> Device:
         found = read_file(spec)
         return next(iter(found.values()))
     table = builtin()
+    spec = _one_case(spec, table)
     if spec not in table:
         prefixed = sorted(n for n in table if n.startswith(spec.lower()))  # "h100" -> the H100 variants
         hint = closest(spec, prefixed) if prefixed else closest(spec, table)
@@ -313,6 +322,7 @@ def hardware(name: str | None = None, *, file: str | Path | None = None) -> Devi
         return table
     if name.endswith((".toml", ".json")):
         return device(name)
+    name = _one_case(name, table)
     if name not in table:
         prefixed = sorted(n for n in table if n.startswith(name.lower()))
         hint = closest(name, prefixed) if prefixed else closest(name, table)

@@ -166,6 +166,8 @@ class Model:
     family: Family
     preset: Preset | None = None
     key: tuple | None = None  # the graph's identity (family, builder options) when that determines it: a cache key
+    notes: tuple[str, ...] = ()  # what reading a config.json did (a wrapper's vision tower not counted, defaults)
+    via: str = "family"  # how the graph was made: "family" (a builder) or "traced" (torch.export of the module)
 
 
 def graph_symbols(G: nx.DiGraph) -> set[sympy.Symbol]:
@@ -308,8 +310,11 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         )
     settings = parse_settings(settings)
     fams, pres = families(), presets()
+    got = None  # a config.json's reading
     if spec not in pres and spec not in fams and spec in aliases():
         spec = aliases()[spec]
+    if spec not in pres and spec not in fams and not os.path.exists(spec):
+        spec = _case_insensitive(spec, pres, fams)
     if os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "config.json")):
         spec = os.path.join(spec, "config.json")  # a Hugging Face model folder: its config.json
     if spec in pres:
@@ -323,8 +328,8 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         from .hf import read_config  # reading a config.json is rare: its parser loads only then
 
         preset = None
-        fam, hf_settings = read_config(spec, fams)
-        config = {**hf_settings, **settings}
+        got = read_config(spec, fams)
+        fam, config = got.family, {**got.settings, **settings}
     elif is_builder_spec(spec):
         preset, fam = None, load_builder(spec)
         config = settings
@@ -337,7 +342,22 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
     if dtype is not None and "dtype" in fam.options and "dtype" not in settings:
         config["dtype"] = dtype
     graph, values, key = _build(fam, config, f"model {spec!r}", cache=not is_builder_spec(spec))
-    return Model(spec, graph, values, fam, preset, key)
+    if got is None:
+        return Model(spec, graph, values, fam, preset, key)
+    if got.checkpoint is not None:  # the shared graph stays as built: a copy carries how the checkpoint stores it
+        graph = graph.copy()
+        graph.graph["checkpoint"] = got.checkpoint
+        key = None if key is None else (*key, ("checkpoint", repr(got.checkpoint)))
+    return Model(spec, graph, values, fam, preset, key, got.notes)
+
+
+def _case_insensitive(spec: str, pres: Mapping[str, Preset], fams: Mapping[str, Family]) -> str:
+    """The preset or family ``spec`` names in another case (``Llama3-8B``, ``META-LLAMA/Meta-Llama-3-8B``), when
+    exactly one name matches; else ``spec`` unchanged (the unknown-model error then names the closest)."""
+    lowered = spec.casefold()
+    hits = {n for n in (*pres, *fams) if n.casefold() == lowered}
+    hits |= {target for alias, target in aliases().items() if alias.casefold() == lowered}
+    return hits.pop() if len(hits) == 1 else spec
 
 
 def _frozen(config: Mapping[str, object]) -> tuple | None:

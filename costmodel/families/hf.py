@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from ..errors import CostModelError, closest
 from ..files import read_capped
@@ -112,9 +113,13 @@ def field(
 
 #: Hugging Face model types without a family of their own whose layers are those of a supported type, read
 #: from the same config fields: parameters and matmul FLOPs equal (``tests/arch/test_hf.py`` checks each against
-#: transformers). Each: the supported type, and what differs that no count here sees.
+#: transformers). Each: the supported type that reads it, and what differs that no count here sees (the note).
 SAME_STRUCTURE: dict[str, tuple[str, str]] = {
-    "smollm3": ("llama", "SmolLM3 leaves rotary embeddings out of some layers"),
+    "smollm3": (
+        "llama",
+        "SmolLM3 leaves rotary embeddings out of every 4th layer (no_rope_layers): those layers' RoPE "
+        "element-wise ops are counted, a few FLOPs over; parameters and matmul FLOPs are exact",
+    ),
     "ministral": ("mistral", "Ministral names which layers use the sliding window in layer_types"),
 }
 
@@ -143,24 +148,44 @@ def check_bounds(data: Mapping[str, object], where: str) -> None:
                 )
 
 
-def read_config(path: str, families: Mapping[str, object]) -> tuple[object, dict[str, object]]:
-    """(family, settings) for a Hugging Face config.json."""
+@dataclass(frozen=True)
+class Read:
+    """A ``config.json`` read: the family that builds it, its settings, what the reading did (``notes``) and how
+    the checkpoint stores its weights (``checkpoint``, from ``quantization_config``; None: the graph's dtype)."""
+
+    family: object
+    settings: dict[str, object]
+    notes: tuple[str, ...] = ()
+    checkpoint: object = None
+    model_type: str = ""
+
+
+def read_config(path: str, families: Mapping[str, object]) -> Read:
+    """The :class:`Read` of a Hugging Face config.json, read as transformers reads it (:mod:`.hf_reading`)."""
+    from .hf_reading import read  # deferred: the recorded table loads only for a config.json
+    from .quantized import checkpoint  # deferred: as above
+
     data = read_json(path)
-    check_bounds(data, f"config {path!r}")
-    model_type = data.get("model_type")
+    where = f"config {path!r}"
+    check_bounds(data, where)
     supported = {t: fam for fam in families.values() for t in getattr(fam, "hf_model_types", ())}
-    if not isinstance(model_type, str):
-        raise CostModelError(f"config {path!r}: missing 'model_type'; supported: {', '.join(sorted(supported))}")
-    if model_type not in supported:
-        same = SAME_STRUCTURE.get(model_type)
-        hint = (
-            f"; it has the structure of {same[0]!r} ({same[1]}): a copy of the config with "
-            f'"model_type": "{same[0]}" counts it exactly'
-            if same and same[0] in supported
-            else closest(model_type, supported)
-        )
+    if not isinstance(data.get("model_type"), str):
+        raise CostModelError(f"{where}: missing 'model_type'; supported: {', '.join(sorted(supported))}")
+    data, notes = read(data, supported, where)
+    model_type = data["model_type"]
+    same = SAME_STRUCTURE.get(model_type)
+    if model_type not in supported and same and same[0] in supported:
+        notes.append(f"{model_type} counted as {same[0]!r}, whose layers it has: {same[1]}")
+        fam = supported[same[0]]
+    elif model_type not in supported:
         raise CostModelError(
-            f"config {path!r}: unsupported model_type {model_type!r}{hint}; supported: {', '.join(sorted(supported))}"
+            f"{where}: unsupported model_type {model_type!r}{closest(model_type, supported)}; "
+            f"supported: {', '.join(sorted(supported))}"
         )
-    fam = supported[model_type]
-    return fam, fam.from_hf(data)
+    else:
+        fam = supported[model_type]
+    stored = None
+    if data.get("quantization_config") is not None:
+        stored, more = checkpoint(data["quantization_config"], where)
+        notes += more
+    return Read(fam, fam.from_hf(data), tuple(notes), stored, model_type)

@@ -10,7 +10,7 @@ from ..errors import CostModelError
 from ..graph.analysis import op_nodes
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
-from ..graph.registry import data_operands, state_bytes
+from ..graph.registry import data_operands, state_bytes, weight_use
 from ..options.policies import weight_format
 from ..symbols import C, T
 from .activations import is_view, storage, storage_bytes
@@ -54,22 +54,32 @@ def state_cache(G: nx.DiGraph) -> sympy.Expr:
     return sympy.expand(sympy.Add(*(state_bytes(data["op"]) * data["count"] for _, data in op_nodes(G))))
 
 
-def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None) -> dict[str, sympy.Expr]:
+def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None, checkpoint=None) -> dict[str, sympy.Expr]:
     """Weight bytes for inference: matmul weights in ``fmt``; tables, norms, biases in the graph dtype.
 
     ``share(w)``: the fraction of each weight one device holds (default: all of it), as
-    :func:`costmodel.memory.parallel.weight_share` gives for a pipeline stage.
+    :func:`costmodel.memory.parallel.weight_share` gives for a pipeline stage. ``checkpoint``: a
+    :class:`~costmodel.options.policies.Checkpoint` (a config's ``quantization_config``) naming each matmul
+    weight's format instead of ``fmt``; a weight it leaves out is in the graph's dtype.
     """
-    f = weight_format(fmt)
+    default = weight_format(fmt)
     quantised = scales = other = Zero
     for w in weights(G):
         op = G.nodes[w.node]["op"]
         part = sympy.Integer(1) if share is None else share(w)
-        if w.param.quantized:  # a matmul's weight; a lookup table, norm gains and biases stay as they are
+        f = default
+        if checkpoint is not None and w.param.quantized:
+            f = checkpoint.format_of(w.node, G.nodes[w.node].get("block", ""), weight_use(op) == "routed")
+        if w.param.quantized and f is not None:  # a matmul's weight; a lookup table, norm gains and biases stay
             quantised += w.elements * w.count * sympy.Rational(f.bits, 8) * part
-            per_matrix = w.rows if f.group is None else w.rows * sympy.ceiling(w.cols / f.group)
+            quantised += w.stack * w.cols * f.index_bytes * w.count * part if f.index_bytes else Zero
+            if f.block_rows is None:  # one scale for the whole matrix
+                per_matrix = sympy.Integer(1)
+            else:
+                rows = w.rows if f.block_rows == 1 else sympy.ceiling(w.rows / f.block_rows)
+                per_matrix = rows if f.group is None else rows * sympy.ceiling(w.cols / f.group)
             groups = w.stack * per_matrix  # each of a stack of matrices (MoE experts) has its own scales
-            scales += groups * w.count * f.scale_bytes * part
+            scales += groups * w.count * sympy.Rational(f.scale_bytes) * part
         else:
             other += w.elements * w.count * dtype_bytes(op.dtype) * part
     return {

@@ -67,8 +67,9 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
 
     names = stages(layout.pp)
     per_stage = {}
+    stored = checkpoint(H, options)
     for stage in names:
-        w = inference_weights(H, options.weights_dtype, weight_share(H, Layout(pp=layout.pp), stage))
+        w = inference_weights(H, options.weights_dtype, weight_share(H, Layout(pp=layout.pp), stage), stored)
 
         def on(node: str, stage: str = stage) -> sympy.Expr:  # this stage's share of a node's layers
             where = stage_of(H, node)
@@ -108,16 +109,23 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     work, labels = working_set(P, share_axes, lambda n: not kind_of(P.nodes[n]["op"]).training_only)
     q.choices["memory.working_set_at"] = (tuple(c.xreplace(at) for c in work), labels)
     q.add("memory_bytes.total", nums["params"] + nums["kv_cache"] + states + nums["activations"])
-    q.info.update(_conventions(options, layout, state != 0))
+    q.info.update(_conventions(options, layout, state != 0, stored))
     q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention] + (
         " (the inference default: serving engines run fused attention)" if options.attention_default else ""
     )
     return q
 
 
-def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, object]:
+def checkpoint(G: nx.DiGraph, options: Options):
+    """The :class:`~costmodel.options.policies.Checkpoint` the weights are counted in: the graph's (a config's
+    ``quantization_config``) unless ``weights_dtype`` was chosen, else None."""
+    return G.graph.get("checkpoint") if options.weights_default else None
+
+
+def _conventions(options: Options, layout: Layout, state: bool, stored=None) -> dict[str, object]:
     """The convention texts of an inference estimate, as templates (filled at each point's numbers)."""
     fmt = weight_format(options.weights_dtype)
+    stored_text = f"as the checkpoint stores them ({stored.about}; --weights-dtype chooses another)" if stored else None
     stage_text = (
         "; pipeline {memory__layout__stage} stage of pp = "
         + str(layout.pp)
@@ -134,7 +142,7 @@ def _conventions(options: Options, layout: Layout, state: bool) -> dict[str, obj
     out: dict[str, object] = {
         "memory.conventions.params": Text(
             verbatim(
-                f"inference weights: matmuls in {fmt.about}, tables and norms in "
+                f"inference weights: {stored_text or 'matmuls in ' + fmt.about}, tables and norms in "
                 f"the graph dtype; divided by tp = {layout.tp}"
             )
             + stage_text

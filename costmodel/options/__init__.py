@@ -93,7 +93,7 @@ class Options:
     micro_batch: int | None = None
     inference: bool = False
     context: int | None = None
-    weights_dtype: str = "bf16"
+    weights_dtype: str | None = None  # None: as the checkpoint stores them (a config's quantization_config), else bf16
     kv_dtype: str | None = None
     logits: str = "last"
     hardware: object = None
@@ -130,6 +130,11 @@ class Options:
         check_choice(self.precision, PRECISIONS, "precision")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
+        # the default weight format: the checkpoint's where a config.json names one, bf16 otherwise;
+        # weights_default says it was not chosen
+        object.__setattr__(self, "_weights_default", self.weights_dtype is None)
+        if self.weights_dtype is None:
+            set_("weights_dtype", "bf16")
         check_choice(self.weights_dtype, WEIGHT_FORMATS, "weights_dtype")
         # the default attention: fused for inference (vLLM, TensorRT-LLM and SGLang run no unfused attention),
         # the scores materialised for training; attention_default says it was not chosen
@@ -359,7 +364,12 @@ class Options:
         if not extra:
             return base
         try:  # the same options again (a loop of estimates): the checked record, without checking again
-            memo = (base, base.attention_default, tuple((k, type(v), v) for k, v in sorted(extra.items())))
+            memo = (
+                base,
+                base.attention_default,
+                base.weights_default,
+                tuple((k, type(v), v) for k, v in sorted(extra.items())),
+            )
             return _MADE[memo]
         except TypeError:  # an unhashable value (a list): build it
             memo = None
@@ -388,6 +398,8 @@ class Options:
                 own["attention"] = "unfused"
         elif "attention" not in own and base.attention_default:  # still the default: for the new inference choice
             own["attention"], own["flash"] = None, False
+        if "weights_dtype" not in own and base.weights_default:  # still the default: the checkpoint's format
+            own["weights_dtype"] = None
         subs: dict[str, dict[str, object]] = {}
         for k, v in extra.items():
             if k in cls.SHORTCUTS:
@@ -402,12 +414,19 @@ class Options:
         """Whether ``attention`` is the default (not chosen): fused for inference, unfused for training."""
         return self.__dict__.get("_attention_default", False)
 
+    @property
+    def weights_default(self) -> bool:
+        """Whether ``weights_dtype`` is the default (not chosen): the checkpoint's own format where a config.json
+        has a ``quantization_config``, bf16 otherwise."""
+        return self.__dict__.get("_weights_default", False)
+
     def derivation_key(self) -> tuple:
         """Every option but the step's batch and sequence (values, not choices): what derived formulas
         depend on, as a hashable tuple."""
         got = self.__dict__.get("_derivation_key")
         if got is None:  # worked out once per record (a loop of estimates asks each time)
             got = tuple(getattr(self, f.name) for f in fields(self) if f.name not in ("batch", "seq"))
+            got += (self.weights_default,)  # the checkpoint's format or a chosen one: different formulas
             object.__setattr__(self, "_derivation_key", got)
         return got
 

@@ -6,6 +6,8 @@ against them at start-up; :mod:`costmodel.memory.states` derives bytes from them
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from fractions import Fraction
 
 from ..errors import CostModelError, closest
 
@@ -232,8 +234,10 @@ class WeightFormat:
     name: str
     bits: int
     group: int | None  # elements along the input axes sharing a scale; None: one per output row
-    scale_bytes: int  # bytes of scales (and zero points) per group
+    scale_bytes: int | Fraction  # bytes of scales (and zero points) per group
     about: str
+    block_rows: int | None = 1  # output rows sharing a scale (FP8's 128 × 128 blocks); None: one scale per matrix
+    index_bytes: int = 0  # bytes per input element of each matrix (GPTQ's g_idx, an int32 per input column)
 
 
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
@@ -247,6 +251,33 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("int4", 4, 128, 4, "int4 with an fp16 scale and fp16 zero point per 128 (GPTQ/AWQ)"),
     )
 }
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """How a checkpoint stores its weights, read off a ``config.json``'s ``quantization_config``.
+
+    ``rules``: (which matmul weights, format), the first that applies wins: ``"routed"`` (a mixture of experts'
+    routed experts), ``"layers"`` (matmul weights inside the repeated layers), ``"all"`` (every matmul weight);
+    ``keep``: op names (fnmatch patterns) kept in the graph's dtype whatever the rules say (the config's
+    ``modules_to_not_convert``, as costmodel names them). Every other weight is in the graph's dtype.
+    """
+
+    method: str
+    rules: tuple[tuple[str, WeightFormat], ...]
+    keep: tuple[str, ...]
+    about: str
+    source: str
+
+    def format_of(self, node: str, block: str, routed: bool) -> WeightFormat | None:
+        """The format of the matmul weight of op ``node`` (in ``block``; ``routed``: an expert's), or None:
+        the graph's dtype."""
+        if any(fnmatchcase(node, pattern) for pattern in self.keep):
+            return None
+        for which, fmt in self.rules:
+            if which == "all" or (which == "routed" and routed) or (which == "layers" and block):
+                return fmt
+        return None
 
 
 def weight_format(name: str) -> WeightFormat:

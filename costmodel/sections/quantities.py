@@ -115,7 +115,7 @@ def quantities(model, options: Options, *, shown: bool = True) -> Quantities:
     key = None
     if model.key is not None:
         try:
-            key = (model.key, options.replace(batch=None, seq=None), shown)  # B and T are values, not choices
+            key = (model.key, options.replace(batch=None, seq=None), options.weights_default, shown)  # B, T: values
             hash(key)
         except TypeError:
             key = None

@@ -131,6 +131,10 @@ def inline_regions(gm) -> set[str]:
     return no_grad
 
 
+#: Characters of torch's message a trace error keeps (its suggested fixes are near the end of a few dozen lines).
+MAX_MESSAGE = 8000
+
+
 def export_program(
     module,
     inputs: Mapping[str, object],
@@ -182,20 +186,33 @@ def export_program(
 
     previous = logging.root.manager.disable
     logging.disable(logging.CRITICAL)
+    # a transformers model left at use_cache=True returns a cache object torch.export cannot output: counting
+    # needs no cache, so it is turned off for the export and put back after
+    config = getattr(module, "config", None)
+    cached = getattr(config, "use_cache", None) is True
+    if cached:
+        config.use_cache = False
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             ep = torch.export.export(module, (), dict(inputs), dynamic_shapes=dynamic_shapes, strict=False)
     except CostModelError:
         raise
-    except Exception as exc:  # torch's own errors are long; the first lines say why
-        lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-        why = " ".join(lines[:3])[:600] if lines else type(exc).__name__
+    except Exception as exc:  # torch's message kept whole (its "Suggested fixes" too), bounded
+        lines = [ln.rstrip() for ln in str(exc).strip().splitlines() if ln.strip()]
+        why = "\n".join(lines)[:MAX_MESSAGE] if lines else type(exc).__name__
+        hint = (
+            "; a cache in the output: pass use_cache=False (or set model.config.use_cache = False)"
+            if "Cache" in why and "not a known type" in why
+            else ""
+        )
         raise CostModelError(
             f"trace: torch.export could not export {type(module).__name__} with "
-            f"dynamic {sorted(dims)}: {type(exc).__name__}: {why}"
+            f"dynamic {sorted(dims)}{hint}: {type(exc).__name__}: {why}"
         ) from None
     finally:
         logging.disable(previous)
+        if cached:
+            config.use_cache = True
     return Program(ep, module, dynamic)
 
 

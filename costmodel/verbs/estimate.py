@@ -54,6 +54,7 @@ def _key(model: str, settings: Mapping[str, object] | None, options: Options) ->
         "model": model,
         "settings": sorted((str(k), repr(v)) for k, v in (settings or {}).items()),
         "options": described,
+        "weights_default": options.weights_default,  # the checkpoint's weight format, or one chosen
     }
     # files the formulas are derived from: a config.json, a model folder's, a builder, a hardware file
     for name in (model, model.rpartition(":")[0], os.path.join(model, "config.json"), str(options.hardware or "")):
@@ -190,4 +191,6 @@ def report(f: formulas.Formulas, opts: Options) -> dict:
     )
     if meta.get("source") is not None:
         out["source"] = meta["source"]
+    if meta.get("notes"):  # what reading a config.json did: a vision tower not counted, defaults, quantization
+        out["notes"] = list(meta["notes"])
     return out
