@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     try:
         args = parser().parse_args(argv)
+        args.argv = list(sys.argv[1:] if argv is None else argv)  # as typed: a hint repeats the user's flags
         if args.command is None:
             parser().print_help()
             return 2
