@@ -70,13 +70,11 @@ def run(args: argparse.Namespace) -> int:
 def fit_command(args: argparse.Namespace) -> str | None:
     """The ``costmodel fit`` command a DOES-NOT-FIT hint prints: this command's model and every flag it was given
     that ``fit`` takes too (``--inference``, ``--context``, the layout...), as typed; ``None`` without the command
-    line (``args.argv``, set by :func:`costmodel.cli.main`) or a device."""
-    argv = getattr(args, "argv", None)
-    if argv is None or not getattr(args, "hardware", None):
+    line (``args.argv`` and ``args.parser``, set by :func:`costmodel.cli.main`) or a device."""
+    argv, top = getattr(args, "argv", None), getattr(args, "parser", None)
+    if argv is None or top is None or not getattr(args, "hardware", None):
         return None
-    from . import parser  # deferred: the command parser is built from this module's ``add``
-
-    subs = next(a.choices for a in parser()._actions if isinstance(getattr(a, "choices", None), dict))
+    subs = next(a.choices for a in top._actions if isinstance(getattr(a, "choices", None), dict))
     ours, theirs = subs[args.command]._option_string_actions, subs["fit"]._option_string_actions
     words = list(argv)
     if args.command in words:  # the words after the command (global options come before it)
