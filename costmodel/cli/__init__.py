@@ -90,9 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     try:
-        args = parser().parse_args(argv)
+        top = parser()
+        args = top.parse_args(argv)
+        # as typed, and the parser that read them: a hint that names another command repeats the user's flags
+        args.argv, args.parser = list(sys.argv[1:] if argv is None else argv), top
         if args.command is None:
-            parser().print_help()
+            top.print_help()
             return 2
         code = args.run(args)
         sys.stdout.flush()  # a full disk on stdout is an error of this command, not a note at exit

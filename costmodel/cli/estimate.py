@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -62,8 +63,33 @@ def run(args: argparse.Namespace) -> int:
         r.plot_memory(args.plot_memory, capacity=capacity)
         print(f"wrote the memory chart to {args.plot_memory}", file=sys.stderr)
     chosen = {"B": "default" if args.batch is None else None, "T": "the config's context" if args.seq is None else None}
-    print(r.to_json() if args.json else text(r, defaults=chosen))
+    print(r.to_json() if args.json else text(r, defaults=chosen, fit_command=fit_command(args)))
     return 0
+
+
+def fit_command(args: argparse.Namespace) -> str | None:
+    """The ``costmodel fit`` command a DOES-NOT-FIT hint prints: this command's model and every flag it was given
+    that ``fit`` takes too (``--inference``, ``--context``, the layout...), as typed; ``None`` without the command
+    line (``args.argv`` and ``args.parser``, set by :func:`costmodel.cli.main`) or a device."""
+    argv, top = getattr(args, "argv", None), getattr(args, "parser", None)
+    if argv is None or top is None or not getattr(args, "hardware", None):
+        return None
+    subs = next(a.choices for a in top._actions if isinstance(getattr(a, "choices", None), dict))
+    ours, theirs = subs[args.command]._option_string_actions, subs["fit"]._option_string_actions
+    words = list(argv)
+    if args.command in words:  # the words after the command (global options come before it)
+        words = words[words.index(args.command) + 1 :]
+    kept: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        flag, eq, _ = word.partition("=")
+        action = ours.get(flag) if word.startswith("--") else None
+        takes = 0 if action is None or eq or action.nargs == 0 else 1
+        if action is not None and flag in theirs and flag != "--hardware":
+            kept += words[i : i + 1 + takes]
+        i += 1 + takes
+    return shlex.join(["costmodel", "fit", args.model, "--hardware", args.hardware, *kept])
 
 
 #: Columns of the text report: every line fits.
@@ -103,8 +129,9 @@ def _config_lines(r, defaults: Mapping[str, str | None]) -> list[str]:
     return wrap(f"{r['model']} ({r['family']})  ", ", ".join(step)) + (wrap("  config: ", rest) if rest else []) + notes
 
 
-def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
-    """The text report; ``defaults``: why a value of B or T was chosen (``"default"``), where the user left it."""
+def text(r, defaults: Mapping[str, str | None] | None = None, fit_command: str | None = None) -> str:
+    """The text report; ``defaults``: why a value of B or T was chosen (``"default"``), where the user left it;
+    ``fit_command``: the ``costmodel fit`` command a step that does not fit names (:func:`fit_command`)."""
     p, f = r["params"], r["flops"]
     conv = r["conventions"]
     inference = "kv_cache" in r.get("memory_bytes", {})
@@ -136,7 +163,7 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
             f"{'last position' if r['conventions'].get('logits', 'last') == 'last' else 'every position'}"
             "'s logits)"
         )
-        lines.extend(memory_lines(r))
+        lines.extend(memory_lines(r, fit_command))
         if "time" in r:
             lines.extend(time_text(r))
         return "\n".join(fit_width(lines))
@@ -155,7 +182,7 @@ def text(r, defaults: Mapping[str, str | None] | None = None) -> str:
         f"6ND = {sci(f['six_nd'])} covers {100 * f['six_nd_share']:.1f}% of it (the rest: attention "
         "scores, the unembedding of tied/embedding weights, element-wise ops)",
     )
-    lines.extend(memory_lines(r))
+    lines.extend(memory_lines(r, fit_command))
     if "time" in r:
         lines.extend(time_text(r))
     return "\n".join(fit_width(lines))
@@ -174,8 +201,9 @@ def fit_width(lines: list[str], width: int = WIDTH) -> list[str]:
     return out
 
 
-def fit_line(r) -> str:
-    """Whether the step fits one device's memory, and if not by how much and what would hold it."""
+def fit_line(r, command: str | None = None) -> str:
+    """Whether the step fits one device's memory, and if not by how much and what would hold it; ``command``:
+    the ``costmodel fit`` command to name (else one made of the model, the device and ``--inference``)."""
     mem, hw = r["memory"], r.get("time", {}).get("hardware", "the device")
     by = mem["fits_by"]
     need = r["memory_bytes"][by]
@@ -193,11 +221,15 @@ def fit_line(r) -> str:
         line += f"; ZeRO-3 over {units.devices(n)} would hold the states beside this micro-batch's activations"
     elif n == 0:
         line += "; the activations of this micro-batch alone overflow a device (recompute, TP/SP or a smaller batch)"
-    return line + f"; 'costmodel fit {r['model']} --hardware {hw}' names the smallest change that fits"
+    if command is None:
+        inference = " --inference" if "kv_cache" in r["memory_bytes"] else ""
+        command = shlex.join(["costmodel", "fit", r["model"], "--hardware", hw]) + inference
+    return line + f"; '{command}' names the smallest change that fits"
 
 
-def memory_lines(r) -> list[str]:
-    """The memory part of the text report: one line per component, each naming its convention (wrapped)."""
+def memory_lines(r, fit_command: str | None = None) -> list[str]:
+    """The memory part of the text report: one line per component, each naming its convention (wrapped);
+    ``fit_command``: what a step that does not fit names (:func:`fit_line`)."""
     m, conv = r["memory_bytes"], r["memory"]["conventions"]
     inference = "kv_cache" in m
     title = "inference memory" if inference else "training memory"
@@ -223,7 +255,7 @@ def memory_lines(r) -> list[str]:
         )
     mem = r["memory"]
     if "capacity_bytes" in mem:
-        lines.append(fit_line(r))
+        lines.append(fit_line(r, fit_command))
     if "serving" in mem:  # the one rule of how many sequences fit: fit --inference's and roofline --decode's
         sv, hw = mem["serving"], r.get("time", {}).get("hardware", "the device")
         b = r["config"]["B"]

@@ -72,16 +72,34 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  {k:<12} {nbytes(v)}")
         change = r.get("to_fit")
         if change:
+            devices, need = change["devices"], change["devices_for_states"]
+            if need > devices:
+                held = (
+                    f"{units.devices(devices)} together ({devices * r['memory'] / 1e9:,.2f} GB)"
+                    if devices > 1
+                    else f"one device ({r['memory'] / 1e9:,.2f} GB)"
+                )
+                print(
+                    f"the model states (params, grads, optimizer: {change['states_bytes'] / 1e9:,.2f} GB) exceed "
+                    f"the memory of {held}:\n  no layout of {units.devices(devices)} holds them; it takes at "
+                    f"least {units.devices(need)}"
+                )
+            tp_devices = change["tp_devices"]
             ways = [
                 f"--recompute {change['recompute']}" if change["recompute"] else None,
-                f"{units.devices(change['zero3_devices'])} with --zero 3 (--dp)" if change["zero3_devices"] else None,
-                f"--tp {change['tp']} --megatron-sp" if change["tp"] else None,
+                f"--zero 3 --dp {change['zero3_dp']} ({units.devices(change['zero3_devices'])})"
+                if change["zero3_devices"]
+                else None,
+                f"--tp {change['tp']} --megatron-sp"
+                + (f" ({units.devices(tp_devices)}: the layout's × tp {change['tp']})" if tp_devices != devices else "")
+                if change["tp"]
+                else None,
             ]
             ways = [w for w in ways if w]
             print(
-                "smallest change that fits one sequence per device: "
+                "smallest change that fits one sequence per device:\n  "
                 + (
-                    "; or ".join(ways)
+                    "\n  or ".join(ways)
                     if ways
                     else "none of --recompute, --zero 3 over more devices, --tp up to 8 alone"
                 )

@@ -87,10 +87,13 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
     """The smallest change of a training step that does not fit ``memory`` at one sequence per device, each
     alone: ``recompute`` (``"selective"`` or ``"full"``, the first that fits), ``zero3_devices`` (the fewest
     data-parallel devices whose ZeRO-3 shards of the states fit beside the activations: estimated from the
-    states and activations at one device, then checked and raised until it fits) and ``tp`` (2, 4 or 8 with
-    Megatron sequence parallelism, the first that fits); ``None`` where none does."""
+    states and activations at one device, then checked and raised until it fits; ``zero3_dp`` its dp) and ``tp`` (2, 4 or 8 with
+    Megatron sequence parallelism, the first that fits); ``None`` where none does. ``devices``: the layout's
+    devices; ``tp_devices``: the devices the ``tp`` change uses (the layout's dp × pp × sp × the new tp);
+    ``states_bytes``: the whole model's params, grads and optimizer states; ``devices_for_states``: the fewest
+    devices whose memory together holds them (⌈states / memory⌉: fewer hold them in no layout)."""
     one = opts.replace(micro_batch=1)
-    out: dict[str, object] = {"recompute": None, "zero3_devices": None, "tp": None}
+    out: dict[str, object] = {"recompute": None, "zero3_devices": None, "zero3_dp": None, "tp": None}
     for r in ("selective", "full"):
         if RECOMPUTE_ORDER[r] > RECOMPUTE_ORDER[opts.recompute] and _fits_with(
             m, one.replace(recompute=r), values, memory, by
@@ -110,21 +113,36 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
     room = memory - (need - states)
     if room > 0:
         layout = opts.layout
-        n = max(2, -(-num["memory.states_unsharded_bytes"] // room))
+        # the dp whose ZeRO-3 shards fit: the unsharded states over the room, counted in the whole dp (a layout
+        # of dp 8 that needs dp 20 takes dp 20, not 8 × 20)
+        n = max(2, layout.dp + 1, -(-num["memory.states_unsharded_bytes"] // room))
         for k in range(n, n + 4):  # the estimate leaves out rounding and the bytes ZeRO-3 shards unevenly
             if _fits_with(
                 m,
-                one.replace(dp=k * layout.dp, zero=3, ep=layout.ep if k * layout.dp % layout.ep == 0 else 1),
+                one.replace(dp=k, zero=3, ep=layout.ep if k % layout.ep == 0 else 1),
                 values,
                 memory,
                 by,
             ):
-                out["zero3_devices"] = k * layout.devices
+                out["zero3_devices"], out["zero3_dp"] = k * layout.devices // layout.dp, k
                 break
     for t in (2, 4, 8):
         if t > opts.layout.tp and _fits_with(m, one.replace(tp=t, megatron_sp=True), values, memory, by):
             out["tp"] = t
             break
+    # what each change costs in devices: --tp on top of the layout's dp multiplies them (dp 8 × tp 2 = 16)
+    out["devices"] = opts.layout.devices
+    out["tp_devices"] = None if out["tp"] is None else one.replace(tp=out["tp"]).layout.devices
+    # whether the layout's devices can hold the states at all: their memory together against the whole model's
+    # params + grads + optimizer (at tp = pp = 1 the unsharded states of one device are the model's; else the
+    # model's are those of a one-device layout). Fewer than ⌈states / memory⌉ devices hold them in no layout.
+    whole = num["memory.states_unsharded_bytes"]
+    layout = opts.layout
+    if layout.tp * layout.pp * layout.sp * layout.ep != 1:
+        alone = one.replace(dp=1, tp=1, pp=1, sp=1, ep=1, zero=0, megatron_sp=False, stage_layers=None)
+        whole = quantities(m, alone).evaluate(v)["memory.states_unsharded_bytes"]
+    out["states_bytes"] = int(whole)
+    out["devices_for_states"] = -(-int(whole) // memory)
     return out
 
 

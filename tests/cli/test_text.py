@@ -120,3 +120,28 @@ def test_one_of_anything_is_singular(capsys):
 def test_other_texts_fit_100_columns(argv, capsys):
     assert main(list(argv)) == 0
     assert [line for line in capsys.readouterr().out.splitlines() if len(line) > 100] == []
+
+
+def test_does_not_fit_hint_names_the_flags_it_came_from(capsys):
+    """Issue 30 item 10: the hint printed a bare ``costmodel fit MODEL --hardware HW``; run as printed it did a
+    training fit of another step. The command it names carries the step's flags, and running it as printed
+    answers the same (inference) question: llama3-70b's bf16 weights alone, 70,553,706,496 × 2 B = 141.1 GB,
+    overflow an 80 GB h100-sxm at tp 1."""
+    argv = [
+        "estimate",
+        "llama3-70b",
+        "--inference",
+        "--context=8k",
+        "--batch",
+        "2",
+        "--hardware",
+        "h100-sxm",
+        "--flash",
+    ]
+    assert main([*argv, "--devices", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the wrapped lines joined
+    command = re.search(r"DOES NOT FIT .*?'(costmodel fit [^']*)' names the smallest change", out).group(1)
+    assert command == "costmodel fit llama3-70b --hardware h100-sxm --inference --context=8k --batch 2 --flash"
+    assert main(command.split()[1:]) == 0
+    fit = capsys.readouterr().out
+    assert "engine: vllm" in fit.splitlines()[0]  # an inference fit (the serving engine's KV pool), not training

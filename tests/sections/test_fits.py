@@ -169,6 +169,35 @@ def test_fit_names_the_smallest_change():
     assert any(change.values())
 
 
+def test_fit_counts_the_devices_of_each_change_and_says_when_none_holds_the_states(capsys):
+    """Issue 30 item 11: ``fit llama3-70b --zero 3 --dp 8`` named "--tp 2" on top of dp 8 (16 devices, unsaid),
+    "160 devices with --zero 3" (dp 8 × the 20 it needs), and never said that the states cannot fit 8 devices.
+
+    States: mixed-precision Adam holds 2 (bf16 weights) + 2 (grads) + 12 (fp32 master, m, v) = 16 bytes per
+    parameter: 16 × 70,553,706,496 = 1,128,859,303,936 B > 8 × 80e9 = 640e9; ⌈1,128.86 / 80⌉ = 15 devices."""
+    from costmodel.cli import main
+
+    opts = dict(zero=3, dp=8, flash=True, recompute="full")
+    r = costmodel.fit("llama3-70b", hardware="h100-sxm", options=O(**opts))
+    assert not r["fits"]
+    change = r["to_fit"]
+    assert change["states_bytes"] == 16 * 70_553_706_496 == 1_128_859_303_936
+    assert change["devices"] == 8 and change["devices_for_states"] == 15
+    assert change["tp"] == 2 and change["tp_devices"] == 16  # dp 8 × tp 2
+    assert change["zero3_dp"] == change["zero3_devices"] == 20  # not 8 × 20 = 160
+
+    def fits(dp):  # the estimate of the named change fits, one device fewer does not
+        o = O(**{**opts, "dp": dp}, batch=dp, hardware="h100-sxm")
+        return costmodel.estimate("llama3-70b", options=o)["memory"]["fits"]
+
+    assert fits(20) and not fits(19)
+    argv = ["fit", "llama3-70b", "--hardware", "h100-sxm", "--zero", "3", "--dp", "8", "--flash", "--recompute", "full"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "no layout of 8 devices holds them; it takes at least 15 devices" in out
+    assert "--zero 3 --dp 20 (20 devices)" in out and "--tp 2 --megatron-sp (16 devices" in out
+
+
 def test_attention_choice_and_flash_synonym():
     assert O(flash=True).attention == "flash" and O(attention="sdpa").flash is True
     assert O().attention == "unfused" and O(attention="flash").flash is True
