@@ -61,11 +61,11 @@ class Factory:
         except (TypeError, ValueError):
             params = ()
         self.takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-        self.accepts = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        self.accepts = {p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY}
         self.required = {
             p.name
             for p in params
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.default is inspect.Parameter.empty
+            if (p.kind is p.POSITIONAL_OR_KEYWORD or p.kind is p.KEYWORD_ONLY) and p.default is inspect.Parameter.empty
         }
 
     def check_names(self, names: set[str]) -> None:
