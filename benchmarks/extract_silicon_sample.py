@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
+
+from costmodel.serving.measured import COLUMNS
 
 FILE = "aic-core/src/aiconfigurator_core/systems/silicon_sample.csv"
 MODELS = {
@@ -98,26 +101,11 @@ def main() -> None:
                 ),
             }
         },
-        "columns": [
-            "line",
-            "model",
-            "hardware",
-            "engine",
-            "engine_version",
-            "weights_dtype",
-            "tp",
-            "input_tokens",
-            "output_tokens",
-            "concurrency",
-            "ttft_ms",
-            "tpot_ms",
-        ],
+        "columns": list(COLUMNS),
         "rows": {"aic": rows(path)},
     }
     text = json.dumps(data, indent=1)
     # one row a line: the file stays readable and diffs stay small
-    import re
-
     text = re.sub(
         r"\[\n\s+(\d+),\n(.*?)\n\s+\]",
         lambda m: "[" + " ".join((m.group(1) + ",\n" + m.group(2)).split()) + "]",

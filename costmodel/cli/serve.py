@@ -143,16 +143,21 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def engine_overrides(texts: list[str]) -> tuple[tuple[str, str], ...]:
+    """``--engine-set FIELD=VALUE`` flags as (field, value) pairs; the profile checks the field and its value."""
     overrides = []
-    for text in args.engine_set:
+    for text in texts:
         name, eq, value = text.partition("=")
         if not eq or not name.strip():
             raise costmodel.CostModelError(f"--engine-set: expected FIELD=VALUE, received {text!r}")
         overrides.append((name.strip(), value.strip()))
+    return tuple(overrides)
+
+
+def run(args: argparse.Namespace) -> int:
     spec = costmodel.Serve(
         engine=args.engine,
-        engine_set=tuple(overrides),
+        engine_set=engine_overrides(args.engine_set),
         engine_file=args.engine_file,
         replicas=args.replicas,
         rate=args.rate,

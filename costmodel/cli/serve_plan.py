@@ -16,7 +16,7 @@ import sys
 import costmodel
 
 from ._common import add_chunk_args, add_flag, add_model_args, chunking, options, settings
-from .serve import _count, _fraction
+from .serve import _count, _fraction, engine_overrides
 
 COLUMNS = (
     "rank",
@@ -105,15 +105,9 @@ def add(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    overrides = []
-    for text in args.engine_set:
-        name, eq, value = text.partition("=")
-        if not eq or not name.strip():
-            raise costmodel.CostModelError(f"--engine-set: expected FIELD=VALUE, received {text!r}")
-        overrides.append((name.strip(), value.strip()))
     spec = costmodel.Serve(
         engine=args.engine,
-        engine_set=tuple(overrides),
+        engine_set=engine_overrides(args.engine_set),
         engine_file=args.engine_file,
         input_len=args.input_len,
         output_len=args.output_len,
