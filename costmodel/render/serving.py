@@ -53,7 +53,8 @@ def lines(data: Mapping[str, object]) -> list[str]:
         replicas = layout["replicas"]
         how = (
             f"tp {layout['tp']}{', ep ' + str(layout['ep']) if layout['ep'] > 1 else ''}"
-            f"{', pp ' + str(layout['pp']) if layout.get('pp', 1) > 1 else ''}, "
+            f"{', pp ' + str(layout['pp']) if layout.get('pp', 1) > 1 else ''}"
+            f"{', attention-dp ' + str(layout['attention_dp']) if layout.get('attention_dp', 1) > 1 else ''}, "
             f"{replicas} replica{'s' if replicas > 1 else ''}"
         )
     out = [
