@@ -161,8 +161,24 @@ def _step(job_key: tuple, hardware: str, tp: int, ep: int):
     return replica_step(m, dev, o, prof, imbalance=job_key[3].expert_imbalance)
 
 
-@functools.lru_cache(maxsize=64)
 def _pool(job_key: tuple, hardware: str, tp: int, tokens: int):
+    """The KV pool of the layout, or the error that says it does not fit (kept: a layout that does not fit is
+    asked about once per max_num_seqs)."""
+    pool = _pool_or_error(job_key, hardware, tp, tokens)
+    if isinstance(pool, CostModelError):
+        raise pool
+    return pool
+
+
+@functools.lru_cache(maxsize=64)
+def _pool_or_error(job_key: tuple, hardware: str, tp: int, tokens: int):
+    try:
+        return _kv_pool(job_key, hardware, tp, tokens)
+    except CostModelError as exc:
+        return exc
+
+
+def _kv_pool(job_key: tuple, hardware: str, tp: int, tokens: int):
     m, dev, opts, prof = _run(job_key, hardware)
     values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
     p = dataclasses.replace(prof, max_num_batched_tokens=tokens)
