@@ -110,8 +110,10 @@ def _sends(m: Model, dev, opts: Options):
     layout = opts.layout
     hidden = int(m.values[d]) * DTYPE_BYTES[m.graph.graph.get("dtype", "bf16")]
     stride = strides(layout.tp, 1, 1)["pp"]
-    each = lambda tokens: collective_seconds("p2p", hidden * tokens, dev, dev.attained, layout.pp, stride)  # noqa: E731
-    return lambda tokens: (layout.pp - 1) * each(tokens)
+    # a send is latency + bytes / bandwidth: affine in the tokens, its two numbers evaluated once (a step calls it)
+    fixed = float(collective_seconds("p2p", 0, dev, dev.attained, layout.pp, stride))
+    per_token = float(collective_seconds("p2p", hidden, dev, dev.attained, layout.pp, stride)) - fixed
+    return lambda tokens: (layout.pp - 1) * (fixed + per_token * tokens)
 
 
 class _Speculative:
