@@ -35,6 +35,7 @@ import numpy as np
 from ..options import Options
 from ..sections.run import prepare
 from ..symbols import B, C, T
+from . import error_slices
 from .analytic import Shape, Solver
 from .measured import Run, runs
 from .measured import sources as sources_
@@ -45,11 +46,14 @@ from .profiles import Profile, profile
 #: The slice the factors are fitted on, and those held out (each reported on its own).
 FIT_SLICE = ("hardware", "h100-sxm")
 HELD_OUT = (("hardware", "h200"), ("hardware", "b200"))
-#: The fitted factors: (profile field, lower bound, upper bound).
+#: The fitted factors: (profile field, lower bound, upper bound). A collective runs no faster than the device
+#: table's attained bus bandwidth (what NCCL reaches on the link; an engine's small-message all-reduce is its own
+#: ``allreduce_latency_s``): the scale's lower bound is 1. Below it the fit traded collectives for compute on the
+#: tp > 1 prompts (vLLM's fitted 0.33 with a compute scale of 1.57), which held-out tp 1 runs pay for.
 PARAMS = (
     ("compute_time_scale", 0.5, 3.0),
     ("memory_time_scale", 0.5, 3.0),
-    ("communication_time_scale", 0.2, 5.0),
+    ("communication_time_scale", 1.0, 5.0),
     ("step_overhead_s", 0.0, 0.02),
     ("layer_overhead_s", 0.0, 0.0005),
     ("request_overhead_s", 0.0, 0.3),
@@ -362,6 +366,8 @@ def render(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> str:
         "Targets met on every held-out slice: "
         + ", ".join(f"{k} {'yes' if ok else 'no'}" for k, ok in met.items())
         + ".",
+        "",
+        *error_slices.render(rows, errors(rows, preds), _replica, FIT_SLICE),
         "",
         "## The runs furthest off (held out, by TTFT error)",
         "",
