@@ -408,9 +408,10 @@ LIMITS = """## What limits the prediction
 
 Read off the tables above (the numbers move with the data; the reading is of this commit's page):
 
-- **The fp8 runs of one collection are twice as fast as its bf16 runs.** vLLM 0.12.0's runs of pre-quantized FP8
-  checkpoints (Llama 3.1 8B FP8 on H200, held out; Qwen3 32B FP8 on H100, in the fit slice) are over-predicted by
-  about +90 % in TPOT and +150 % in TTFT, while the same collection's bf16 runs are within 10 %. Their measured
+- **The fp8 runs of one collection are twice as fast as its bf16 runs.** vLLM 0.12.0's fp8 runs (Llama 3.1 8B
+  FP8 on H200, held out; Qwen3 32B quantised to fp8 on H100, 3 runs of the fit slice; both on the source's grid
+  of 1000-8000 prompt and 100-2000 output tokens) are over-predicted by about +90 % in TPOT and +150 % in TTFT,
+  while the same version's bf16 runs are within 10 %. Their measured
   throughput needs up to 0.91 of the H200's dense fp8 peak in matmuls alone (the peak-share column); the step
   model, at the fit slice's vLLM kernel speed (its compute scale, fitted mostly on bf16 and on the 70B runs'
   fp8), cannot. These 21 runs make most of vLLM's held-out H200 error; its 60 runs of Llama 3.1 70B on H200
