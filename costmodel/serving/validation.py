@@ -14,9 +14,10 @@ cannot know — each kernel's compute and memory time scaled against the device 
 collectives' time scaled, a fixed time per step (scheduler, sampler), per layer on a step launched eagerly, per
 request (API server, tokenizer, first chunk of the stream), and the share of the other users' prompts a new request
 waits behind (:meth:`~costmodel.serving.analytic.Solver.closed_loop`'s ``queue_share``). The fit is a deterministic
-Levenberg–Marquardt on the log-ratios of predicted to measured TTFT and TPOT, with box bounds, from the profile's
-documented defaults; a step's time is linear in the scales and overheads when what binds each kernel does not
-change, which the fit takes as its model (the page's numbers are from the real step, refitted nothing).
+Levenberg–Marquardt on the log-ratios of predicted to measured TTFT and TPOT (robust: :func:`soft_l1`), with box
+bounds (:data:`PARAMS`), from the profile's documented defaults; a step's time is linear in the scales and
+overheads when what binds each kernel does not change, which the fit takes as its model (the page's numbers are
+from the real step, refitted nothing).
 """
 
 from __future__ import annotations
@@ -347,7 +348,8 @@ def render(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> str:
         "Each run is predicted by the analytic closed loop of `costmodel.serve` (the step it derives, the KV blocks "
         "the engine allocates, the engine profile's factors; runs with fp8 weights keep an fp8 KV cache). The "
         f"factors of each engine were fitted on the **{FIT_SLICE[1]}** runs only (`python -m "
-        "costmodel.serving.validation --fit`, a deterministic Levenberg–Marquardt on the log-ratios of TTFT and TPOT) "
+        "costmodel.serving.validation --fit`, a deterministic Levenberg–Marquardt on the log-ratios of TTFT and TPOT, "
+        "robust (soft-L1), the collectives' time scale at least 1) "
         "and stored in `costmodel/serving/data/engines.json` with `calibrated_for`; the other devices are held out.",
         "",
         "## Fitted factors",
@@ -435,8 +437,8 @@ Read off the tables above (the numbers move with the data; the reading is of thi
 - **The fit** is robust (soft-L1 on the log-ratios, scale 0.2: the source's TTFT has heavy tails at equal
   settings) and bounds the collectives' time scale below by 1 (no faster than the device table's attained bus
   bandwidth; unbounded, vLLM's went to 0.33 and traded collectives for compute on tp > 1 prompts). Both were
-  chosen for what they mean, then checked on the held-out slices (TTFT 83.5 -> 78.9 % on H200, 55.9 -> 46.7 % on
-  B200; TPOT, E2E and the largest tokens/s within about 1 point of before).
+  chosen for what they mean, then checked on the held-out slices (when introduced: TTFT 83.5 -> 78.9 % on H200,
+  55.9 -> 46.7 % on B200; TPOT, E2E and the largest tokens/s within about 1 point of before).
 - **The KV cache's format and the engines' memory use** are not in the source; fp8 weights are taken to come with
   an fp8 KV cache (runs at concurrencies a bf16 cache could not hold measure no queue).
 """
