@@ -418,7 +418,7 @@ Read off the tables above (the numbers move with the data; the reading is of thi
   model, at the fit slice's vLLM kernel speed (its compute scale, fitted mostly on bf16 and on the 70B runs'
   fp8), cannot. These 21 runs make most of vLLM's held-out H200 error; its 60 runs of Llama 3.1 70B on H200
   are within about 19 % (TTFT) and 8 % (TPOT, E2E).
-- **SGLang 0.5.6's decode on H200 is a flat ~30 ms a step** whatever the tp (1 to 8) and the concurrency (16 to
+- **SGLang 0.5.6's decode on H200 is a flat ~30 ms a step** whatever the tp (1 to 8) and the concurrency (20 to
   512): a fixed cost of the run's set-up that the fit slice (SGLang 0.5.1 and 0.5.8 on H100, Qwen3 32B) does not
   have. TPOT is under-predicted by about half, and the per-request overhead fitted on H100 (about 0.23 s, with
   the waves of a synchronised closed loop, `prefill_queue_share` at its bound 0.5) over-predicts TTFT.
