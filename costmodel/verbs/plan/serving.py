@@ -386,8 +386,9 @@ def serve_plan(
         for t in tps:
             for e, a in _expert_layouts(t, experts, ep, dps_given, node, m.name):
                 eps_used.add(e)
-                # pipelines across nodes, tensors inside (vLLM's advice) unless pp is given: then every tp
-                stages = [q for q in pps if q == 1 or (a == 1 and (pp_given or t == node))]
+                # pipelines across nodes, tensors inside (vLLM's advice): pp > 1 at the largest tp (a node's) unless
+                # pp is given, then at every tp
+                stages = [q for q in pps if q == 1 or (a == 1 and (pp_given or t == tps[-1]))]
                 for q in stages:
                     layouts += [("replica", hw, t, e, b, s_, q, a) for b in tokens for s_ in seqs]
                 if disaggregate and a == 1:
