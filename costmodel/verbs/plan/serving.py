@@ -381,14 +381,15 @@ def serve_plan(
         m, dev, _, prof = _run(job_key, hw)
         node = int(dev.efficiency.node_size)
         tps = _values("tp", tp, tuple(1 << i for i in range(node.bit_length()) if 1 << i <= node))
+        full = 1 << (node.bit_length() - 1)
         experts = routed_experts(m.values)
         plan_tp[hw] = tps
         for t in tps:
             for e, a in _expert_layouts(t, experts, ep, dps_given, node, m.name):
                 eps_used.add(e)
-                # pipelines across nodes, tensors inside (vLLM's advice): pp > 1 at the largest tp (a node's) unless
-                # pp is given, then at every tp
-                stages = [q for q in pps if q == 1 or (a == 1 and (pp_given or t == tps[-1]))]
+                # pipelines across nodes, tensors inside (vLLM's advice): pp > 1 at a node's tp (the largest power
+                # of two in it) unless pp is given, then at every tp
+                stages = [q for q in pps if q == 1 or (a == 1 and (pp_given or t == full))]
                 for q in stages:
                     layouts += [("replica", hw, t, e, b, s_, q, a) for b in tokens for s_ in seqs]
                 if disaggregate and a == 1:
