@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections import Counter
 from collections.abc import Mapping
@@ -27,6 +28,7 @@ from ..options import Layout, Options
 from ..options.policies import ATTENTION_ABOUT, precision
 from ..symbols import B
 from .activations import activations
+from .loop import training_loop
 from .parallel import (
     activation_shares,
     communication,
@@ -35,8 +37,12 @@ from .parallel import (
     layout_in_flight,
     split_share,
     stages,
+    weight_share,
 )
 from .peak import peak
+
+#: The categories of ``memory_bytes.peak_breakdown``, as MemTracker's PARAM, GRAD, OPT, ACT and TEMP.
+PEAK_PARTS = ("params", "grads", "optimizer", "activations", "temporaries")
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
@@ -173,8 +179,15 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     def put(expr: sympy.Expr) -> sympy.Expr:
         return whole(sympy.sympify(expr).xreplace(final))
 
+    autocast = precision(options.precision).copy_of == "matrices"
     acts = activations(
-        H, options.recompute, counting, fraction=options.recompute_fraction, norm_stats=options.norm_stats
+        H,
+        options.recompute,
+        counting,
+        fraction=options.recompute_fraction,
+        norm_stats=options.norm_stats,
+        implementation=options.implementation,
+        autocast=autocast,
     )
     names = stages(layout.pp)
     per_stage = {}
@@ -226,13 +239,28 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
     if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
-        states_sum = sympy.Add(*(nums[k] for k in STATE_KEYS))
-        p = peak(H, options.recompute, states_sum, counting, options.norm_stats, acts, every_point=every_point)
+        loop = training_loop(H, options, weight_share(H, layout, "first"))
+        if layout.zero >= 1:  # the step runs on each device's shard of the states
+            loop = dataclasses.replace(loop, step=loop.step / layout.dp)
+        constant = {k: nums[k] for k in STATE_KEYS if k != "grads" or options.grads_kept}
+        p = peak(
+            H,
+            options.recompute,
+            sympy.Add(*constant.values()),
+            counting,
+            options.norm_stats,
+            acts,
+            every_point=every_point,
+            loop=loop,
+            implementation=options.implementation,
+            autocast=autocast,
+        )
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
         q.choices["memory.peak_at"] = (cands, p.labels)
         q.label_ties.add("memory.peak_at")
+        _breakdown(q, p, constant, put, on_device, final)
     else:
         q.info["memory_bytes.peak"] = None
         q.info["memory.peak_at"] = (
@@ -252,6 +280,17 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     q.info.update(_conventions(options, layout, attention_text(G, H)))
     q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
     return q
+
+
+def _breakdown(q: Quantities, p, constant: dict, put, *maps) -> None:
+    """``memory_bytes.peak_breakdown.*``: the categories at the peak (the states, and the walk's activations,
+    gradients and temporaries at the point that is the peak; of equal points the one ``memory.peak_at`` names)."""
+    tops = sorted(p.top, key=lambda i: p.labels[i], reverse=True)  # fullest() takes the first of equal totals
+    totals = _substituted(tuple(p.candidates[i] for i in tops), *maps)
+    for k in PEAK_PARTS:
+        walk = [p.parts[p.top.index(i)].get(k, Zero) for i in tops] if k in p.parts[0] else None
+        value = fullest(list(totals), list(_substituted(tuple(walk), *maps))) if walk else Zero
+        q.add(f"memory_bytes.peak_breakdown.{k}", put(constant.get(k, Zero)) + value)
 
 
 def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, object]:
