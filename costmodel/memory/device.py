@@ -193,6 +193,8 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     per_stage = {}
     for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
+        if options.implementation == "transformers" and autocast:  # the casts are activations of the walk
+            states = {**states, "params": states["params"] - states.get("compute_copy", Zero)}
         flight = layout_in_flight(layout, m, stage, H)
         shares = activation_shares(H, acts.tensors, layout, stage, flight)
         act = sympy.Add(*(k.bytes * shares[key] for key, k in acts.tensors.items()))

@@ -51,6 +51,7 @@ from ..graph.pattern import elements
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
 from .activations import Activations, Kept, activations, is_view, storage, storage_bytes
+from .implementation import loss_workspace
 from .loop import Loop
 
 
@@ -327,6 +328,10 @@ def peak(
     alloc_full = alloc_kept if full is kept else _ledger(full, iters, structure(G).block_of)
     skip = {k.node for k in kept.values()}
     transient = {n: _operand_bytes(G, n, skip) for n in ops}
+    for n in ops:
+        more = loss_workspace(G, n, implementation)
+        if more != 0:
+            transient[n] = (transient[n][0], sympy.expand(transient[n][1] + more))
 
     loop = loop or Loop()
     grad_at = {n: _per_iteration(b, iters[structure(G).block_of.get(n)]) for n, b in loop.grads.items()}
