@@ -212,7 +212,7 @@ def lecture() -> str:
     c_lecture = 6 * LECTURE["gpt3_params"] * D
     c_6nd, c_full = r["flops"]["six_nd"], r["flops"]["training_total"]
     per_param = bytes_per_param("bf16-mixed", "adamw")
-    b16, b12 = sum(per_param.values()), sum(bytes_per_param("bf16-pure", "adamw").values())
+    b16, b12 = sum(per_param.values()), sum(bytes_per_param("bf16-pure-fp32-moments", "adamw").values())
     b18 = sum(bytes_per_param("bf16-mixed-fp32-grads", "adamw").values())
     p7 = LECTURE["llama_params"]
     ridge = Fraction(LECTURE["peak_flops"], LECTURE["bandwidth"])
@@ -246,7 +246,7 @@ def lecture() -> str:
             "bytes per parameter, bf16 + AdamW",
             "16 (table: 2 + 2 + 4 + 4)",
             f"{b16} = " + " + ".join(f"{v} {k}" for k, v in per_param.items()),
-            f"the table's sum is {b12} (`bf16-pure`): it omits the fp32 master weights",
+            f"the table's sum is {b12} (`bf16-pure-fp32-moments`): it omits the fp32 master weights",
         ],
         [
             "... with fp32 master weights",
