@@ -25,7 +25,7 @@ from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
 from ..options import Layout, Options
-from ..options.policies import ATTENTION_ABOUT, precision
+from ..options.policies import ATTENTION_ABOUT, optimizer, precision
 from ..symbols import B
 from .activations import activations
 from .loop import training_loop
@@ -263,6 +263,10 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
         q.choices["memory.peak_at"] = (cands, p.labels)
         q.label_ties.add("memory.peak_at")
         _breakdown(q, p, constant, put, on_device, final)
+        # the phase of the peak (of equal points the same one: the phases' names sort as the labels do)
+        q.choices["memory.peak_phase"] = (tuple(cands[i] for i in p.top), tuple(phase(p.labels[i]) for i in p.top))
+        q.label_ties.add("memory.peak_phase")
+        q.info["memory.peak_iteration"] = "a steady-state step (the second: the optimizer's states exist)"
     else:
         q.info["memory_bytes.peak"] = None
         q.info["memory.peak_at"] = (
@@ -281,7 +285,14 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
         q.info["memory.layout.stage"] = "all"
     q.info.update(_conventions(options, layout, attention_text(G, H)))
     q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
+    q.info["memory.conventions.loop"] = _loop_text(options)
+    q.info["memory.implementation"] = options.implementation
     return q
+
+
+def phase(label: str) -> str:
+    """The phase of a point of the walk: ``forward``, ``backward``, ``end of backward`` or ``optimizer step``."""
+    return label if label in ("end of backward", "optimizer step", "nothing") else label.split(" of ")[0]
 
 
 def _breakdown(q: Quantities, p, constant: dict, put, *maps) -> None:
@@ -293,6 +304,22 @@ def _breakdown(q: Quantities, p, constant: dict, put, *maps) -> None:
         walk = [p.parts[p.top.index(i)].get(k, Zero) for i in tops] if k in p.parts[0] else None
         value = fullest(list(totals), list(_substituted(tuple(walk), *maps))) if walk else Zero
         q.add(f"memory_bytes.peak_breakdown.{k}", put(constant.get(k, Zero)) + value)
+
+
+def _states_dtype(opt: str, dtype: str) -> str:
+    """The dtype an optimizer's states are kept in, in words: the policy's, or 8-bit block-wise."""
+    o = optimizer(opt)
+    return f"int8 with an fp32 absmax per {o.block}" if o.quantized and not o.states else dtype
+
+
+def _loop_text(options: Options) -> str:
+    """How the training loop holds gradients and steps (``memory.conventions.loop``)."""
+    grads = (
+        "gradients resident through the step (a buffer, accumulation or set_to_none=False)"
+        if options.grads_kept
+        else "gradients born at each weight's backward (zero_grad(set_to_none=True)), all alive at the step"
+    )
+    return f"{options.implementation} implementation; {grads}; optimizer step: torch's {options.optimizer_impl} path"
 
 
 def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, object]:
@@ -311,7 +338,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
                 f"{p.weights} weights"
                 + (
                     f" + a cached {p.compute_copy} copy" + (" of each matmul weight" if p.copy_of == "matrices" else "")
-                    if p.compute_copy
+                    if p.compute_copy and not (options.implementation == "transformers" and p.copy_of == "matrices")
                     else ""
                 )
                 + "; "
@@ -321,7 +348,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
         ),
         "memory.conventions.grads": f"{p.grads} gradients of trainable weights (frozen: none)"
         + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),
-        "memory.conventions.optimizer": f"{options.optimizer} states in {p.states}"
+        "memory.conventions.optimizer": f"{options.optimizer} states in {_states_dtype(options.optimizer, p.states)}"
         + (f" + {p.master} master weights" if p.master else "")
         + " (torch's 4-byte step counters per tensor not counted)"
         + (f"; sharded over dp by ZeRO-{z}" if z >= 1 else ""),
