@@ -20,6 +20,9 @@ e = the elements of the op's output, s = the graph's activation bytes (2 in bf16
 * **RoPE**: ``cos`` and ``sin`` (T × d_head each, in the hidden states' dtype: fp32 under autocast), made once
   and kept by every layer's multiplies.
 * **GPT-2's gelu_new** as Python ops: ``0.5·x``, ``tanh(...)`` and ``1 + tanh(...)``: 3e more.
+* **Eager GQA**: ``repeat_kv`` copies k and v to every query head before the eager matmuls, which keep the
+  copies: ``(r − 1)·e_k`` more for each of the two, r the query heads per KV head (the axes of the matmul's
+  first operand and output that its second lacks, the rows aside).
 * **GPT-2 under SDPA**: the key is a view of the fused q‖k‖v output, which stays whole: 2·e_k more per layer.
 * **The loss** (:func:`loss_workspace`): transformers upcasts the logits to fp32, so the loss backward holds
   the fp32 gradients of the log-probabilities and of the logits: 8·B·T·V bytes, (4 − s)·B·T·V more.
@@ -83,6 +86,11 @@ def implementation_tensors(G: nx.DiGraph, tensors: dict, implementation: str, au
                 out[(name, "cos_sin", 1)] = _kept(name, "cos_sin", 2 * op.size["t"] * k * size, 1, (name,), "rope")
         elif kind == "elementwise" and op.attr("fn") == "gelu" and gpt2:
             extra = 3 * _out(op) * s
+        elif kind == "contraction" and not _sdpa(G):
+            a, b = op.parsed.inputs[0], op.parsed.inputs[1]
+            repeat = sympy.Mul(*(op.size[x] for x in a[:-2] if x in op.parsed.output and x not in b))
+            if repeat != 1:
+                extra = (repeat - 1) * elements(b, op.size) * s
         elif kind == "matmul" and weight_use(op) in ("dense", "routed"):
             if autocast:
                 w = op.parsed.inputs[weight_operand(op)]

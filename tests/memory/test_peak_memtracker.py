@@ -4,8 +4,6 @@ of ``peak_grid.py`` (the whole grid: ``scripts/memtracker_table.py``, docs/memor
 
 What is left, and why (bytes of the small configs; each below 5 %):
 
-* eager attention with GQA (LLaMA, Qwen3: 4 heads, 2 KV heads): transformers' ``repeat_kv`` copies k and v to
-  every head for the eager matmuls; not a rule yet: the engine is 30,616 bytes low (0.7 %);
 * the for-loop AdamW step: the previous tensor's denominator, still bound while the next is made (GPT-2's
   wte before wpe here: 131,072 bytes, 1.5 %);
 * Qwen3 under full recompute: MemTracker's peak is in the second forward, the engine's in the backward of the
