@@ -310,6 +310,33 @@ def memory_policies() -> str:
     return policy_table()
 
 
+def memtracker() -> str:
+    """The training peak against torch's MemTracker, per setting, from ``tests/data/memtracker.json``
+    (``scripts/memtracker_table.py`` writes it; ``tests/memory/test_peak_memtracker.py`` checks its rows)."""
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "memtracker.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    out = [
+        "| model | setting | MemTracker (bytes) | its phase | fused: error, at | transformers: error, at |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    errors: dict[str, list[float]] = {"fused": [], "transformers": []}
+    for r in rows:
+        setting = ", ".join(f"{k} {v}" for k, v in r["setting"].items()) or "base"
+        cells = []
+        for impl in ("fused", "transformers"):
+            e = r[impl]["peak"] / r["measured"] - 1
+            errors[impl].append(abs(e))
+            cells.append(f"{e:+.2%}, {r[impl]['at']}")
+        out.append(f"| {r['family']} | {setting} | {r['measured']:,} | {r['phase']} | {' | '.join(cells)} |")
+    summary = [
+        f"- `--implementation {impl}`: mean |error| {sum(v) / len(v):.2%}, max {max(v):.2%} over {len(v)} settings"
+        for impl, v in errors.items()
+    ]
+    return "\n".join([*summary, "", *out])
+
+
 def korthikanti() -> str:
     """One GPT-3 layer's saved bytes (bf16, dropout on) under each choice, as the engine derives them."""
     from costmodel.graph.passes import flash_attention
@@ -514,6 +541,7 @@ BLOCKS = {
     "activations": activations,
     "memory-policies": memory_policies,
     "korthikanti": korthikanti,
+    "memtracker": memtracker,
     "encoder-decoder": encoder_decoder,
     "options": options_table,
     "engines": engines_table,

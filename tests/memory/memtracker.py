@@ -55,46 +55,33 @@ class Setting:
         return replace(self, **changes)
 
 
+#: The small configs: LLaMA (GQA: 4 heads, 2 KV heads), Qwen3 (the same with q/k norms and a tied unembedding),
+#: GPT-2 (4096 positions: a large learned table, so that its step can be the peak).
+_DECODER = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=160,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=4096,
+)
+CONFIGS = {
+    "llama": (transformers.LlamaConfig, _DECODER),
+    "qwen3": (transformers.Qwen3Config, {**_DECODER, "head_dim": 16, "tie_word_embeddings": True}),
+    "gpt2": (
+        transformers.GPT2Config,
+        dict(vocab_size=512, n_positions=4096, n_embd=64, n_layer=2, n_head=4, bos_token_id=1, eos_token_id=2)
+        | dict(resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+    ),
+}
+
+
 def config(family: str, **sizes) -> transformers.PretrainedConfig:
     """A small config of ``family`` (``llama``, ``qwen3``, ``gpt2``), sizes overridable (``hidden_size=...``)."""
-    if family == "llama":
-        base = dict(
-            vocab_size=512,
-            hidden_size=64,
-            intermediate_size=160,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=4096,
-        )
-        return transformers.LlamaConfig(**{**base, **sizes})
-    if family == "qwen3":
-        base = dict(
-            vocab_size=512,
-            hidden_size=64,
-            intermediate_size=160,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-            max_position_embeddings=4096,
-            tie_word_embeddings=True,
-        )
-        return transformers.Qwen3Config(**{**base, **sizes})
-    if family == "gpt2":
-        base = dict(
-            vocab_size=512,
-            n_positions=4096,
-            n_embd=64,
-            n_layer=2,
-            n_head=4,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
-            bos_token_id=1,
-            eos_token_id=2,
-        )
-        return transformers.GPT2Config(**{**base, **sizes})
+    if family in CONFIGS:
+        cls, base = CONFIGS[family]
+        return cls(**{**base, **sizes})
     raise ValueError(f"family: expected llama, qwen3 or gpt2, received {family!r}")
 
 

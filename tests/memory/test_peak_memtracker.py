@@ -12,6 +12,9 @@ What is left, and why (bytes of the small configs; each below 5 %):
 * a few hundred bytes: torch's 4-byte ``step`` counters per tensor, and MemTracker's int64 label copies.
 """
 
+import json
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("torch")
@@ -19,6 +22,9 @@ pytest.importorskip("transformers")
 
 from tests.memory.memtracker import Setting, config, measure
 from tests.memory.peak_grid import GRID, engine, phase
+
+#: docs/memory.md's table (scripts/memtracker_table.py): checked here row by row where CI measures again
+TABLE = json.loads((Path(__file__).parents[1] / "data" / "memtracker.json").read_text(encoding="utf-8"))["rows"]
 
 # a part of the grid (the rest in scripts/memtracker_table.py): each family at the base, pure bf16, eager,
 # each optimizer path, checkpointing, accumulation; seconds in all
@@ -38,6 +44,12 @@ def test_peak_within_2_percent_of_memtracker(family, changes):
     peak, at, parts = engine(cfg, s)
     assert abs(peak / measured["peak"] - 1) < 0.02, (peak, measured)
     assert phase(at) == measured["phase"][1], (at, measured["phase"])
+    row = next(r for r in TABLE if r["family"] == family and r["setting"] == changes)
+    assert (row["measured"], row["phase"], row["transformers"]) == (
+        measured["peak"],
+        phase(at),
+        {"peak": peak, "at": at},
+    )
     # the states at the peak, as MemTracker files them (its OPT counts torch's 4-byte step per tensor too)
     assert parts["params"] == measured["breakdown"]["PARAM"]
     left = 131_072 if s.optimizer_impl == "forloop" else 0  # the previous denominator (module notes)
