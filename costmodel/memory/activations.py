@@ -331,12 +331,21 @@ def activations(
         terms = []
         for block, count in st.blocks.items():
             for src, kept in _block_inputs(G, st, block).items():
+                if implementation == "transformers" and autocast and _residual(G, src):
+                    # transformers under autocast: the residual stream is fp32, and so the checkpointed input
+                    kept = dataclasses.replace(kept, saved=dataclasses.replace(kept.saved, dtype="fp32"))
                 tensors[(src, "block_input", count)] = kept
             terms += [
                 op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in st.members[block]
             ]
         flops = sympy.Add(*terms)
     return Activations(tensors, recompute, sympy.expand(flops))
+
+
+def _residual(G: nx.DiGraph, src: str) -> bool:
+    """Whether ``src`` is a residual-stream tensor under autocast (an fp32 op's output: not a matmul's)."""
+    op = G.nodes[src].get("op")
+    return op is not None and op.kind not in ("matmul", "contraction", "norm")
 
 
 def _partial(

@@ -16,7 +16,10 @@ e = the elements of the op's output, s = the graph's activation bytes (2 in bf16
   ``c_attn``: one cast.
 * **Weight casts** under autocast: each matmul keeps its weight's bf16 cast (a tied unembedding casts the table
   again) from its forward to its backward: activations of the walk, not states (``weight_cast``); under full
-  recompute those inside a layer are made again in its backward (only the unembedding's is kept).
+  recompute those inside a layer are made again in its backward (only the unembedding's is kept), but
+  autocast's cache holds every cast until the forward ends (the walk: :func:`costmodel.memory.peak.peak`).
+* **Checkpointed layer inputs** under autocast and full recompute: the residual stream is fp32, so is each
+  layer's kept input (:func:`costmodel.memory.activations.activations`).
 * **RoPE**: ``cos`` and ``sin`` (T × d_head each, in the hidden states' dtype: fp32 under autocast), made once
   and kept by every layer's multiplies.
 * **GPT-2's gelu_new** as Python ops: ``0.5·x``, ``tanh(...)`` and ``1 + tanh(...)``: 3e more.
@@ -24,8 +27,9 @@ e = the elements of the op's output, s = the graph's activation bytes (2 in bf16
   copies: ``(r − 1)·e_k`` more for each of the two, r the query heads per KV head (the axes of the matmul's
   first operand and output that its second lacks, the rows aside).
 * **GPT-2 under SDPA**: the key is a view of the fused q‖k‖v output, which stays whole: 2·e_k more per layer.
-* **The loss** (:func:`loss_workspace`): transformers upcasts the logits to fp32, so the loss backward holds
-  the fp32 gradients of the log-probabilities and of the logits: 8·B·T·V bytes, (4 − s)·B·T·V more.
+* **The loss** (:func:`loss_workspace`): transformers upcasts the logits to fp32, so its forward holds that
+  copy (4·B·T·V) beside the low-precision logits and the log-probabilities, and its backward the fp32 gradients
+  of the log-probabilities and of the logits: 8·B·T·V bytes, (4 − s)·B·T·V more than the rule's.
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ from ..graph.pattern import elements
 from ..graph.registry import weight_operand, weight_use
 from .activations import Kept
 
-#: The implementations (:data:`costmodel.options.policies.IMPLEMENTATIONS`).
-IMPLEMENTATIONS = ("fused", "transformers")
+#: The roles of the tensors these rules add: tensors of their own, beside the op's output (which they do not
+#: keep: the liveness walk still counts that output as the op's transient).
+ROLES = ("implementation", "weight_cast", "rope")
 
 
 def _kept(node: str, name: str, nbytes: sympy.Expr, count: sympy.Expr, savers: tuple[str, ...], role: str) -> Kept:
@@ -107,10 +112,13 @@ def _sdpa(G: nx.DiGraph) -> bool:
     return bool(G.graph.get("rewritten", {}).get("flash_attention"))
 
 
-def loss_workspace(G: nx.DiGraph, name: str, implementation: str) -> sympy.Expr:
-    """Bytes the loss backward of ``implementation`` holds beyond its rule's: transformers' fp32 logits."""
+def loss_workspace(G: nx.DiGraph, name: str, implementation: str) -> tuple[sympy.Expr, sympy.Expr]:
+    """(forward, backward) bytes the loss of ``implementation`` holds beyond its rule's transients: transformers'
+    fp32 copy of low-precision logits (``logits.float()``), beside the log-probabilities in forward, and the
+    fp32 gradients of log-probabilities and logits in backward (8·B·T·V, the rule's 6)."""
     op = G.nodes[name]["op"]
-    if implementation != "transformers" or op.kind != "loss":
-        return Zero
     s = dtype_bytes(op.dtype)
-    return (4 - s) * elements(op.parsed.inputs[0], op.size) if s < 4 else Zero
+    if implementation != "transformers" or op.kind != "loss" or s >= 4:
+        return Zero, Zero
+    logits = elements(op.parsed.inputs[0], op.size)
+    return 4 * logits, (4 - s) * logits

@@ -51,7 +51,7 @@ from ..graph.pattern import elements
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
 from .activations import Activations, Kept, activations, is_view, storage, storage_bytes
-from .implementation import loss_workspace
+from .implementation import ROLES, loss_workspace
 from .loop import Loop
 
 
@@ -326,12 +326,16 @@ def peak(
     )
     alloc_kept = _ledger(kept, iters, structure(G).block_of)
     alloc_full = alloc_kept if full is kept else _ledger(full, iters, structure(G).block_of)
-    skip = {k.node for k in kept.values()}
+    # autocast's cache holds every weight cast until the forward ends (torch.autocast's exit clears it): a cast
+    # recomputed in backward (not kept) is still alive through the rest of the forward
+    cached = {k: t for k, t in full.items() if t.saved.role == "weight_cast" and k not in kept}
+    alloc_fwd = _ledger({**kept, **cached}, iters, structure(G).block_of) if cached else alloc_kept
+    skip = {k.node for k in kept.values() if k.saved.role not in ROLES}
     transient = {n: _operand_bytes(G, n, skip) for n in ops}
     for n in ops:
-        more = loss_workspace(G, n, implementation)
-        if more != 0:
-            transient[n] = (transient[n][0], sympy.expand(transient[n][1] + more))
+        fwd, bwd = loss_workspace(G, n, implementation)
+        if fwd != 0 or bwd != 0:
+            transient[n] = (sympy.expand(transient[n][0] + fwd), sympy.expand(transient[n][1] + bwd))
 
     loop = loop or Loop()
     grad_at = {n: _per_iteration(b, iters[structure(G).block_of.get(n)]) for n, b in loop.grads.items()}
@@ -343,15 +347,20 @@ def peak(
     def iteration(table: Mapping[str, sympy.Expr], nodes: list[str]) -> dict:
         return poly.total(poly.of(table.get(x, Zero)) for x in nodes)
 
+    cache: dict = {}
     for block, nodes in segs:
         n = iters[block]
-        per_iter = iteration(alloc_kept, nodes)
+        per_iter = iteration(alloc_fwd, nodes)
         running = poly.plus(live, poly.times(per_iter, n - 1))  # the last iteration holds the most
         for x in nodes:
-            running = poly.plus(running, poly.of(alloc_kept.get(x, Zero)))
+            running = poly.plus(running, poly.of(alloc_fwd.get(x, Zero)))
             points.append((running, {}, poly.of(transient[x][0])))
             labels.append(f"forward of {x}")
         live = poly.plus(live, poly.times(per_iter, n))
+        if cached:
+            cache = poly.plus(cache, poly.times(iteration(alloc_fwd, nodes), n))
+            cache = poly.plus(cache, poly.times(iteration(alloc_kept, nodes), n), -1)
+    live = poly.plus(live, cache, -1)  # the forward is over: autocast's cache cleared
     born: dict = {}  # gradients made so far
     for block, nodes in reversed(segs):
         n = iters[block]
