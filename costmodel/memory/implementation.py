@@ -14,6 +14,10 @@ e = the elements of the op's output, s = the graph's activation bytes (2 in bf16
 * **Casts per matmul** under autocast: each matmul that reads a norm's fp32 output casts it to bf16 itself and
   keeps its cast: ``(k − 1)·2·e`` more for k readers (LLaMA's q, k, v: 2; gate, up: 1). GPT-2's q, k, v are one
   ``c_attn``: one cast.
+
+Facts of one family's modules are data of its graph (``G.graph["transformers"]``, set by its builder in
+``graphs/``): ``fused_qkv`` (q, k, v one projection), ``gelu_saves`` (tensors a Python-ops GELU keeps besides
+its input).
 * **Weight casts** under autocast: each matmul keeps its weight's bf16 cast (a tied unembedding casts the table
   again) from its forward to its backward: activations of the walk, not states (``weight_cast``); under full
   recompute those inside a layer are made again in its backward (only the unembedding's is kept), but
@@ -66,7 +70,8 @@ def implementation_tensors(G: nx.DiGraph, tensors: dict, implementation: str, au
     if implementation != "transformers":
         return out
     s = dtype_bytes(G.graph.get("dtype", "bf16"))
-    gpt2 = G.graph.get("name") == "gpt"
+    family = G.graph.get("transformers", {})  # a builder's facts of transformers' modules (graphs/gpt.py)
+    fused_qkv, gelu_saves = family.get("fused_qkv", False), family.get("gelu_saves", 0)
     rope_done = False
     for name, data in G.nodes(data=True):
         op = data.get("op")
@@ -80,7 +85,7 @@ def implementation_tensors(G: nx.DiGraph, tensors: dict, implementation: str, au
             i = 4 if autocast and residual else s
             extra = (4 + i - s) * _out(op) if op.attr("rms") else (4 - s) * _out(op) * int(autocast)
             readers = [n for n in _readers(G, name) if G.nodes[n]["op"].kind == "matmul"]
-            casts = 1 if gpt2 and len(readers) == 3 else len(readers)
+            casts = 1 if fused_qkv and len(readers) == 3 else len(readers)
             if autocast and casts > 1:
                 extra += (casts - 1) * 2 * _out(op)
         elif kind == "elementwise" and op.attr("fn") == "rope" and not rope_done:
@@ -89,8 +94,8 @@ def implementation_tensors(G: nx.DiGraph, tensors: dict, implementation: str, au
             if k is not None and "t" in op.size:
                 size = 4 if autocast else s
                 out[(name, "cos_sin", 1)] = _kept(name, "cos_sin", 2 * op.size["t"] * k * size, 1, (name,), "rope")
-        elif kind == "elementwise" and op.attr("fn") == "gelu" and gpt2:
-            extra = 3 * _out(op) * s
+        elif kind == "elementwise" and op.attr("fn") == "gelu" and gelu_saves:
+            extra = gelu_saves * _out(op) * s
         elif kind == "contraction" and not _sdpa(G):
             a, b = op.parsed.inputs[0], op.parsed.inputs[1]
             repeat = sympy.Mul(*(op.size[x] for x in a[:-2] if x in op.parsed.output and x not in b))
@@ -101,7 +106,7 @@ def implementation_tensors(G: nx.DiGraph, tensors: dict, implementation: str, au
                 w = op.parsed.inputs[weight_operand(op)]
                 cast = elements(w, op.size) * 2
                 out[(name, "weight_cast", count)] = _kept(name, "weight_cast", cast, count, (name,), "weight_cast")
-            if gpt2 and name.endswith("attn.k") and _sdpa(G):
+            if fused_qkv and name.endswith("attn.k") and _sdpa(G):
                 extra = 2 * _out(op) * s
         if extra != 0:
             out[(name, "implementation", count)] = _kept(name, kind, extra, count, (name,), "implementation")
