@@ -13,8 +13,9 @@ then they are a constant of the model states, as :mod:`costmodel.memory.states` 
   a state, N × the states' bytes, alive with all the states and gradients;
 * ``fused``: one kernel per group updates in place: nothing;
 * ``forloop``: ``exp_avg_sq.sqrt() / bias_correction2_sqrt`` holds two tensors of the weight's size at its
-  division: 2 × the largest weight tensor × the states' bytes (the previous tensor's denominator, still bound
-  to its name until the new one is made, is left out: a small norm gain before the unembedding).
+  division, and the previous tensor's denominator is still bound to its name until the new one is made: the
+  largest of 2 × a tensor + the tensor before it (in the graph's order, as the parameters are registered) ×
+  the states' bytes; about twice the largest tensor.
 """
 
 from __future__ import annotations
@@ -44,22 +45,29 @@ class Loop:
     step: sympy.Expr = Zero
 
 
+def _part(w, share) -> sympy.Expr:
+    """The fraction of weight ``w`` one device holds (``share(w)``; all of it without a share)."""
+    return share(w) if share is not None else sympy.Integer(1)
+
+
 def grads_by_op(G: nx.DiGraph, policy: str, share=None) -> dict[str, sympy.Expr]:
     """Bytes of the gradients each op node's backward makes: its trainable weights' (× ``share(weight)``, the
     fraction a device holds), a tied matrix's at the op reading it through the tie (owned elsewhere)."""
     size = dtype_bytes(precision(policy).grads)
     terms: dict[str, list[sympy.Expr]] = {}
+    owners = {}  # node → the share of its trainable weights (a tie moves the owner's gradient)
     for w in weights(G):
         if w.trainable:
-            part = share(w) if share is not None else 1
-            terms.setdefault(w.node, []).append(w.elements * w.count * part * size)
+            terms.setdefault(w.node, []).append(w.elements * w.count * _part(w, share) * size)
+            owners.setdefault(w.node, _part(w, share))
     for w in tied_matrices(G):
         owner = G.nodes[w.node]["op"].attr("tied")
-        if owner in G and any(p.trainable for p in weights(G) if p.node == owner):
-            moved = w.elements * w.count * size
+        if owner in owners:
+            moved = w.elements * w.count * owners[owner] * size
             terms.setdefault(w.node, []).append(moved)
             terms.setdefault(owner, []).append(-moved)
-    return {n: sympy.expand(sympy.Add(*v)) for n, v in terms.items() if sympy.expand(sympy.Add(*v)) != 0}
+    sums = {n: sympy.expand(sympy.Add(*v)) for n, v in terms.items()}
+    return {n: v for n, v in sums.items() if v != 0}
 
 
 def step_temporary(G: nx.DiGraph, policy: str, opt: str, impl: str, share=None) -> sympy.Expr:
@@ -70,11 +78,16 @@ def step_temporary(G: nx.DiGraph, policy: str, opt: str, impl: str, share=None) 
     size = dtype_bytes(p.states)
     trainable = [w for w in weights(G) if w.trainable]
     if impl == "foreach":
-        return sympy.expand(
-            size * sympy.Add(Zero, *(w.elements * w.count * (share(w) if share else 1) for w in trainable))
-        )
-    largest = {w.elements * (share(w) if share else 1) for w in trainable}
-    return 2 * size * maximum(*largest) if largest else Zero
+        return sympy.expand(size * sympy.Add(Zero, *(w.elements * w.count * _part(w, share) for w in trainable)))
+    # one tensor at a time, in the parameters' order (the graph's): at tensor i's division its two temporaries
+    # and tensor i − 1's denominator, still bound to its name; a repeated block's last tensor precedes its first
+    sizes = [(w.elements * _part(w, share), w.count != 1) for w in trainable]
+    pairs = {2 * e + (sizes[i - 1][0] if i else 0) for i, (e, _) in enumerate(sizes)}
+    first = next((i for i, (_, repeated) in enumerate(sizes) if repeated), None)
+    if first is not None:
+        last = max(i for i, (_, repeated) in enumerate(sizes) if repeated)
+        pairs.add(2 * sizes[first][0] + sizes[last][0])
+    return size * maximum(*pairs) if pairs else Zero
 
 
 def training_loop(G: nx.DiGraph, options, share=None) -> Loop:
