@@ -212,7 +212,7 @@ def lecture() -> str:
     c_lecture = 6 * LECTURE["gpt3_params"] * D
     c_6nd, c_full = r["flops"]["six_nd"], r["flops"]["training_total"]
     per_param = bytes_per_param("bf16-mixed", "adamw")
-    b16, b12 = sum(per_param.values()), sum(bytes_per_param("bf16-pure", "adamw").values())
+    b16, b12 = sum(per_param.values()), sum(bytes_per_param("bf16-pure-fp32-moments", "adamw").values())
     b18 = sum(bytes_per_param("bf16-mixed-fp32-grads", "adamw").values())
     p7 = LECTURE["llama_params"]
     ridge = Fraction(LECTURE["peak_flops"], LECTURE["bandwidth"])
@@ -246,7 +246,7 @@ def lecture() -> str:
             "bytes per parameter, bf16 + AdamW",
             "16 (table: 2 + 2 + 4 + 4)",
             f"{b16} = " + " + ".join(f"{v} {k}" for k, v in per_param.items()),
-            f"the table's sum is {b12} (`bf16-pure`): it omits the fp32 master weights",
+            f"the table's sum is {b12} (`bf16-pure-fp32-moments`): it omits the fp32 master weights",
         ],
         [
             "... with fp32 master weights",
@@ -308,6 +308,33 @@ def memory_policies() -> str:
     from costmodel.memory.states import policy_table
 
     return policy_table()
+
+
+def memtracker() -> str:
+    """The training peak against torch's MemTracker, per setting, from ``tests/data/memtracker.json``
+    (``scripts/memtracker_table.py`` writes it; ``tests/memory/test_peak_memtracker.py`` checks its rows)."""
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "memtracker.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    out = [
+        "| model | setting | MemTracker (bytes) | its phase | fused: error, at | transformers: error, at |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    errors: dict[str, list[float]] = {"fused": [], "transformers": []}
+    for r in rows:
+        setting = ", ".join(f"{k} {v}" for k, v in r["setting"].items()) or "base"
+        cells = []
+        for impl in ("fused", "transformers"):
+            e = r[impl]["peak"] / r["measured"] - 1
+            errors[impl].append(abs(e))
+            cells.append(f"{e:+.2%}, {r[impl]['at']}")
+        out.append(f"| {r['family']} | {setting} | {r['measured']:,} | {r['phase']} | {' | '.join(cells)} |")
+    summary = [
+        f"- `--implementation {impl}`: mean |error| {sum(v) / len(v):.2%}, max {max(v):.2%} over {len(v)} settings"
+        for impl, v in errors.items()
+    ]
+    return "\n".join([*summary, "", *out])
 
 
 def korthikanti() -> str:
@@ -514,6 +541,7 @@ BLOCKS = {
     "activations": activations,
     "memory-policies": memory_policies,
     "korthikanti": korthikanti,
+    "memtracker": memtracker,
     "encoder-decoder": encoder_decoder,
     "options": options_table,
     "engines": engines_table,

@@ -48,6 +48,9 @@ def gpt(
     x = b.norm("ln_f", x, "b t d", bias=bias)
     logits = b.matmul("lm_head", x, "b t d, v d -> b t v", tied="wte" if tied else None)
     b.loss("loss", logits, "b t v -> b t")
+    # what transformers' GPT2 modules do differently from these ops (costmodel.memory.implementation): q, k and v
+    # are one Conv1D (c_attn) whose output the key is a view of; gelu_new is Python ops keeping 3 more tensors
+    b.graph.graph["transformers"] = {"fused_qkv": True, "gelu_saves": 3}
     return b.graph
 
 

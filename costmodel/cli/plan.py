@@ -84,6 +84,7 @@ def add(sub: argparse._SubParsersAction) -> None:
     add_flag(p, "tokens", help="training tokens: adds the training days")
     p.add_argument("--top", type=int, default=10, metavar="K", help="layouts to show (default 10)")
     p.add_argument("--precision", default="bf16-mixed", choices=costmodel.Options.choices("precision"))
+    add_flag(p, "implementation")
     p.add_argument("--no-flash", action="store_true", help="attention scores materialised (default: FlashAttention)")
     p.add_argument(
         "--verify", action="store_true", help="re-run the full estimate on the shown layouts (exact memory and step)"
@@ -158,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         verify=args.verify,
         flash=not args.no_flash,
         precision=args.precision,
+        implementation=args.implementation or "fused",
         reference=args.reference,
         ep=args.ep,
         plot=args.plot,

@@ -282,11 +282,15 @@ def activations(
     *,
     fraction: object = None,
     norm_stats: bool = True,
+    implementation: str = "fused",
+    autocast: bool = False,
 ) -> Activations:
     """The tensors kept for backward under ``recompute`` and the forward FLOPs done again.
 
     ``fraction``: the share of each repeated block's iterations recomputed whole (the rest follow
-    ``recompute``); ``norm_stats=False``: without the norms' fp32 statistics (see the module notes).
+    ``recompute``); ``norm_stats=False``: without the norms' fp32 statistics (see the module notes);
+    ``implementation``: ``"transformers"`` adds what transformers' modules keep beyond the op rules
+    (:mod:`costmodel.memory.implementation`; ``autocast``: under ``torch.autocast``).
 
     >>> from costmodel import load
     >>> G = load("gpt", {"dropout_p": True}).graph
@@ -297,8 +301,12 @@ def activations(
     if recompute not in RECOMPUTE:
         raise CostModelError(f"recompute must be one of {RECOMPUTE}, received {recompute!r}")
     if fraction is not None and fraction != 0:
-        return _partial(G, recompute, counting, sympy.Rational(fraction), norm_stats)
+        return _partial(G, recompute, counting, sympy.Rational(fraction), norm_stats, implementation, autocast)
     tensors = kept_tensors(G, counting)
+    if implementation != "fused":
+        from .implementation import implementation_tensors  # it reads Kept and storage from here
+
+        tensors = implementation_tensors(G, tensors, implementation, autocast)
     if not norm_stats:  # the norms' statistics (Saved "stats" of a norm rule), left out as Korthikanti et al. do
         tensors = {k: v for k, v in tensors.items() if not (v.saved.role == "stats" and v.saved.name == "stats")}
     flops = Zero
@@ -323,6 +331,9 @@ def activations(
         terms = []
         for block, count in st.blocks.items():
             for src, kept in _block_inputs(G, st, block).items():
+                if implementation == "transformers" and autocast and _residual(G, src):
+                    # transformers under autocast: the residual stream is fp32, and so the checkpointed input
+                    kept = dataclasses.replace(kept, saved=dataclasses.replace(kept.saved, dtype="fp32"))
                 tensors[(src, "block_input", count)] = kept
             terms += [
                 op_cost(G.nodes[n]["op"], counting).forward.flops * G.nodes[n]["count"] for n in st.members[block]
@@ -331,13 +342,26 @@ def activations(
     return Activations(tensors, recompute, sympy.expand(flops))
 
 
+def _residual(G: nx.DiGraph, src: str) -> bool:
+    """Whether ``src`` is a residual-stream tensor under autocast (an fp32 op's output: not a matmul's)."""
+    op = G.nodes[src].get("op")
+    return op is not None and op.kind not in ("matmul", "contraction", "norm")
+
+
 def _partial(
-    G: nx.DiGraph, recompute: str, counting: Counting, fraction: sympy.Rational, norm_stats: bool
+    G: nx.DiGraph,
+    recompute: str,
+    counting: Counting,
+    fraction: sympy.Rational,
+    norm_stats: bool,
+    implementation: str = "fused",
+    autocast: bool = False,
 ) -> Activations:
     """A share ``fraction`` of each repeated block's iterations keeps only its input (and runs its forward
     again); the other iterations keep what ``recompute`` keeps."""
-    rest = activations(G, recompute, counting, norm_stats=norm_stats)
-    whole = activations(G, "full", counting, norm_stats=norm_stats)
+    how = dict(norm_stats=norm_stats, implementation=implementation, autocast=autocast)
+    rest = activations(G, recompute, counting, **how)
+    whole = activations(G, "full", counting, **how)
     blocks = repeated_blocks(G)
 
     def inside(k: Kept) -> bool:

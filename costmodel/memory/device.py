@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections import Counter
 from collections.abc import Mapping
@@ -24,9 +25,10 @@ from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
 from ..options import Layout, Options
-from ..options.policies import ATTENTION_ABOUT, precision
+from ..options.policies import ATTENTION_ABOUT, optimizer, precision
 from ..symbols import B
 from .activations import activations
+from .loop import training_loop
 from .parallel import (
     activation_shares,
     communication,
@@ -35,8 +37,12 @@ from .parallel import (
     layout_in_flight,
     split_share,
     stages,
+    weight_share,
 )
 from .peak import peak
+
+#: The categories of ``memory_bytes.peak_breakdown``, as MemTracker's PARAM, GRAD, OPT, ACT and TEMP.
+PEAK_PARTS = ("params", "grads", "optimizer", "activations", "temporaries")
 
 STATE_KEYS = ("params", "grads", "optimizer")
 LAYOUT_KEYS = ("dp", "tp", "pp", "sp", "ep", "zero", "megatron_sp", "devices")
@@ -173,13 +179,22 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     def put(expr: sympy.Expr) -> sympy.Expr:
         return whole(sympy.sympify(expr).xreplace(final))
 
+    autocast = precision(options.precision).copy_of == "matrices"
     acts = activations(
-        H, options.recompute, counting, fraction=options.recompute_fraction, norm_stats=options.norm_stats
+        H,
+        options.recompute,
+        counting,
+        fraction=options.recompute_fraction,
+        norm_stats=options.norm_stats,
+        implementation=options.implementation,
+        autocast=autocast,
     )
     names = stages(layout.pp)
     per_stage = {}
     for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
+        if options.implementation == "transformers" and autocast:  # the casts are activations of the walk
+            states = {**states, "params": states["params"] - states.get("compute_copy", Zero)}
         flight = layout_in_flight(layout, m, stage, H)
         shares = activation_shares(H, acts.tensors, layout, stage, flight)
         act = sympy.Add(*(k.bytes * shares[key] for key, k in acts.tensors.items()))
@@ -226,13 +241,32 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
     if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
-        states_sum = sympy.Add(*(nums[k] for k in STATE_KEYS))
-        p = peak(H, options.recompute, states_sum, counting, options.norm_stats, acts, every_point=every_point)
+        loop = training_loop(H, options, weight_share(H, layout, "first"))
+        if layout.zero >= 1:  # the step runs on each device's shard of the states
+            loop = dataclasses.replace(loop, step=loop.step / layout.dp)
+        constant = {k: nums[k] for k in STATE_KEYS if k != "grads" or options.grads_kept}
+        p = peak(
+            H,
+            options.recompute,
+            sympy.Add(*constant.values()),
+            counting,
+            options.norm_stats,
+            acts,
+            every_point=every_point,
+            loop=loop,
+            implementation=options.implementation,
+            autocast=autocast,
+        )
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
         q.choices["memory.peak_at"] = (cands, p.labels)
         q.label_ties.add("memory.peak_at")
+        _breakdown(q, p, constant, put, on_device, final)
+        # the phase of the peak (of equal points the same one: the phases' names sort as the labels do)
+        q.choices["memory.peak_phase"] = (tuple(cands[i] for i in p.top), tuple(phase(p.labels[i]) for i in p.top))
+        q.label_ties.add("memory.peak_phase")
+        q.info["memory.peak_iteration"] = "a steady-state step (the second: the optimizer's states exist)"
     else:
         q.info["memory_bytes.peak"] = None
         q.info["memory.peak_at"] = (
@@ -251,7 +285,41 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
         q.info["memory.layout.stage"] = "all"
     q.info.update(_conventions(options, layout, attention_text(G, H)))
     q.info["memory.attention_implementation"] = ATTENTION_ABOUT[options.attention]
+    q.info["memory.conventions.loop"] = _loop_text(options)
+    q.info["memory.implementation"] = options.implementation
     return q
+
+
+def phase(label: str) -> str:
+    """The phase of a point of the walk: ``forward``, ``backward``, ``end of backward`` or ``optimizer step``."""
+    return label if label in ("end of backward", "optimizer step", "nothing") else label.split(" of ")[0]
+
+
+def _breakdown(q: Quantities, p, constant: dict, put, *maps) -> None:
+    """``memory_bytes.peak_breakdown.*``: the categories at the peak (the states, and the walk's activations,
+    gradients and temporaries at the point that is the peak; of equal points the one ``memory.peak_at`` names)."""
+    tops = sorted(p.top, key=lambda i: p.labels[i], reverse=True)  # fullest() takes the first of equal totals
+    totals = _substituted(tuple(p.candidates[i] for i in tops), *maps)
+    for k in PEAK_PARTS:
+        walk = [p.parts[p.top.index(i)].get(k, Zero) for i in tops] if k in p.parts[0] else None
+        value = fullest(list(totals), list(_substituted(tuple(walk), *maps))) if walk else Zero
+        q.add(f"memory_bytes.peak_breakdown.{k}", put(constant.get(k, Zero)) + value)
+
+
+def _states_dtype(opt: str, dtype: str) -> str:
+    """The dtype an optimizer's states are kept in, in words: the policy's, or 8-bit block-wise."""
+    o = optimizer(opt)
+    return f"int8 with an fp32 absmax per {o.block}" if o.quantized and not o.states else dtype
+
+
+def _loop_text(options: Options) -> str:
+    """How the training loop holds gradients and steps (``memory.conventions.loop``)."""
+    grads = (
+        "gradients resident through the step (a buffer, accumulation or set_to_none=False)"
+        if options.grads_kept
+        else "gradients born at each weight's backward (zero_grad(set_to_none=True)), all alive at the step"
+    )
+    return f"{options.implementation} implementation; {grads}; optimizer step: torch's {options.optimizer_impl} path"
 
 
 def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, object]:
@@ -270,7 +338,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
                 f"{p.weights} weights"
                 + (
                     f" + a cached {p.compute_copy} copy" + (" of each matmul weight" if p.copy_of == "matrices" else "")
-                    if p.compute_copy
+                    if p.compute_copy and not (options.implementation == "transformers" and p.copy_of == "matrices")
                     else ""
                 )
                 + "; "
@@ -280,7 +348,7 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
         ),
         "memory.conventions.grads": f"{p.grads} gradients of trainable weights (frozen: none)"
         + (f"; sharded over dp by ZeRO-{z}" if z >= 2 else ""),
-        "memory.conventions.optimizer": f"{options.optimizer} states in {p.states}"
+        "memory.conventions.optimizer": f"{options.optimizer} states in {_states_dtype(options.optimizer, p.states)}"
         + (f" + {p.master} master weights" if p.master else "")
         + " (torch's 4-byte step counters per tensor not counted)"
         + (f"; sharded over dp by ZeRO-{z}" if z >= 1 else ""),

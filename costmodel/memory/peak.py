@@ -15,6 +15,13 @@ block is not unrolled: an iteration's bytes are multiplied by its count). Live a
   window's unfold) is its storage: an operand that is a view counts the tensor it
   views, once, and a view's own output allocates nothing.
 
+With a training :class:`~costmodel.memory.loop.Loop` whose gradients are not resident, the gradients are
+tensors of the walk too: none in forward, each born at its weight's backward, all alive at the two points after
+the backward: ``end of backward`` and ``optimizer step`` (with the step's temporary). A repeated block's
+backward then has two sets of points: its first backward iteration (the last layer: every iteration's tensors
+alive, few gradients) and its last (``(first iteration of layers)``: its own tensors left, every other
+iteration's gradients made); the live bytes are linear in the iteration between them.
+
 Not counted: tensors held across ops without being saved (the forward
 residual stream, the running gradient of the residual stream beyond the op
 that touches it), allocator caching and fragmentation, kernels' workspaces,
@@ -44,6 +51,8 @@ from ..graph.pattern import elements
 from ..graph.registry import data_operands, kind_of
 from ..options import Counting
 from .activations import Activations, Kept, activations, is_view, storage, storage_bytes
+from .implementation import ROLES, loss_workspace
+from .loop import Loop
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,10 @@ class Peak:
     candidates: tuple[sympy.Expr, ...]
     labels: tuple[str, ...]
     states: sympy.Expr = Zero
+    #: the candidates that can be the peak (:func:`maximal`, indices) and the bytes of each by category
+    #: (``activations``, ``grads``, ``temporaries``; the states are ``states``)
+    top: tuple[int, ...] = ()
+    parts: tuple[Mapping[str, sympy.Expr], ...] = ()
 
     @property
     def bytes(self) -> sympy.Expr:
@@ -282,29 +295,51 @@ def peak(
     acts: Activations | None = None,
     *,
     every_point: bool = True,
+    loop: Loop | None = None,
+    implementation: str = "fused",
+    autocast: bool = False,
 ) -> Peak:
     """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`.
 
     ``acts``: ``activations(G, recompute, counting, norm_stats=norm_stats)`` when the caller has it already
     (the analysis is the larger part of a walk). ``every_point``: a candidate per point of the walk (what
     ``derive`` prints); else only the :func:`maximal` ones (the same peak and label; what ``estimate``
-    evaluates: a 64-layer walk has 2,184 points and 8 maximal ones).
+    evaluates: a 64-layer walk has 2,184 points and 8 maximal ones). ``loop``: the training loop's gradients
+    and step (module notes); None: none (gradients resident in ``states``, no step point).
     """
     ops = order(G)
     segs = _segments(G, ops)
     iters: dict[str | None, sympy.Expr] = {None: sympy.Integer(1), **repeated_blocks(G)}
     if acts is None:
-        acts = activations(G, recompute, counting, norm_stats=norm_stats)
+        acts = activations(
+            G, recompute, counting, norm_stats=norm_stats, implementation=implementation, autocast=autocast
+        )
     elif acts.recompute != recompute:
         raise CostModelError(f"peak: activations under recompute {acts.recompute!r} given for recompute {recompute!r}")
     kept = acts.tensors
-    full = kept if recompute == "none" else activations(G, "none", counting, norm_stats=norm_stats).tensors
+    full = (
+        kept
+        if recompute == "none"
+        else activations(
+            G, "none", counting, norm_stats=norm_stats, implementation=implementation, autocast=autocast
+        ).tensors
+    )
     alloc_kept = _ledger(kept, iters, structure(G).block_of)
     alloc_full = alloc_kept if full is kept else _ledger(full, iters, structure(G).block_of)
-    skip = {k.node for k in kept.values()}
+    # autocast's cache holds every weight cast until the forward ends (torch.autocast's exit clears it): a cast
+    # recomputed in backward (not kept) is still alive through the rest of the forward
+    cached = {k: t for k, t in full.items() if t.saved.role == "weight_cast" and k not in kept}
+    alloc_fwd = _ledger({**kept, **cached}, iters, structure(G).block_of) if cached else alloc_kept
+    skip = {k.node for k in kept.values() if k.saved.role not in ROLES}
     transient = {n: _operand_bytes(G, n, skip) for n in ops}
+    for n in ops:
+        fwd, bwd = loss_workspace(G, n, implementation)
+        if fwd != 0 or bwd != 0:
+            transient[n] = (sympy.expand(transient[n][0] + fwd), sympy.expand(transient[n][1] + bwd))
 
-    points: list[dict] = []
+    loop = loop or Loop()
+    grad_at = {n: _per_iteration(b, iters[structure(G).block_of.get(n)]) for n, b in loop.grads.items()}
+    points: list[tuple[dict, dict, dict]] = []  # (kept tensors, gradients, the running op's transients)
     labels: list[str] = []
     live: dict = {}
     poly = _Polys()
@@ -312,25 +347,53 @@ def peak(
     def iteration(table: Mapping[str, sympy.Expr], nodes: list[str]) -> dict:
         return poly.total(poly.of(table.get(x, Zero)) for x in nodes)
 
+    cache: dict = {}
     for block, nodes in segs:
         n = iters[block]
-        per_iter = iteration(alloc_kept, nodes)
+        per_iter = iteration(alloc_fwd, nodes)
         running = poly.plus(live, poly.times(per_iter, n - 1))  # the last iteration holds the most
         for x in nodes:
-            running = poly.plus(running, poly.of(alloc_kept.get(x, Zero)))
-            points.append(poly.plus(running, poly.of(transient[x][0])))
+            running = poly.plus(running, poly.of(alloc_fwd.get(x, Zero)))
+            points.append((running, {}, poly.of(transient[x][0])))
             labels.append(f"forward of {x}")
         live = poly.plus(live, poly.times(per_iter, n))
+        if cached:
+            cache = poly.plus(cache, poly.times(iteration(alloc_fwd, nodes), n))
+            cache = poly.plus(cache, poly.times(iteration(alloc_kept, nodes), n), -1)
+    live = poly.plus(live, cache, -1)  # the forward is over: autocast's cache cleared
+    born: dict = {}  # gradients made so far
     for block, nodes in reversed(segs):
         n = iters[block]
         kept_iter = iteration(alloc_kept, nodes)
-        running = poly.plus(poly.plus(live, kept_iter, -1), iteration(alloc_full, nodes))  # recomputed: back
-        for x in reversed(nodes):
-            points.append(poly.plus(running, poly.of(transient[x][1])))
-            labels.append(f"backward of {x}")
-            running = poly.plus(running, poly.of(alloc_full.get(x, Zero)), -1)
+        grads_iter = iteration(grad_at, nodes)
+        ends = [(poly.plus(live, kept_iter, -1), born, "")]  # the first backward iteration: every other one's kept
+        if grads_iter and n != 1:  # ... and the last: the others' tensors freed, their gradients made
+            ends.append(
+                (
+                    poly.plus(live, poly.times(kept_iter, n), -1),
+                    poly.plus(born, poly.times(grads_iter, n - 1)),
+                    f" (first iteration of {block})",
+                )
+            )
+        for others, grads, where in ends:
+            running = poly.plus(others, iteration(alloc_full, nodes))  # recomputed: back
+            for x in reversed(nodes):
+                grads = poly.plus(grads, poly.of(grad_at.get(x, Zero)))
+                points.append((running, grads, poly.of(transient[x][1])))
+                labels.append(f"backward of {x}{where}")
+                running = poly.plus(running, poly.of(alloc_full.get(x, Zero)), -1)
         live = poly.plus(live, poly.times(kept_iter, n), -1)
+        born = poly.plus(born, poly.times(grads_iter, n))
+    if born or loop.step != 0:
+        points.append((live, born, {}))
+        labels.append("end of backward")
+        points.append((live, born, poly.of(loop.step)))
+        labels.append("optimizer step")
     if not points:
-        return Peak((Zero,), ("nothing",), states)
-    keep = range(len(points)) if every_point else maximal(points, labels)
-    return Peak(tuple(poly.expr(points[i]) for i in keep), tuple(labels[i] for i in keep), states)
+        return Peak((Zero,), ("nothing",), states, (0,), ({},))
+    sums = [poly.total(p) for p in points]
+    top = maximal(sums, labels)
+    keep = range(len(points)) if every_point else top
+    parts = tuple({k: poly.expr(d) for k, d in zip(("activations", "grads", "temporaries"), points[i])} for i in top)
+    top = tuple(top) if every_point else tuple(range(len(top)))
+    return Peak(tuple(poly.expr(sums[i]) for i in keep), tuple(labels[i] for i in keep), states, top, parts)

@@ -4,8 +4,9 @@ Bytes per parameter are *summed from components*, never typed in as a total:
 weights + gradients + master weights + optimizer moments. With bf16 mixed
 precision (bf16 weights and gradients, fp32 master weights) and AdamW (fp32 m
 and v) the sum is 2 + 2 + 4 + 4 + 4 = 16. The lecture's table, 2 + 2 + 4 + 4 =
-12, is the same without master weights (``bf16-pure``); accumulating gradients
-in fp32 gives 18 (``bf16-mixed-fp32-grads``).
+12, is the same without master weights (``bf16-pure-fp32-moments``); a bf16 model
+under ``torch.optim`` keeps its moments in the parameters' dtype, 2 + 2 + 2 + 2 = 8
+(``bf16-pure``); accumulating gradients in fp32 gives 18 (``bf16-mixed-fp32-grads``).
 
 We count master weights under ``optimizer``, as the ZeRO paper does (its K = 12
 for Adam is master weights + m + v), so ZeRO-1 shards exactly that.

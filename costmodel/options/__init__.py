@@ -29,9 +29,12 @@ from ..sizes import parse_count, parse_rate
 from .flags import FLAGS, GROUPS, PARSERS, Flag
 from .policies import (
     ATTENTION,
+    DEFAULT_OPTIMIZER_IMPL,
     FUSED_ATTENTION,
+    IMPLEMENTATIONS,
     LOGITS,
     MFU_BASES,
+    OPTIMIZER_IMPLS,
     OPTIMIZERS,
     PRECISIONS,
     RECOMPUTE,
@@ -89,6 +92,9 @@ class Options:
     attention: str | None = None  # None: the default, "flash" for inference, "unfused" for training
     flash: bool = False
     norm_stats: bool = True
+    implementation: str = "fused"
+    optimizer_impl: str | None = None  # None: the implementation's (DEFAULT_OPTIMIZER_IMPL)
+    grads_resident: bool | None = None  # None: the implementation's (see the property grads_kept)
     layout: Layout = field(default_factory=Layout)
     micro_batch: int | None = None
     inference: bool = False
@@ -130,6 +136,13 @@ class Options:
         check_choice(self.precision, PRECISIONS, "precision")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
+        check_choice(self.implementation, IMPLEMENTATIONS, "implementation")
+        object.__setattr__(self, "_optimizer_impl_default", self.optimizer_impl is None)
+        if self.optimizer_impl is None:
+            set_("optimizer_impl", DEFAULT_OPTIMIZER_IMPL[self.implementation])
+        check_choice(self.optimizer_impl, OPTIMIZER_IMPLS, "optimizer_impl")
+        if self.grads_resident is not None and not isinstance(self.grads_resident, bool):
+            raise CostModelError(f"grads_resident: expected true or false, received {self.grads_resident!r}")
         # the default weight format: the checkpoint's where a config.json names one, bf16 otherwise;
         # weights_default says it was not chosen
         object.__setattr__(self, "_weights_default", self.weights_dtype is None)
@@ -300,6 +313,8 @@ class Options:
             "embedding": ("lookup", "matmul"),
             "elementwise": ("all", "none", "softmax"),
             "attention": ATTENTION,
+            "implementation": IMPLEMENTATIONS,
+            "optimizer_impl": OPTIMIZER_IMPLS,
             "logits": LOGITS,
             "mfu_basis": MFU_BASES,
         }
@@ -317,6 +332,8 @@ class Options:
                 "time_model",
                 "overlap_comm",
                 "attention",
+                "implementation",
+                "optimizer_impl",
                 "logits",
                 "mfu_basis",
             )
@@ -368,6 +385,7 @@ class Options:
                 base,
                 base.attention_default,
                 base.weights_default,
+                base.__dict__.get("_optimizer_impl_default", False),
                 tuple((k, type(v), v) for k, v in sorted(extra.items())),
             )
             return _MADE[memo]
@@ -398,6 +416,8 @@ class Options:
                 own["attention"] = "unfused"
         elif "attention" not in own and base.attention_default:  # still the default: for the new inference choice
             own["attention"], own["flash"] = None, False
+        if "optimizer_impl" not in own and base.__dict__.get("_optimizer_impl_default", False):
+            own["optimizer_impl"] = None  # still the default: the (new) implementation's
         if "weights_dtype" not in own and base.weights_default:  # still the default: the checkpoint's format
             own["weights_dtype"] = None
         subs: dict[str, dict[str, object]] = {}
@@ -413,6 +433,16 @@ class Options:
     def attention_default(self) -> bool:
         """Whether ``attention`` is the default (not chosen): fused for inference, unfused for training."""
         return self.__dict__.get("_attention_default", False)
+
+    @property
+    def grads_kept(self) -> bool:
+        """Whether gradients are held through all of backward: as chosen (``grads_resident``), else the fused
+        implementation's resident buffer, or, in torch's loop, a chosen micro-batch (taken as gradient accumulation:
+        each later micro-batch's backward adds to the gradients the earlier ones left; B is a value, not a choice,
+        so a micro-batch equal to the batch is not told apart) or data parallelism (DDP's gradient buckets)."""
+        if self.grads_resident is not None:
+            return self.grads_resident
+        return self.implementation == "fused" or self.micro_batch is not None or self.layout.dp > 1
 
     @property
     def weights_default(self) -> bool:

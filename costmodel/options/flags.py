@@ -102,6 +102,29 @@ FLAGS: tuple[Flag, ...] = (
         "Korthikanti et al. 2022, Table 2 do",
         takes="switch",
     ),
+    Flag(
+        "implementation",
+        "memory",
+        "whose kernels and training loop: fused (default: Megatron/TE-style fused kernels, resident gradient "
+        "buffer, fused optimizer; Korthikanti et al.'s activations) or transformers (transformers' modules in eager "
+        "PyTorch: what their ops save, zero_grad(set_to_none=True), torch.optim's foreach step)",
+        takes="choice",
+    ),
+    Flag(
+        "optimizer_impl",
+        "memory",
+        "torch.optim's step: foreach (torch's CUDA default: one extra copy of a state), fused (none) or forloop "
+        "(about twice the largest tensor); default: the implementation's (fused: fused, transformers: foreach)",
+        takes="choice",
+    ),
+    Flag(
+        "grads_resident",
+        "memory",
+        "gradients held through all of backward (set_to_none=False, gradient accumulation, a resident buffer); "
+        "--no-grads-resident: each born at its weight's backward (zero_grad's default); default: the "
+        "implementation's (fused: resident; transformers: resident only with more than one micro-batch)",
+        takes="switch",
+    ),
     Flag("zero", "memory", "ZeRO stage over dp (3 = FSDP full shard)", numbers=(0, 1, 2, 3)),
     *(Flag(name, "memory", f"{what} parallel degree", read="count") for name, what in _PARALLEL),
     Flag("vpp", "memory", "virtual pipeline stages per device (interleaved 1F1B; default 1)", read="count"),

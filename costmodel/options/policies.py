@@ -57,6 +57,18 @@ ATTENTION_ABOUT = {
 #: The implementations whose kernel keeps no T×T tensor (the FlashAttention graph pass).
 FUSED_ATTENTION = ("sdpa", "flash")
 
+#: Whose kernels and training loop a training step's memory describes (:mod:`costmodel.memory.implementation`):
+#: ``fused`` (Megatron-LM / Transformer Engine style: fused norms and losses keep what Korthikanti et al. 2022
+#: count, gradients in a resident buffer, a fused optimizer step) or ``transformers`` (transformers' modules in
+#: eager PyTorch: what their Python ops save, ``optimizer.zero_grad()`` setting gradients to None, torch.optim's
+#: default step).
+IMPLEMENTATIONS = ("fused", "transformers")
+#: torch.optim's paths of a step (``foreach``: the CUDA default, lists of tensors at once; ``fused``: one kernel;
+#: ``forloop``: one tensor at a time), by the temporary each allocates (see :mod:`costmodel.memory.loop`).
+OPTIMIZER_IMPLS = ("foreach", "fused", "forloop")
+#: The default path of each implementation: Megatron's fused Adam; torch's CUDA default.
+DEFAULT_OPTIMIZER_IMPL = {"fused": "fused", "transformers": "foreach"}
+
 #: The logits an inference prefill keeps: ``last`` (generation: transformers' ``logits_to_keep=1``, the
 #: unembedding runs on the last position only) or ``all`` (scoring a text: every position's).
 LOGITS = ("last", "all")
@@ -105,7 +117,23 @@ PRECISIONS: dict[str, Precision] = {
             "as bf16-mixed, gradients accumulated in fp32",
         ),
         Precision(
-            "bf16-pure", "bf16", "bf16", None, "fp32", "bf16", "bf16 weights and grads, no master copy, fp32 moments"
+            "bf16-pure",
+            "bf16",
+            "bf16",
+            None,
+            "bf16",
+            "bf16",
+            "bf16 weights, grads and moments, no master copy (a bf16 model with torch.optim: its states take the "
+            "parameters' dtype)",
+        ),
+        Precision(
+            "bf16-pure-fp32-moments",
+            "bf16",
+            "bf16",
+            None,
+            "fp32",
+            "bf16",
+            "bf16 weights and grads, no master copy, fp32 moments (an optimizer that keeps its states in fp32)",
         ),
         Precision(
             "fp16-mixed",

@@ -48,6 +48,18 @@ def _model(kind: str, attn: str, dtype):
             num_key_value_heads=H,
             max_position_embeddings=64,
         )
+    elif kind == "qwen3":  # GQA (2 KV heads), q/k norms, a tied unembedding
+        cfg = transformers.Qwen3Config(
+            vocab_size=V,
+            hidden_size=D,
+            intermediate_size=F,
+            num_hidden_layers=L,
+            num_attention_heads=H,
+            num_key_value_heads=2,
+            head_dim=K,
+            max_position_embeddings=64,
+            tie_word_embeddings=True,
+        )
     else:
         cfg = transformers.GPT2Config(
             vocab_size=V,
@@ -157,3 +169,43 @@ def test_gpt2_sdpa(tmp_path, dtype, precision, size):
     gelu = 3 * L * N * (4 * D) * size  # gelu_new's tanh, 0.5·x, 1 + tanh
     norm_stats = 0 if dtype == torch.float32 else -2 * (2 * L + 1) * N * 2  # CPU keeps bf16 LayerNorm statistics
     assert measured - engine == gelu + 2 * L * N * D * size + norm_stats
+
+
+def _engine_transformers(cfg, tmp_path, precision: str, attention: str) -> int:
+    path = tmp_path / "config.json"
+    cfg.to_json_file(path)
+    r = costmodel.estimate(
+        str(path), batch=B, seq=T, precision=precision, attention=attention, implementation="transformers"
+    )
+    return r["memory_bytes"]["activations"]
+
+
+CASES = [
+    ("llama", "eager", torch.float32, "fp32", False),
+    ("llama", "sdpa", torch.float32, "fp32", False),
+    ("llama", "eager", torch.bfloat16, "bf16-pure", False),
+    ("llama", "sdpa", torch.bfloat16, "bf16-pure", False),
+    ("llama", "eager", torch.float32, "bf16-autocast", True),
+    ("llama", "sdpa", torch.float32, "bf16-autocast", True),
+    ("qwen3", "eager", torch.float32, "fp32", False),
+    ("qwen3", "sdpa", torch.bfloat16, "bf16-pure", False),
+    ("qwen3", "eager", torch.bfloat16, "bf16-pure", False),
+    ("qwen3", "eager", torch.float32, "bf16-autocast", True),
+    ("qwen3", "sdpa", torch.float32, "bf16-autocast", True),
+    ("gpt2", "eager", torch.float32, "fp32", False),
+    ("gpt2", "eager", torch.float32, "bf16-autocast", True),
+    ("gpt2", "sdpa", torch.float32, "fp32", False),
+]
+
+
+@pytest.mark.parametrize("kind, attn, dtype, precision, autocast", CASES)
+def test_the_transformers_implementation_keeps_what_the_modules_save(tmp_path, kind, attn, dtype, precision, autocast):
+    """``--implementation transformers``: every difference above is one of its rules
+    (:mod:`costmodel.memory.implementation`), and the weights' casts are activations: the engine's activations
+    are the saved storages exactly."""
+    cfg, model = _model(kind, attn, dtype)
+    measured, casts = _measured(model, autocast=autocast)
+    attention = attn
+    if kind == "gpt2" and attn == "eager" and precision != "bf16-autocast":
+        attention = "unfused"  # GPT-2 softmaxes in the scores' dtype (fp32: the same)
+    assert _engine_transformers(cfg, tmp_path, precision, attention) == measured + casts

@@ -99,3 +99,16 @@ def test_plan_under_a_software_stack_is_estimate(capsys):
         e = _json(_estimate_argv("gpt", row, STACK), capsys)
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
         assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+
+
+def test_plan_under_the_transformers_implementation_is_estimate(capsys):
+    """``--implementation transformers`` under autocast: the weights' casts are activations (not states) and
+    transformers' own saved tensors are added; the planner's memory follows estimate's."""
+    how = ["--implementation", "transformers", "--precision", "bf16-autocast"]
+    only = ["--only", "cp=1,schedule=1f1b"]
+    rows = _json(["plan", *_flags("llama"), *RUN, *how, *only, "--top", "100000"], capsys)["layouts"]
+    for want in ({"pp": 1, "zero": 1, "recompute": "none"}, {"pp": 2, "recompute": "full"}):
+        row = next(r for r in rows if all(r[k] == v for k, v in want.items()))
+        e = _json(_estimate_argv("llama", row, how), capsys)
+        assert e["memory"]["implementation"] == "transformers"
+        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)

@@ -32,6 +32,7 @@ from ...memory.parallel import is_expert, split_axes
 from ...memory.schedules import SCHEDULES
 from ...memory.states import model_state, weights
 from ...options import Options
+from ...options.policies import precision
 from ...symbols import B, T
 
 #: The stages a report compares (``costmodel.memory.parallel.stages``): the first, a middle one, the last.
@@ -67,13 +68,24 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
         return (st.stage(w.node), count(w.node), any(a in split for a, _ in w.axes), is_expert(w))
 
     classes = {weight_class(w) for w in weights(H)}
+    autocast = precision(options.precision).copy_of == "matrices"
+    casts_are_activations = options.implementation == "transformers" and autocast  # as training_memory counts
     states = {}
     for c in classes:
         s = model_state(H, options.precision, options.optimizer, lambda w, c=c: int(weight_class(w) == c))
+        if casts_are_activations:
+            s = {**s, "params": s["params"] - s["compute_copy"]}
         states[c] = tuple(float(sympy.sympify(s[k]).xreplace(sub)) for k in STATE_KEYS)
     acts: dict[str, dict[tuple, tuple[float, float]]] = {}
     for r in recompute:
-        a = activations(H, r, options.counting, norm_stats=options.norm_stats)
+        a = activations(
+            H,
+            r,
+            options.counting,
+            norm_stats=options.norm_stats,
+            implementation=options.implementation,
+            autocast=autocast,
+        )
         sums: dict[tuple, sympy.Expr] = {}
         for kept in a.tensors.values():
             where = "block" if all(st.stage(s) == "block" for s in kept.savers) else st.stage(kept.savers[0])

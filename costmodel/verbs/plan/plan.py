@@ -240,6 +240,7 @@ def plan(
     flash: bool = True,
     precision: str = "bf16-mixed",
     optimizer: str = "adamw",
+    implementation: str = "fused",
     progress: bool = True,
     reference: Mapping[str, object] | None = None,
     ep: tuple[int, ...] | None = None,
@@ -267,7 +268,9 @@ def plan(
     stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
     communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
     Megatron sequence parallelism (it is on wherever tp > 1 by default). ``options``: an :class:`~costmodel.options.Options` as every verb takes (its device, batch, sequence,
-    flash, precision, optimizer, communication overlap and stack replace the planner's defaults). ``stack``: the software stack whose
+    flash, precision, optimizer, implementation, communication overlap and stack replace the planner's defaults).
+    ``implementation``: whose kernels and loop the memory describes (``estimate --implementation``). ``stack``: the
+    software stack whose
     ``sustained`` factor the step uses (:func:`~costmodel.devices.table.with_stack`; default the device's own),
     then named in the result's ``stack``.
     The layouts are searched in chunks of ``chunk`` by the sweeps' chunk
@@ -280,6 +283,7 @@ def plan(
         batch = batch if batch is not None else given.batch
         seq = seq if seq is not None else given.seq
         flash, precision, optimizer = given.flash, given.precision, given.optimizer
+        implementation = given.implementation
         overlap_comm = given.overlap_comm if overlap_comm is None else overlap_comm
         stack = stack if stack is not None else getattr(given, "stack", None)
         devices = devices if devices is not None else (given.layout.devices if given.layout.devices > 1 else None)
@@ -297,7 +301,13 @@ def plan(
     m = model if isinstance(model, Model) else load(model, settings)
     dev = with_stack(device(hardware), stack)
     options = Options.make(
-        batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
+        batch=batch,
+        seq=seq,
+        flash=flash,
+        precision=precision,
+        optimizer=optimizer,
+        overlap_comm=overlap_comm,
+        implementation=implementation,
     )
     values = resolve(m, options)
     if progress and sys.stderr.isatty():
@@ -357,6 +367,7 @@ def plan(
                 flash=flash,
                 precision=precision,
                 optimizer=optimizer,
+                implementation=implementation,
                 tp=r["tp"],
                 pp=r["pp"],
                 dp=r["dp"],
