@@ -67,8 +67,7 @@ def show(r, fmt: str, title: str) -> None:
     if fmt == "json":
         print(r.to_json())
     elif fmt == "latex":
-        print(f"% {title}: symbols " + ", ".join(f"{k} = {v}" for k, v in r["symbols"].items()))
-        print(r.to_latex())
+        print(r.to_latex(title))
     else:
         shown = {k: v for k, v in r["expressions"].items() if len(str(v)) <= 2000}
         width = max(map(len, shown))

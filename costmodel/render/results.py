@@ -171,7 +171,24 @@ class Estimate(Result):
 
 
 class Derivation(Result):
-    """What :func:`costmodel.derive` returns: symbols, expressions (sympy) and per-op costs."""
+    """What :func:`costmodel.derive` returns: symbols, expressions (sympy) and per-op costs.
+
+    Beside the JSON contract it keeps what shaping the formulas for reading needs (never in the JSON):
+    ``peaks`` (key → the names of a liveness peak's points), ``counts`` (the block counts, ``L``) and ``at``
+    (a config's name and values that order terms and pick the peak's point), and gives the formulas shaped
+    (:meth:`shaped`).
+    """
+
+    def __init__(
+        self,
+        data: Mapping[str, object],
+        *,
+        peaks: Mapping[str, tuple[str, ...]] | None = None,
+        counts: tuple = (),
+        at: tuple[str, Mapping] | None = None,
+    ) -> None:
+        super().__init__(data)
+        self.peaks, self.counts, self.at = dict(peaks or {}), counts, at
 
     @property
     def title(self) -> str:  # type: ignore[override]
@@ -189,11 +206,35 @@ class Derivation(Result):
     def to_json(self) -> str:
         return dumps(self.to_dict())
 
-    def to_latex(self) -> str:
-        """An ``align*`` environment of every expression and a table of the ops."""
-        from .latex import equations, ops_table  # sympy's printer, loaded when formulas are drawn
+    def shaped(self) -> dict:
+        """Every expression shaped for reading (:func:`costmodel.formulas.shaped.shape_all`), equal to it."""
+        if "_shaped" not in self.__dict__:
+            from ..formulas.shaped import shape_all  # sympy's algebra, loaded when formulas are drawn
 
-        return equations(self._data["expressions"]) + "\n" + ops_table(self._data["ops"])
+            values = self.at[1] if self.at else None
+            self.__dict__["_shaped"] = shape_all(
+                self._data["expressions"], peaks=self.peaks, counts=self.counts, at=values
+            )
+        return self.__dict__["_shaped"]
+
+    def ops_shaped(self) -> dict:
+        """Each op's forward FLOPs and bytes of one run, shaped."""
+        from ..formulas.shaped import shape
+
+        values = self.at[1] if self.at else None
+        return {
+            name: (shape(row["flops"], at=values), shape(row["bytes"], at=values))
+            for name, row in self._data["ops"].items()
+        }
+
+    def to_latex(self, title: str | None = None) -> str:
+        """A LaTeX fragment for a plain article (:func:`costmodel.render.paper.fragment`): the symbols, every
+        formula shaped and broken to fit the page, the peak by its named points, the per-op table."""
+        from .paper import fragment  # sympy's printer, loaded when formulas are drawn
+
+        return fragment(
+            title or self.title, self._data["symbols"], self.shaped(), self._data["ops"], self.ops_shaped(), self.at
+        )
 
 
 class Comparison(Result):

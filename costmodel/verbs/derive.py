@@ -14,7 +14,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..families import Model
+from ..families import Model, load
 from ..formulas.python import free_symbols
 from ..formulas.quantities import choose, maximum, roundup
 from ..graph.analysis import breakdown, check_values
@@ -24,8 +24,8 @@ from ..memory.inference import kv_cache, state_cache
 from ..options import Counting, Options
 from ..render.results import Derivation
 from ..sections.quantities import quantities
-from ..sections.run import prepare
-from ..symbols import SYMBOLS, C, describe
+from ..sections.run import prepare, resolve
+from ..symbols import SYMBOLS, C, T, describe
 
 
 def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.Expr]:
@@ -104,8 +104,10 @@ def derive(
             "intensity": per_run.intensity,
             "params": fix(c.params / data["count"]),
         }
+    counts = free_symbols([v["count"] for v in ops.values()])
     used = free_symbols([*exprs.values(), *(v["count"] for v in ops.values())])
     symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol" for s in sorted(used, key=str)}
+    peak_at = q.choices.get("memory.peak_at")
     return Derivation(
         {
             "model": m.name,
@@ -114,5 +116,24 @@ def derive(
             "expressions": exprs,
             "ops": ops,
             "conventions": {"causal": opts.counting.causal, "precision": opts.precision, "optimizer": opts.optimizer},
-        }
+        },
+        peaks={"memory_bytes.peak": peak_at[1]} if peak_at else {},
+        counts=tuple(sorted(counts, key=str)),
+        at=reference(m, opts, used),
     )
+
+
+def reference(m: Model, opts: Options, used: set) -> tuple[str, dict[sympy.Symbol, int]] | None:
+    """A config to order terms by and name a peak's point at: the model's own numbers (B = 1, C = T), else its
+    family's first preset's; None when some symbol has none (a user symbol, a preset of other sizes)."""
+    tries = [lambda: m, *(lambda p=p: load(p.name) for p in m.family.presets[:1])]
+    for candidate in tries:
+        try:
+            c = candidate()
+            values = resolve(c, opts)
+        except CostModelError:
+            continue
+        values.setdefault(C, values.get(T, 1))
+        if all(s in values for s in used):
+            return c.name, {s: values[s] for s in used}
+    return None

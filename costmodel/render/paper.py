@@ -1,0 +1,250 @@
+r"""Shaped formulas (:mod:`costmodel.formulas.shaped`) as LaTeX a paper can paste: lines that fit the page.
+
+A shaped formula prints as *pieces*, the places between them where a line may break (before a ``+`` or
+``-``, at any depth: a pulled-out factor opens ``\bigl(`` on one line and closes ``\bigr)`` on another, which
+``\left(``/``\right)`` could not). :func:`lines` packs pieces into lines of about :data:`LINE` characters.
+Products print without a dot (``72 B L T d^{2}``), as papers write them; every symbol name that is not letters
+and ``_`` subscripts prints as text (:func:`costmodel.graph.printing.unsafe_symbol_names`).
+
+:func:`fragment` is ``derive --format latex``: a glossary of symbols, the formulas grouped by what they count,
+the liveness peak as states plus the largest of its named points, and the per-op table, for a plain
+``\documentclass{article}\usepackage{amsmath,amssymb,booktabs}`` document (:data:`PACKAGES`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import sympy
+from sympy.printing.latex import LatexPrinter
+
+from ..formulas.shaped import Peak, Ratio, Scaled, Shaped, Sum, Term
+from ..graph.printing import escape, unsafe_symbol_names
+from .latex import key_latex, number
+
+#: What :func:`fragment` needs from the preamble.
+PACKAGES = ("amsmath", "amssymb", "booktabs")
+#: Characters of math one line of a plain article's text width holds (10 pt, 345 pt wide).
+LINE = 64
+#: A fraction longer than this prints as ``(a + b) / (c + d)``, which may break.
+FRACTION = 40
+_SETTINGS = {"mul_symbol": None, "fold_short_frac": False, "order": "lex"}
+
+
+def tex(expr: sympy.Expr) -> str:
+    r"""LaTeX of one term, products without a dot: ``72 B L T d^{2}``, ``\frac{T}{6 d}``.
+
+    >>> from costmodel.symbols import B, T, d_ff
+    >>> tex(6*B*T*d_ff)
+    '6 B T d_{ff}'
+    """
+    names = unsafe_symbol_names(expr)
+    return LatexPrinter({**_SETTINGS, "symbol_names": names} if names else _SETTINGS).doprint(expr)
+
+
+def width(text: str) -> int:
+    r"""About how many characters wide LaTeX math prints: a command one, braces and scripts nothing, a sign
+    with its spaces two."""
+    text = re.sub(r"\\(frac|left|right|bigl|bigr|big|mathrm|text|texttt|max|quad)\b", "", text)
+    text = re.sub(r"\\[A-Za-z]+", "·", text)
+    return len(re.sub(r"[{}_^ ]", "", text)) + len(re.findall(r" [-+=] ", text))
+
+
+def pieces(s: Shaped) -> list[str]:
+    """The LaTeX of ``s`` cut where a line may break; each piece after the first starts with its sign."""
+    if isinstance(s, Term):
+        return [tex(s.expr)]
+    if isinstance(s, Sum):
+        out: list[str] = []
+        for i, part in enumerate(s.parts):
+            got = pieces(part)
+            if i and not got[0].startswith("-"):
+                got[0] = "+ " + got[0]
+            out += got
+        return out
+    if isinstance(s, Scaled):
+        inner = pieces(s.inner)
+        if s.factor == 1:
+            return inner
+        factor = "-" if s.factor == -1 else tex(s.factor)
+        if len(inner) == 1 and isinstance(s.inner, Term):
+            return [f"{factor} {inner[0]}"]
+        opening, closing = (r"\bigl(", r"\bigr)") if any(r"\frac" in p for p in inner) else ("(", ")")
+        inner[0] = f"{factor} {opening}{inner[0]}"
+        inner[-1] += closing
+        return inner
+    if isinstance(s, Ratio):
+        num, den = pieces(s.numerator), pieces(s.denominator)
+        whole = rf"\frac{{{' '.join(num)}}}{{{' '.join(den)}}}"
+        if width(whole) <= FRACTION:
+            return [whole]
+        num, den = _grouped(num), _grouped(den)
+        den[0] = r"\big/ " + den[0]
+        return num + den
+    if isinstance(s, Peak):
+        return [*pieces(s.states), r"+ \max_{i} A_{i}"]
+    raise TypeError(f"pieces: not a shaped formula: {s!r}")
+
+
+def _grouped(ps: list[str]) -> list[str]:
+    if len(ps) == 1:
+        return ps
+    return [r"\bigl(" + ps[0], *ps[1:-1], ps[-1] + r"\bigr)"]
+
+
+def lines(s: Shaped, room: int = LINE) -> list[str]:
+    """The pieces of ``s`` packed into lines of about ``room`` characters (a piece longer stays whole)."""
+    out: list[str] = []
+    for p in pieces(s):
+        if out and width(out[-1] + " " + p) <= room:
+            out[-1] += " " + p
+        else:
+            out.append(p)
+    return out
+
+
+def rows(lhs: str, s: Shaped, room: int = LINE) -> list[str]:
+    r"""``align*`` rows of ``lhs = s``: the first at ``&=``, the rest indented at ``&\quad``."""
+    first, *rest = lines(s, room - width(lhs) if width(lhs) < room // 2 else room - 4)
+    if width(lhs) >= room // 2:  # a long name: the formula starts on the next line
+        return [rf"{lhs} &= {first}" if width(first) + width(lhs) <= room else rf"{lhs} &\\ &= {first}", *rest]
+    return [rf"{lhs} &= {first}", *(rf"&\quad {line}" for line in rest)]
+
+
+def align(rowlist: Sequence[str]) -> str:
+    r"""An ``align*`` of rows; page breaks allowed between them (only here: a group keeps the setting)."""
+    return "{\\allowdisplaybreaks\n\\begin{align*}\n" + " \\\\\n".join(rowlist) + "\n\\end{align*}}"
+
+
+def labels_text(labels: Sequence[str], most: int = 4) -> str:
+    """A point's names as text, at most ``most`` of them and how many more."""
+    shown = ", ".join(escape(x) for x in labels[:most])
+    return shown + (f" and {len(labels) - most} more" if len(labels) > most else "")
+
+
+def peak_rows(lhs: str, p: Peak) -> list[str]:
+    r"""A peak as ``lhs = S + \max_i A_i``, ``S`` = the states, then each point ``A_i`` after its names."""
+    out = [rf"{lhs} &= S + \max_{{i}} A_{{i}}", *rows("S", p.states)]
+    for i, (names, point) in enumerate(p.points, 1):
+        first, *rest = rows(rf"A_{{{i}}}", point)
+        out += [rf"\intertext{{$A_{{{i}}}$: live at {labels_text(names)}}} {first}", *rest]
+    return out
+
+
+def winner_text(p: Peak, values: Mapping[sympy.Symbol, int], where: str) -> str:
+    """Which point is the peak at ``values`` and its bytes, as a sentence."""
+    i, names, live = p.winner(values)
+    states = int(p.states.value().xreplace(values))
+    return (
+        f"At {escape(where)}, the peak is $A_{{{i + 1}}}$ ({labels_text(names)}): "
+        f"${number(live)}$ bytes live over ${number(states)}$ bytes of states, "
+        f"${number(live + states)}$ bytes in all."
+    )
+
+
+def symbols_table(symbols: Mapping[str, str]) -> str:
+    """The glossary: each symbol and what it stands for."""
+    body = [rf"${tex(sympy.Symbol(s))}$ & {escape(about)} \\" for s, about in symbols.items()]
+    return "\n".join(
+        [r"\begin{tabular}{@{}lp{0.8\textwidth}@{}}", r"\toprule", *body, r"\bottomrule", r"\end{tabular}"]
+    )
+
+
+def _op_name(name: str) -> str:
+    return r"\texttt{" + escape(name).replace(".", r".\allowbreak ").replace(r"\_", r"\_\allowbreak ") + "}"
+
+
+def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tuple[Shaped, Shaped]], per: int = 30):
+    """The per-op forward costs (name, kind, count, FLOPs, bytes) in tables of ``per`` rows that fit the width."""
+    head = [
+        r"\begin{tabular}{@{}p{0.26\textwidth}p{0.13\textwidth}p{0.08\textwidth}p{0.18\textwidth}p{0.2\textwidth}@{}}",
+        r"\toprule",
+        r"op & kind & count & FLOPs & bytes \\",
+        r"\midrule",
+    ]
+    tables, body = [], []
+    for name, row in ops.items():
+        flops, nbytes = shaped[name]
+        cells = [
+            _op_name(name),
+            escape(str(row["kind"])),
+            f"${tex(row['count'])}$",
+            "$" + " ".join(pieces(flops)) + "$",
+            "$" + " ".join(pieces(nbytes)) + "$",
+        ]
+        body.append(" & ".join(cells) + r" \\")
+        if len(body) == per:
+            tables.append(body)
+            body = []
+    if body:
+        tables.append(body)
+    return "\n\n".join("\n".join([*head, *b, r"\bottomrule", r"\end{tabular}"]) for b in tables)
+
+
+#: The headings of :func:`fragment`, by a key's first part.
+GROUPS = {
+    "params": "Parameters",
+    "flops": "FLOPs",
+    "bytes": "Bytes moved",
+    "tokens": "Tokens",
+    "memory_bytes": "Memory (bytes)",
+    "memory": "Memory",
+    "communication_bytes": "Communication (bytes)",
+}
+
+
+def fragment(
+    title: str,
+    symbols: Mapping[str, str],
+    shaped: Mapping[str, Shaped],
+    ops: Mapping[str, Mapping[str, object]],
+    ops_shaped: Mapping[str, tuple[Shaped, Shaped]],
+    at: tuple[str, Mapping[sympy.Symbol, int]] | None = None,
+) -> str:
+    r"""``derive --format latex``: the packages it needs (a comment), the glossary, every formula by group (the
+    keys that are 0 named in one line), the peak with its winning point at ``at`` (a config's name and values),
+    and the per-op table."""
+    out = [
+        f"% {title}",
+        "% needs \\usepackage{" + ",".join(PACKAGES) + "} (a plain article compiles it)",
+        r"\paragraph*{Symbols} (positive integers)",
+        "",
+        symbols_table(symbols),
+    ]
+    zero = [k for k, s in shaped.items() if s.value() == 0]
+    by_group: dict[str, list[str]] = {}
+    for key in shaped:
+        if key not in zero:
+            by_group.setdefault(GROUPS.get(key.split(".")[0], "Other"), []).append(key)
+    for heading, keys in by_group.items():
+        out += ["", rf"\paragraph*{{{heading}}}", ""]
+        rowlist: list[str] = []
+        for key in keys:
+            s = shaped[key]
+            if isinstance(s, Peak):
+                if rowlist:
+                    out.append(align(rowlist))
+                    rowlist = []
+                out.append(align(peak_rows(key_latex(key), s)))
+                if at is not None:
+                    out.append(winner_text(s, at[1], at[0]))
+            else:
+                rowlist += rows(key_latex(key), s)
+        if rowlist:
+            out.append(align(rowlist))
+    if zero:
+        out += ["", r"\noindent Zero here: " + ", ".join(rf"\texttt{{{escape(k)}}}" for k in zero) + "."]
+    out += ["", r"\paragraph*{Per op} (forward, one run; count = runs per step)", "", ops_tables(ops, ops_shaped)]
+    return "\n".join(out)
+
+
+def standalone(body: str) -> str:
+    """``body`` in a document pdflatex compiles as it is."""
+    return (
+        "\\documentclass{article}\n\\usepackage{"
+        + ",".join(PACKAGES)
+        + "}\n\\begin{document}\n"
+        + body
+        + "\n\\end{document}\n"
+    )
