@@ -26,7 +26,9 @@ from .latex import key_latex, number
 #: What :func:`fragment` needs from the preamble.
 PACKAGES = ("amsmath", "amssymb", "booktabs")
 #: Characters of math one line of a plain article's text width holds (10 pt, 345 pt wide).
-LINE = 64
+LINE = 56
+#: A left side wider than this stands in an environment of its own (an aligned column that wide leaves no room).
+SHORT = 22
 #: A fraction longer than this prints as ``(a + b) / (c + d)``, which may break.
 FRACTION = 40
 _SETTINGS = {"mul_symbol": None, "fold_short_frac": False, "order": "lex"}
@@ -104,12 +106,20 @@ def lines(s: Shaped, room: int = LINE) -> list[str]:
     return out
 
 
-def rows(lhs: str, s: Shaped, room: int = LINE) -> list[str]:
-    r"""``align*`` rows of ``lhs = s``: the first at ``&=``, the rest indented at ``&\quad``."""
-    first, *rest = lines(s, room - width(lhs) if width(lhs) < room // 2 else room - 4)
-    if width(lhs) >= room // 2:  # a long name: the formula starts on the next line
-        return [rf"{lhs} &= {first}" if width(first) + width(lhs) <= room else rf"{lhs} &\\ &= {first}", *rest]
+def rows(lhs: str, s: Shaped, room: int = LINE, column: int | None = None) -> list[str]:
+    r"""``align*`` rows of ``lhs = s``: the first at ``&=``, the rest indented at ``&\quad``; ``column``: how wide
+    the environment's left column is (its widest left side), ``lhs``'s own width by default."""
+    column = width(lhs) if column is None else column
+    first, *rest = lines(s, room - column - 2)
     return [rf"{lhs} &= {first}", *(rf"&\quad {line}" for line in rest)]
+
+
+def long_rows(lhs: str, s: Shaped, room: int = LINE) -> list[str]:
+    r"""Rows of ``lhs = s`` for a left side too long to align (an environment of its own, an empty left
+    column): ``lhs =`` and the first line, then the rest indented."""
+    first, *rest = lines(s, room - 4)
+    head = [rf"&{lhs} = {first}"] if width(lhs) + width(first) + 2 <= room else [rf"&{lhs} =", rf"&\quad {first}"]
+    return head + [rf"&\quad {line}" for line in rest]
 
 
 def align(rowlist: Sequence[str]) -> str:
@@ -119,16 +129,17 @@ def align(rowlist: Sequence[str]) -> str:
 
 def labels_text(labels: Sequence[str], most: int = 4) -> str:
     """A point's names as text, at most ``most`` of them and how many more."""
-    shown = ", ".join(escape(x) for x in labels[:most])
+    shown = ",\n".join(_breakable(x) for x in labels[:most])
     return shown + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
 def peak_rows(lhs: str, p: Peak) -> list[str]:
     r"""A peak as ``lhs = S + \max_i A_i``, ``S`` = the states, then each point ``A_i`` after its names."""
-    out = [rf"{lhs} &= S + \max_{{i}} A_{{i}}", *rows("S", p.states)]
+    column = width(rf"A_{{{len(p.points)}}}")
+    out = [rf"&{lhs} = S + \max_{{i}} A_{{i}}", *rows("S", p.states, column=column)]
     for i, (names, point) in enumerate(p.points, 1):
-        first, *rest = rows(rf"A_{{{i}}}", point)
-        out += [rf"\intertext{{$A_{{{i}}}$: live at {labels_text(names)}}} {first}", *rest]
+        first, *rest = rows(rf"A_{{{i}}}", point, column=column)
+        out += [rf"\intertext{{$A_{{{i}}}$: live at {labels_text(names)}}}" + "\n" + first, *rest]
     return out
 
 
@@ -151,24 +162,29 @@ def symbols_table(symbols: Mapping[str, str]) -> str:
     )
 
 
+def _breakable(name: str) -> str:
+    """A dotted name as text a line may break after each dot and underscore of."""
+    return escape(name).replace(".", r".\allowbreak ").replace(r"\_", r"\_\allowbreak ")
+
+
 def _op_name(name: str) -> str:
-    return r"\texttt{" + escape(name).replace(".", r".\allowbreak ").replace(r"\_", r"\_\allowbreak ") + "}"
+    return r"\texttt{" + _breakable(name) + "}"
 
 
-def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tuple[Shaped, Shaped]], per: int = 30):
-    """The per-op forward costs (name, kind, count, FLOPs, bytes) in tables of ``per`` rows that fit the width."""
+def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tuple[Shaped, Shaped]], per: int = 15):
+    """The per-op forward costs (name and kind, count, FLOPs, bytes) in tables of ``per`` rows that fit the
+    width and a page."""
     head = [
-        r"\begin{tabular}{@{}p{0.26\textwidth}p{0.13\textwidth}p{0.08\textwidth}p{0.18\textwidth}p{0.2\textwidth}@{}}",
+        r"\noindent\begin{tabular}{@{}p{0.27\textwidth}p{0.09\textwidth}p{0.25\textwidth}p{0.26\textwidth}@{}}",
         r"\toprule",
-        r"op & kind & count & FLOPs & bytes \\",
+        r"op (kind) & count & FLOPs & bytes \\",
         r"\midrule",
     ]
     tables, body = [], []
     for name, row in ops.items():
         flops, nbytes = shaped[name]
         cells = [
-            _op_name(name),
-            escape(str(row["kind"])),
+            rf"{_op_name(name)} ({_breakable(str(row['kind']))})",
             f"${tex(row['count'])}$",
             "$" + " ".join(pieces(flops)) + "$",
             "$" + " ".join(pieces(nbytes)) + "$",
@@ -180,6 +196,20 @@ def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tup
     if body:
         tables.append(body)
     return "\n\n".join("\n".join([*head, *b, r"\bottomrule", r"\end{tabular}"]) for b in tables)
+
+
+def source_lines(text: str, most: int = 200) -> str:
+    """``text`` with every line longer than ``most`` characters broken at spaces (a comment's continuations
+    stay comments): TeX reads a line end as a space, so the document is the same."""
+    out = []
+    for line in text.split("\n"):
+        lead = "% " if line.startswith("%") else ""
+        while len(line) > most and " " in line[len(lead) + 1 : most]:
+            cut = line.rindex(" ", len(lead) + 1, most)
+            out.append(line[:cut])
+            line = lead + line[cut + 1 :]
+        out.append(line)
+    return "\n".join(out)
 
 
 #: The headings of :func:`fragment`, by a key's first part.
@@ -219,24 +249,29 @@ def fragment(
             by_group.setdefault(GROUPS.get(key.split(".")[0], "Other"), []).append(key)
     for heading, keys in by_group.items():
         out += ["", rf"\paragraph*{{{heading}}}", ""]
-        rowlist: list[str] = []
+        aligned: list[tuple[str, Shaped]] = []  # short left sides, one environment, their = signs aligned
         for key in keys:
-            s = shaped[key]
-            if isinstance(s, Peak):
-                if rowlist:
-                    out.append(align(rowlist))
-                    rowlist = []
-                out.append(align(peak_rows(key_latex(key), s)))
-                if at is not None:
-                    out.append(winner_text(s, at[1], at[0]))
-            else:
-                rowlist += rows(key_latex(key), s)
-        if rowlist:
-            out.append(align(rowlist))
+            s, lhs = shaped[key], key_latex(key)
+            if width(lhs) <= SHORT and not isinstance(s, Peak):
+                aligned.append((lhs, s))
+                continue
+            out += _aligned(aligned)
+            aligned = []
+            out.append(align(peak_rows(lhs, s) if isinstance(s, Peak) else long_rows(lhs, s)))
+            if isinstance(s, Peak) and at is not None:
+                out.append(winner_text(s, at[1], at[0]))
+        out += _aligned(aligned)
     if zero:
-        out += ["", r"\noindent Zero here: " + ", ".join(rf"\texttt{{{escape(k)}}}" for k in zero) + "."]
+        out += ["", r"{\raggedright\noindent Zero here: " + ",\n".join(map(_op_name, zero)) + r".\par}"]
     out += ["", r"\paragraph*{Per op} (forward, one run; count = runs per step)", "", ops_tables(ops, ops_shaped)]
-    return "\n".join(out)
+    return source_lines("\n".join(out))
+
+
+def _aligned(pairs: list[tuple[str, Shaped]]) -> list[str]:
+    if not pairs:
+        return []
+    column = max(width(lhs) for lhs, _ in pairs)
+    return [align([r for lhs, s in pairs for r in rows(lhs, s, column=column)])]
 
 
 def standalone(body: str) -> str:
