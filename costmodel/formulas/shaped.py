@@ -68,6 +68,16 @@ class Scaled(Shaped):
 
 
 @dataclass(frozen=True)
+class Ceiling(Shaped):
+    """``⌈inner⌉``: whole bytes of a sum that may be fractional (a share of layers, 8-bit Adam's 513/512)."""
+
+    inner: Shaped
+
+    def value(self) -> sympy.Expr:
+        return roundup(self.inner.value())
+
+
+@dataclass(frozen=True)
 class Ratio(Shaped):
     """One fraction: a numerator over a denominator, each shaped."""
 
@@ -166,7 +176,7 @@ def factored(terms: Sequence[sympy.Expr]) -> Shaped:
 def collected(terms: Sequence[sympy.Expr], counts: Sequence[sympy.Symbol]) -> Shaped:
     """Terms (leading first) grouped by the block count each is linear in: ``L·(per-layer terms) + the rest``,
     each group factored; a group stands where its leading term would."""
-    groups: dict[object, list[sympy.Expr]] = {}
+    groups: dict[object, list[sympy.Expr]] = {}  # a block count, or a term on its own
     for t in terms:
         powers = t.as_powers_dict()
         count = next((c for c in counts if powers.get(c) == 1), None)
@@ -174,7 +184,7 @@ def collected(terms: Sequence[sympy.Expr], counts: Sequence[sympy.Symbol]) -> Sh
     parts: list[Shaped] = []
     for count, members in groups.items():
         if not isinstance(count, sympy.Symbol) or count not in counts:
-            parts.append(Term(count))
+            parts.append(part(count))
         elif len(members) == 1:
             parts.append(Term(count * members[0]))
         else:
@@ -183,6 +193,16 @@ def collected(terms: Sequence[sympy.Expr], counts: Sequence[sympy.Symbol]) -> Sh
                 Scaled(count * inner.factor, inner.inner) if isinstance(inner, Scaled) else Scaled(count, inner)
             )
     return parts[0] if len(parts) == 1 else Sum(tuple(parts))
+
+
+def part(term: sympy.Expr) -> Shaped:
+    """One term; a multiple of a ceiling of a sum as the multiple of the sum shaped inside ``⌈ ⌉``."""
+    ceilings = [f for f in sympy.Mul.make_args(term) if isinstance(f, roundup) and f.args[0].is_Add]
+    if len(ceilings) != 1:
+        return Term(term)
+    inner = Ceiling(shape(ceilings[0].args[0]))
+    rest = sympy.Mul(*(f for f in sympy.Mul.make_args(term) if f is not ceilings[0]))
+    return inner if rest == 1 else Scaled(rest, inner)
 
 
 def megatron(terms: Sequence[sympy.Expr]) -> Shaped:
@@ -218,7 +238,7 @@ def shape(
         e = sympy.expand(num)
     terms = sympy.Add.make_args(e)
     if len(terms) == 1 and not e.is_Mul or not all(map(_monomial, terms)):
-        return Term(e)
+        return part(e)
     terms = _order(terms, at)
     return megatron(terms) if leading else collected(terms, counts)
 
@@ -271,4 +291,16 @@ def shape_all(
     return out
 
 
-__all__ = ["Peak", "Ratio", "Scaled", "Shaped", "Sum", "Term", "integral", "shape", "shape_all", "shape_peak"]
+__all__ = [
+    "Ceiling",
+    "Peak",
+    "Ratio",
+    "Scaled",
+    "Shaped",
+    "Sum",
+    "Term",
+    "integral",
+    "shape",
+    "shape_all",
+    "shape_peak",
+]

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-from ..formulas.shaped import Peak, Ratio, Scaled, Shaped, Sum, Term
+from ..formulas.shaped import Ceiling, Peak, Ratio, Scaled, Shaped, Sum, Term
 from ..graph.printing import escape, unsafe_symbol_names
 from .latex import key_latex, number
 
@@ -70,11 +70,17 @@ def pieces(s: Shaped) -> list[str]:
         if s.factor == 1:
             return inner
         factor = "-" if s.factor == -1 else tex(s.factor)
-        if len(inner) == 1 and isinstance(s.inner, Term):
-            return [f"{factor} {inner[0]}"]
+        if isinstance(s.inner, (Term, Ceiling)):
+            inner[0] = f"{factor} {inner[0]}"
+            return inner
         opening, closing = (r"\bigl(", r"\bigr)") if any(r"\frac" in p for p in inner) else ("(", ")")
         inner[0] = f"{factor} {opening}{inner[0]}"
         inner[-1] += closing
+        return inner
+    if isinstance(s, Ceiling):
+        inner = pieces(s.inner)
+        inner[0] = r"\bigl\lceil " + inner[0]
+        inner[-1] += r" \bigr\rceil"
         return inner
     if isinstance(s, Ratio):
         num, den = pieces(s.numerator), pieces(s.denominator)
@@ -148,9 +154,9 @@ def winner_text(p: Peak, values: Mapping[sympy.Symbol, int], where: str) -> str:
     i, names, live = p.winner(values)
     states = int(p.states.value().xreplace(values))
     return (
-        f"At {escape(where)}, the peak is $A_{{{i + 1}}}$ ({labels_text(names)}): "
+        rf"{{\raggedright At {escape(where)}, the peak is $A_{{{i + 1}}}$ ({labels_text(names)}): "
         f"${number(live)}$ bytes live over ${number(states)}$ bytes of states, "
-        f"${number(live + states)}$ bytes in all."
+        f"${number(live + states)}$ bytes in all.\\par}}"
     )
 
 
