@@ -10,7 +10,7 @@ import costmodel
 from costmodel.families import families
 from costmodel.formulas.quantities import maximum, roundup
 from costmodel.formulas.shaped import Peak, Scaled, Sum, integral, shape, shape_peak
-from costmodel.symbols import B, L, T, V, d, h
+from costmodel.symbols import B, L, T, V, d
 
 
 def _points(exprs, n=3, seed=0):
