@@ -23,6 +23,11 @@ def add(sub: argparse._SubParsersAction) -> None:
     )
     add_model_args(p, optional=True)
     p.add_argument("--format", default="text", choices=["text", "latex", "json"])
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="with --format latex: a whole document pdflatex compiles (article, amsmath, amssymb, booktabs)",
+    )
     g = p.add_argument_group("formulas of a transformers config class (traced; needs costmodel[torch])")
     g.add_argument(
         "--from-config-class",
@@ -58,16 +63,19 @@ def run(args: argparse.Namespace) -> int:
             "derive: expected MODEL (a preset, a family, a config.json or file.py:builder), or --from-config-class"
         )
     r = costmodel.derive(model, settings=settings(args), options=options(args))
-    show(r, args.format, f"costmodel derive {args.from_config_class or args.model}")
+    if args.standalone and args.format != "latex":
+        raise costmodel.CostModelError("derive: --standalone goes with --format latex")
+    show(r, args.format, f"costmodel derive {args.from_config_class or args.model}", standalone=args.standalone)
     return 0
 
 
-def show(r, fmt: str, title: str) -> None:
-    """Print a derivation as text (formulas, then per-op costs), LaTeX or JSON."""
+def show(r, fmt: str, title: str, *, standalone: bool = False) -> None:
+    """Print a derivation as text (formulas, then per-op costs), LaTeX (a fragment, or a ``standalone``
+    document) or JSON."""
     if fmt == "json":
         print(r.to_json())
     elif fmt == "latex":
-        print(r.to_latex(title))
+        print(r.to_latex(title, standalone=standalone))
     else:
         shown = {k: v for k, v in r["expressions"].items() if len(str(v)) <= 2000}
         width = max(map(len, shown))

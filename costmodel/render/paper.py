@@ -280,7 +280,7 @@ def _aligned(pairs: list[tuple[str, Shaped]]) -> list[str]:
     return [align([r for lhs, s in pairs for r in rows(lhs, s, column=column)])]
 
 
-def standalone(body: str) -> str:
+def whole_document(body: str) -> str:
     """``body`` in a document pdflatex compiles as it is."""
     return (
         "\\documentclass{article}\n\\usepackage{"

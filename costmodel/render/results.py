@@ -227,14 +227,16 @@ class Derivation(Result):
             for name, row in self._data["ops"].items()
         }
 
-    def to_latex(self, title: str | None = None) -> str:
+    def to_latex(self, title: str | None = None, *, standalone: bool = False) -> str:
         """A LaTeX fragment for a plain article (:func:`costmodel.render.paper.fragment`): the symbols, every
-        formula shaped and broken to fit the page, the peak by its named points, the per-op table."""
-        from .paper import fragment  # sympy's printer, loaded when formulas are drawn
+        formula shaped and broken to fit the page, the peak by its named points, the per-op table;
+        ``standalone``: a whole document."""
+        from .paper import fragment, whole_document  # sympy's printer, loaded when formulas are drawn
 
-        return fragment(
+        body = fragment(
             title or self.title, self._data["symbols"], self.shaped(), self._data["ops"], self.ops_shaped(), self.at
         )
+        return whole_document(body) if standalone else body
 
 
 class Comparison(Result):
