@@ -28,9 +28,10 @@ PACKAGES = ("amsmath", "amssymb", "booktabs")
 #: Characters of math one line of a plain article's text width holds (10 pt, 345 pt wide).
 LINE = 56
 #: A left side wider than this stands in an environment of its own (an aligned column that wide leaves no room).
-SHORT = 22
+SHORT = 26
 #: A fraction longer than this prints as ``(a + b) / (c + d)``, which may break.
 FRACTION = 40
+_FRACTION = re.compile(r"\\frac\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}\{([^{}]*(?:\{[^{}]*\}[^{}]*)*)\}")
 _SETTINGS = {"mul_symbol": None, "fold_short_frac": False, "order": "lex"}
 
 
@@ -46,8 +47,9 @@ def tex(expr: sympy.Expr) -> str:
 
 
 def width(text: str) -> int:
-    r"""About how many characters wide LaTeX math prints: a command one, braces and scripts nothing, a sign
-    with its spaces two."""
+    r"""About how many characters wide LaTeX math prints: a fraction its longer part, a command one, braces
+    and scripts nothing, a sign with its spaces two."""
+    text = _FRACTION.sub(lambda m: max(m.group(1), m.group(2), key=len), text)
     text = re.sub(r"\\(frac|left|right|bigl|bigr|big|mathrm|text|texttt|max|quad)\b", "", text)
     text = re.sub(r"\\[A-Za-z]+", "·", text)
     return len(re.sub(r"[{}_^ ]", "", text)) + len(re.findall(r" [-+=] ", text))
@@ -249,15 +251,18 @@ def fragment(
         symbols_table(symbols),
     ]
     zero = [k for k, s in shaped.items() if s.value() == 0]
-    by_group: dict[str, list[str]] = {}
+    by_group: dict[tuple[str, str], list[str]] = {}  # (heading, the keys' head it stands for) → keys
     for key in shaped:
         if key not in zero:
-            by_group.setdefault(GROUPS.get(key.split(".")[0], "Other"), []).append(key)
-    for heading, keys in by_group.items():
-        out += ["", rf"\paragraph*{{{heading}}}", ""]
+            head = key.split(".")[0]
+            group = (GROUPS[head], head) if head in GROUPS and "." in key else ("Other", "")
+            by_group.setdefault(group, []).append(key)
+    for (heading, head), keys in by_group.items():
+        out += ["", rf"\paragraph*{{{heading}}}" + (rf" (\texttt{{{escape(head)}.}}$\ldots$)" if head else ""), ""]
         aligned: list[tuple[str, Shaped]] = []  # short left sides, one environment, their = signs aligned
         for key in keys:
-            s, lhs = shaped[key], key_latex(key)
+            s = shaped[key]
+            lhs = key_latex(key.partition(".")[2] if head else key)  # the heading names the head
             if width(lhs) <= SHORT and not isinstance(s, Peak):
                 aligned.append((lhs, s))
                 continue
