@@ -106,6 +106,17 @@ class Peak(Shaped):
         return i, self.points[i][0], nums[i]
 
 
+@dataclass(frozen=True)
+class Named(Shaped):
+    """A quantity defined once and used by its name (``N_{layer}``, LaTeX); its value is what it names."""
+
+    name: str
+    expr: sympy.Expr
+
+    def value(self) -> sympy.Expr:
+        return self.expr
+
+
 def integral(expr: sympy.Expr) -> sympy.Expr:
     """``expr`` with every ceiling and floor of an integer replaced by its argument, expanded.
 
@@ -176,15 +187,16 @@ def factored(terms: Sequence[sympy.Expr]) -> Shaped:
 def collected(terms: Sequence[sympy.Expr], counts: Sequence[sympy.Symbol]) -> Shaped:
     """Terms (leading first) grouped by the block count each is linear in: ``L·(per-layer terms) + the rest``,
     each group factored; a group stands where its leading term would."""
-    groups: dict[object, list[sympy.Expr]] = {}  # a block count, or a term on its own
+    groups: dict[tuple, list[sympy.Expr]] = {}  # (a block count,) or (None, a term on its own)
     for t in terms:
         powers = t.as_powers_dict()
         count = next((c for c in counts if powers.get(c) == 1), None)
-        groups.setdefault(count if count is not None else t, []).append(t if count is None else t / count)
+        groups.setdefault((count,) if count is not None else (None, t), []).append(t if count is None else t / count)
     parts: list[Shaped] = []
-    for count, members in groups.items():
-        if not isinstance(count, sympy.Symbol) or count not in counts:
-            parts.append(part(count))
+    for key, members in groups.items():
+        count = key[0]
+        if count is None:
+            parts.append(part(key[1]))
         elif len(members) == 1:
             parts.append(Term(count * members[0]))
         else:
@@ -288,6 +300,89 @@ def shape_all(
             out[key] = shape_peak(e, peaks[key], counts=counts, at=at)
         else:
             out[key] = shape(e, counts=counts, at=at, leading=key.startswith("flops.") and not key.endswith("share"))
+    return out
+
+
+def glossary(expressions: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = ()) -> dict[str, sympy.Expr]:
+    """The quantities a paper names once (LaTeX name → expression), those a derivation has: the parameters of
+    one layer ``N_{layer}`` (the coefficient of the first block count in ``params.total``), of the embeddings
+    ``N_{embed}``, all of them ``N``, the active non-embedding ones ``N_{ne}`` (6ND's N), the tokens of a step
+    ``D`` and the KV-cache bytes per token ``b_{kv}`` (the cache is ``B·C·b_{kv}``)."""
+    from ..symbols import B, C  # the batch and the cache's context a KV cache is per token of
+
+    out: dict[str, sympy.Expr] = {}
+    total = sympy.expand(expressions.get("params.total", 0))
+    count = next((c for c in counts if total.has(c)), None)
+    if count is not None:
+        layer = total.coeff(count)
+        if layer != 0 and not layer.has(*counts):
+            out["N_{layer}"] = layer
+    if expressions.get("params.embedding", 0) != 0:
+        out["N_{embed}"] = expressions["params.embedding"]
+    if total != 0:
+        out["N"] = total
+    active = expressions.get("params.active_non_embedding", 0)
+    if active != 0 and sympy.expand(active - total) != 0:
+        out["N_{ne}"] = active
+    if expressions.get("tokens.per_step", 0) != 0:
+        out["D"] = expressions["tokens.per_step"]
+    kv = sympy.cancel(expressions.get("memory_bytes.kv_cache", 0) / (B * C))
+    if kv != 0 and not kv.has(B, C) and sympy.fraction(kv)[1].is_Number:
+        out["b_{kv}"] = sympy.expand(kv)
+    return out
+
+
+def _at(expr: sympy.Expr, seed: int) -> sympy.Expr:
+    """``expr`` at a fixed point of odd primes (a quick exact test before a symbolic one)."""
+    primes = (101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179)
+    syms = sorted(expr.free_symbols, key=str)
+    return expr.xreplace({s: primes[(i * 7 + seed) % len(primes)] for i, s in enumerate(syms)})
+
+
+def _multiple(v: sympy.Expr, e: sympy.Expr) -> sympy.Expr | None:
+    """The number ``c`` with ``v = c·e`` exactly, or None."""
+    a, b = _at(e, 0), _at(e, 5)
+    if a == 0 or b == 0 or not (a.is_Rational and b.is_Rational):
+        return None
+    c = _at(v, 0) / a
+    if not c.is_Rational or c == 0 or _at(v, 5) / b != c or sympy.expand(v - c * e) != 0:
+        return None
+    return c
+
+
+def use_names(s: Shaped, names: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = ()) -> Shaped:
+    """``s`` written with the quantities of ``names`` where it is a multiple of one (``12 N``), of two (``6 N_{ne}
+    D``) or of the KV cache's (``B C b_{kv}``), or where a part of its sum is a block count times the parameters of
+    one layer (``L N_{layer}``); else ``s``."""
+    from ..symbols import B, C
+
+    if isinstance(s, (Peak, Named)) or not names:
+        return s
+    v = s.value()
+    items = [(n, e) for n, e in names.items() if n != "b_{kv}"]
+    candidates = [*items, *((f"{n1} {n2}", e1 * e2) for i, (n1, e1) in enumerate(items) for n2, e2 in items[i + 1 :])]
+    if "b_{kv}" in names:
+        candidates.append((r"B C b_{kv}", B * C * names["b_{kv}"]))
+    for name, e in candidates:
+        c = _multiple(v, e)
+        if c is not None:
+            return Named(name, e) if c == 1 else Scaled(c, Named(name, e))
+    layer = names.get("N_{layer}")
+    if isinstance(s, Sum) and layer is not None:
+        parts = []
+        for p in s.parts:
+            c = next(((c, n) for n in counts if (c := _multiple(p.value(), n * layer)) is not None), None)
+            parts.append(p if c is None else Scaled(c[0] * c[1], Named("N_{layer}", layer)))
+        return Sum(tuple(parts))
+    return s
+
+
+def definitions(names: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = (), at=None) -> dict[str, Shaped]:
+    """Each quantity of a :func:`glossary` shaped, written with the names defined before it."""
+    out: dict[str, Shaped] = {}
+    for i, (name, e) in enumerate(names.items()):
+        earlier = dict(list(names.items())[:i])
+        out[name] = use_names(shape(e, counts=counts, at=at), earlier, counts)
     return out
 
 

@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-from ..formulas.shaped import Ceiling, Peak, Ratio, Scaled, Shaped, Sum, Term
+from ..formulas.shaped import Ceiling, Named, Peak, Ratio, Scaled, Shaped, Sum, Term
 from ..graph.printing import escape, unsafe_symbol_names
 from .latex import key_latex, number
 
 #: What :func:`fragment` needs from the preamble.
 PACKAGES = ("amsmath", "amssymb", "booktabs")
 #: Characters of math one line of a plain article's text width holds (10 pt, 345 pt wide).
-LINE = 56
+LINE = 54
 #: A left side wider than this stands in an environment of its own (an aligned column that wide leaves no room).
 SHORT = 26
 #: A fraction longer than this prints as ``(a + b) / (c + d)``, which may break.
@@ -59,6 +59,8 @@ def pieces(s: Shaped) -> list[str]:
     """The LaTeX of ``s`` cut where a line may break; each piece after the first starts with its sign."""
     if isinstance(s, Term):
         return [tex(s.expr)]
+    if isinstance(s, Named):
+        return [s.name]
     if isinstance(s, Sum):
         out: list[str] = []
         for i, part in enumerate(s.parts):
@@ -72,7 +74,7 @@ def pieces(s: Shaped) -> list[str]:
         if s.factor == 1:
             return inner
         factor = "-" if s.factor == -1 else tex(s.factor)
-        if isinstance(s.inner, (Term, Ceiling)):
+        if isinstance(s.inner, (Term, Ceiling, Named)):
             inner[0] = f"{factor} {inner[0]}"
             return inner
         opening, closing = (r"\bigl(", r"\bigr)") if any(r"\frac" in p for p in inner) else ("(", ")")
@@ -239,8 +241,10 @@ def fragment(
     ops: Mapping[str, Mapping[str, object]],
     ops_shaped: Mapping[str, tuple[Shaped, Shaped]],
     at: tuple[str, Mapping[sympy.Symbol, int]] | None = None,
+    named: Mapping[str, Shaped] | None = None,
 ) -> str:
-    r"""``derive --format latex``: the packages it needs (a comment), the glossary, every formula by group (the
+    r"""``derive --format latex``: the packages it needs (a comment), the glossary, the ``named`` quantities
+    (LaTeX name → shaped definition) the formulas use, every formula by group (the
     keys that are 0 named in one line), the peak with its winning point at ``at`` (a config's name and values),
     and the per-op table."""
     out = [
@@ -250,6 +254,8 @@ def fragment(
         "",
         symbols_table(symbols),
     ]
+    if named:
+        out += ["", r"\paragraph*{Named quantities}", "", _aligned(list(named.items()))[0]]
     zero = [k for k, s in shaped.items() if s.value() == 0]
     by_group: dict[tuple[str, str], list[str]] = {}  # (heading, the keys' head it stands for) → keys
     for key in shaped:

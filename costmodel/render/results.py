@@ -209,13 +209,25 @@ class Derivation(Result):
     def shaped(self) -> dict:
         """Every expression shaped for reading (:func:`costmodel.formulas.shaped.shape_all`), equal to it."""
         if "_shaped" not in self.__dict__:
-            from ..formulas.shaped import shape_all  # sympy's algebra, loaded when formulas are drawn
+            from ..formulas.shaped import shape_all, use_names  # sympy's algebra, loaded when formulas are drawn
 
             values = self.at[1] if self.at else None
-            self.__dict__["_shaped"] = shape_all(
-                self._data["expressions"], peaks=self.peaks, counts=self.counts, at=values
-            )
+            shaped = shape_all(self._data["expressions"], peaks=self.peaks, counts=self.counts, at=values)
+            names = self.names()
+            self.__dict__["_shaped"] = {k: use_names(s, names, self.counts) for k, s in shaped.items()}
         return self.__dict__["_shaped"]
+
+    def names(self) -> dict:
+        """The quantities the shaped formulas use by name (:func:`costmodel.formulas.shaped.glossary`)."""
+        from ..formulas.shaped import glossary
+
+        return glossary(self._data["expressions"], self.counts)
+
+    def definitions(self) -> dict:
+        """Each named quantity shaped, in the names before it (``N = L N_{layer} + N_{embed} + 2 d``)."""
+        from ..formulas.shaped import definitions
+
+        return definitions(self.names(), self.counts, self.at[1] if self.at else None)
 
     def ops_shaped(self) -> dict:
         """Each op's forward FLOPs and bytes of one run, shaped."""
@@ -234,7 +246,13 @@ class Derivation(Result):
         from .paper import fragment, whole_document  # sympy's printer, loaded when formulas are drawn
 
         body = fragment(
-            title or self.title, self._data["symbols"], self.shaped(), self._data["ops"], self.ops_shaped(), self.at
+            title or self.title,
+            self._data["symbols"],
+            self.shaped(),
+            self._data["ops"],
+            self.ops_shaped(),
+            self.at,
+            self.definitions(),
         )
         return whole_document(body) if standalone else body
 

@@ -104,7 +104,10 @@ def derive(
             "intensity": per_run.intensity,
             "params": fix(c.params / data["count"]),
         }
-    counts = free_symbols([v["count"] for v in ops.values()])
+    # a block's count and its parts (L, ⌊L/4⌋ of Llama 4's every fourth layer): what terms collect by
+    counts = {
+        a for v in ops.values() for a in sympy.sympify(v["count"]).atoms(sympy.Symbol, sympy.floor, sympy.ceiling)
+    }
     used = free_symbols([*exprs.values(), *(v["count"] for v in ops.values())])
     symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol" for s in sorted(used, key=str)}
     peak_at = q.choices.get("memory.peak_at")
@@ -118,7 +121,7 @@ def derive(
             "conventions": {"causal": opts.counting.causal, "precision": opts.precision, "optimizer": opts.optimizer},
         },
         peaks={"memory_bytes.peak": peak_at[1]} if peak_at else {},
-        counts=tuple(sorted(counts, key=str)),
+        counts=tuple(sorted(counts, key=sympy.default_sort_key)),
         at=reference(m, opts, used),
     )
 

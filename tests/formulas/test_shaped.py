@@ -9,7 +9,7 @@ import sympy
 import costmodel
 from costmodel.families import families
 from costmodel.formulas.quantities import maximum, roundup
-from costmodel.formulas.shaped import Peak, Scaled, Sum, integral, shape, shape_peak
+from costmodel.formulas.shaped import Named, Peak, Scaled, Sum, integral, shape, shape_peak
 from costmodel.symbols import B, L, T, V, d
 
 
@@ -64,7 +64,7 @@ def test_gpt3_training_flops_lead_with_72BLTd2():
 
 def test_parameters_collect_by_layer_with_the_common_factor_out():
     # GPT-2's 12·L·d² + 13·L·d + (V + T_max + 2)·d: L·d·(12d + 13) first
-    s = costmodel.derive("gpt").shaped()["params.total"]
+    s = shape(costmodel.derive("gpt")["expressions"]["params.total"], counts=[L])
     assert isinstance(s, Sum) and s.parts[0].factor == L * d
     assert s.parts[0].value() == L * d * (12 * d + 13)
 
@@ -86,3 +86,14 @@ def test_the_named_peak_point_is_the_one_estimate_reports(model):
     _, names, live = r.shaped()["memory_bytes.peak"].winner(r.at[1])
     states = int(r.shaped()["memory_bytes.peak"].states.value().xreplace(r.at[1]))
     assert e["memory"]["peak_at"] in names and e["memory_bytes"]["peak"] == live + states
+
+
+def test_named_quantities_read_as_a_paper_writes_them():
+    # mixed precision with AdamW: 2 bytes of weights, 2 of gradients, 12 of fp32 master, m and v per parameter
+    r = costmodel.derive("gpt3-175b")
+    shaped, names = r.shaped(), r.names()
+    assert shaped["memory_bytes.optimizer"] == Scaled(12, Named("N", names["N"]))
+    assert shaped["memory_bytes.params"] == Scaled(2, Named("N", names["N"]))
+    assert shaped["flops.six_nd"] == Scaled(6, Named("N_{ne} D", names["N_{ne}"] * names["D"]))
+    assert names["N_{layer}"] == 12 * d**2 + 13 * d  # GPT-2/3 with biases: 12d² weights + 13d biases and norms
+    assert names["b_{kv}"] == 4 * L * d  # K and V, d each per layer, 2 bytes (bf16)
