@@ -137,9 +137,14 @@ def _monomial(term: sympy.Expr) -> bool:
         if f.is_Number:
             continue
         base = f.base if f.is_Pow and f.exp.is_Integer else f
-        if not (base.is_Symbol or isinstance(base, (roundup, sympy.ceiling, sympy.floor))):
+        if not (base.is_Symbol or isinstance(base, (roundup, sympy.ceiling, sympy.floor)) or _small_call(base)):
             return False
     return True
+
+
+def _small_call(e: sympy.Expr) -> bool:
+    """A function of a few atoms and short sums (``min(T, W)``, ``min(C, W - 1)``): a factor like a symbol."""
+    return isinstance(e, (sympy.Min, sympy.Max, maximum)) and all(len(sympy.Add.make_args(a)) <= 2 for a in e.args)
 
 
 def _fractional(expr: sympy.Expr) -> bool:

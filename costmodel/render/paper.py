@@ -50,7 +50,8 @@ def width(text: str) -> int:
     r"""About how many characters wide LaTeX math prints: a fraction its longer part, a command one, braces
     and scripts nothing, a sign with its spaces two."""
     text = _FRACTION.sub(lambda m: max(m.group(1), m.group(2), key=len), text)
-    text = re.sub(r"\\(frac|left|right|bigl|bigr|big|mathrm|text|texttt|max|quad)\b", "", text)
+    text = re.sub(r"\\(max|min)\b", "max", text)
+    text = re.sub(r"\\(frac|left|right|bigl|bigr|big|mathrm|text|texttt|quad)\b", "", text)
     text = re.sub(r"\\[A-Za-z]+", "·", text)
     return len(re.sub(r"[{}_^ ]", "", text)) + len(re.findall(r" [-+=] ", text))
 
@@ -149,7 +150,7 @@ def peak_rows(lhs: str, p: Peak) -> list[str]:
     out = [rf"&{lhs} = S + \max_{{i}} A_{{i}}", *rows("S", p.states, column=column)]
     for i, (names, point) in enumerate(p.points, 1):
         first, *rest = rows(rf"A_{{{i}}}", point, column=column)
-        out += [rf"\intertext{{$A_{{{i}}}$: live at {labels_text(names)}}}" + "\n" + first, *rest]
+        out += [rf"\intertext{{\raggedright $A_{{{i}}}$: live at {labels_text(names)}}}" + "\n" + first, *rest]
     return out
 
 
@@ -185,7 +186,7 @@ def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tup
     """The per-op forward costs (name and kind, count, FLOPs, bytes) in tables of ``per`` rows that fit the
     width and a page."""
     head = [
-        r"\noindent\begin{tabular}{@{}p{0.27\textwidth}p{0.09\textwidth}p{0.25\textwidth}p{0.26\textwidth}@{}}",
+        r"\noindent\begin{tabular}{@{}p{0.25\textwidth}p{0.12\textwidth}p{0.24\textwidth}p{0.26\textwidth}@{}}",
         r"\toprule",
         r"op (kind) & count & FLOPs & bytes \\",
         r"\midrule",
