@@ -21,11 +21,12 @@ positive-integer points (exact arithmetic, never floats). Printing (LaTeX pieces
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sympy
 
+from ..symbols import B, C
 from .quantities import maximum, roundup
 
 
@@ -147,12 +148,12 @@ def _small_call(e: sympy.Expr) -> bool:
     return isinstance(e, (sympy.Min, sympy.Max, maximum)) and all(len(sympy.Add.make_args(a)) <= 2 for a in e.args)
 
 
-def _fractional(expr: sympy.Expr) -> bool:
+def fractional(expr: sympy.Expr) -> bool:
     """Whether a sum sits in a denominator (a share: one quantity over another)."""
     return any(p.is_Pow and p.exp.is_negative and p.base.is_Add for p in sympy.preorder_traversal(expr))
 
 
-def _order(terms: Iterable[sympy.Expr], at: Mapping[sympy.Symbol, int] | None) -> list[sympy.Expr]:
+def order(terms: Iterable[sympy.Expr], at: Mapping[sympy.Symbol, int] | None) -> list[sympy.Expr]:
     """Terms leading first: largest at ``at`` (a symbol it lacks counts as 64), else highest degree and
     coefficient first; sympy's order breaks ties."""
     terms = sorted(terms, key=sympy.default_sort_key)
@@ -248,7 +249,7 @@ def shape(
     ['1', 'T/(6*d)', 'V/(12*L*d)']
     """
     e = integral(sympy.sympify(expr))
-    if _fractional(e):
+    if fractional(e):
         num, den = sympy.fraction(sympy.cancel(sympy.together(e)))
         if den != 1:
             return Ratio(shape(num, counts=counts, at=at), shape(den, counts=counts, at=at))
@@ -256,7 +257,7 @@ def shape(
     terms = sympy.Add.make_args(e)
     if len(terms) == 1 and not e.is_Mul or not all(map(_monomial, terms)):
         return part(e)
-    terms = _order(terms, at)
+    terms = order(terms, at)
     return megatron(terms) if leading else collected(terms, counts)
 
 
@@ -266,11 +267,11 @@ def shape_peak(
     *,
     counts: Sequence[sympy.Symbol] = (),
     at: Mapping[sympy.Symbol, int] | None = None,
+    maximal: Callable[[list[dict], list[str]], list[int]] | None = None,
 ) -> Shaped:
-    """A liveness peak ``states + maximum(points)`` (``labels[i]`` names point i) as a :class:`Peak`: the points
-    another always exceeds are dropped, equal points named together; anything else as :func:`shape` gives it."""
-    from ..memory.peak import maximal  # the peak's own rule for which points can be the largest
-
+    """A liveness peak ``states + maximum(points)`` (``labels[i]`` names point i) as a :class:`Peak`: equal points
+    named together, and with ``maximal`` (the peak's own rule, :func:`costmodel.memory.peak.maximal`: the indices
+    of the points no other always exceeds) only those; anything else as :func:`shape` gives it."""
     tops = [a for a in sympy.Add.make_args(expr) if isinstance(a, maximum)]
     if len(tops) != 1 or len(tops[0].args) != len(labels):
         return shape(expr, counts=counts, at=at)
@@ -283,7 +284,7 @@ def shape_peak(
         same.setdefault(p, []).append(label)
     distinct = list(same)
     dicts = [dict(p.as_coefficients_dict()) for p in distinct]
-    keep = maximal(dicts, [max(same[p]) for p in distinct])
+    keep = maximal(dicts, [max(same[p]) for p in distinct]) if maximal else range(len(distinct))
     return Peak(
         shape(states, counts=counts, at=at),
         tuple((tuple(same[distinct[i]]), shape(distinct[i], counts=counts, at=at)) for i in keep),
@@ -296,13 +297,14 @@ def shape_all(
     peaks: Mapping[str, Sequence[str]] | None = None,
     counts: Sequence[sympy.Symbol] = (),
     at: Mapping[sympy.Symbol, int] | None = None,
+    maximal: Callable[[list[dict], list[str]], list[int]] | None = None,
 ) -> dict[str, Shaped]:
     """Every expression of a derivation shaped: ``peaks`` names the points of each liveness peak (key → labels),
     FLOPs (``flops.*`` but a share) in the Megatron form, the rest collected by the block ``counts``."""
     out: dict[str, Shaped] = {}
     for key, e in expressions.items():
         if peaks and key in peaks:
-            out[key] = shape_peak(e, peaks[key], counts=counts, at=at)
+            out[key] = shape_peak(e, peaks[key], counts=counts, at=at, maximal=maximal)
         else:
             out[key] = shape(e, counts=counts, at=at, leading=key.startswith("flops.") and not key.endswith("share"))
     return out
@@ -313,8 +315,6 @@ def glossary(expressions: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbo
     one layer ``N_{layer}`` (the coefficient of the first block count in ``params.total``), of the embeddings
     ``N_{embed}``, all of them ``N``, the active non-embedding ones ``N_{ne}`` (6ND's N), the tokens of a step
     ``D`` and the KV-cache bytes per token ``b_{kv}`` (the cache is ``B·C·b_{kv}``)."""
-    from ..symbols import B, C  # the batch and the cache's context a KV cache is per token of
-
     out: dict[str, sympy.Expr] = {}
     total = sympy.expand(expressions.get("params.total", 0))
     count = next((c for c in counts if total.has(c)), None)
@@ -359,8 +359,6 @@ def use_names(s: Shaped, names: Mapping[str, sympy.Expr], counts: Sequence[sympy
     """``s`` written with the quantities of ``names`` where it is a multiple of one (``12 N``), of two (``6 N_{ne}
     D``) or of the KV cache's (``B C b_{kv}``), or where a part of its sum is a block count times the parameters of
     one layer (``L N_{layer}``); else ``s``."""
-    from ..symbols import B, C
-
     if isinstance(s, (Peak, Named)) or not names:
         return s
     v = s.value()

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-from ..formulas.shaped import Ceiling, Named, Peak, Ratio, Scaled, Shaped, Sum, Term
+from ..formulas.shaped import Ceiling, Named, Peak, Ratio, Scaled, Shaped, Sum, Term, shape
 from ..graph.printing import escape, unsafe_symbol_names
 from .latex import key_latex, number
 
@@ -117,19 +117,20 @@ def lines(s: Shaped, room: int = LINE) -> list[str]:
     return out
 
 
-def rows(lhs: str, s: Shaped, room: int = LINE, column: int | None = None) -> list[str]:
+def rows(lhs: str, s: Shaped, room: int = LINE, column: int | None = None, relation: str = "=") -> list[str]:
     r"""``align*`` rows of ``lhs = s``: the first at ``&=``, the rest indented at ``&\quad``; ``column``: how wide
     the environment's left column is (its widest left side), ``lhs``'s own width by default."""
     column = width(lhs) if column is None else column
     first, *rest = lines(s, room - column - 2)
-    return [rf"{lhs} &= {first}", *(rf"&\quad {line}" for line in rest)]
+    return [rf"{lhs} &{relation} {first}", *(rf"&\quad {line}" for line in rest)]
 
 
-def long_rows(lhs: str, s: Shaped, room: int = LINE) -> list[str]:
+def long_rows(lhs: str, s: Shaped, room: int = LINE, relation: str = "=") -> list[str]:
     r"""Rows of ``lhs = s`` for a left side too long to align (an environment of its own, an empty left
     column): ``lhs =`` and the first line, then the rest indented."""
     first, *rest = lines(s, room - 4)
-    head = [rf"&{lhs} = {first}"] if width(lhs) + width(first) + 2 <= room else [rf"&{lhs} =", rf"&\quad {first}"]
+    fits = width(lhs) + width(first) + 2 <= room
+    head = [rf"&{lhs} {relation} {first}"] if fits else [rf"&{lhs} {relation}", rf"&\quad {first}"]
     return head + [rf"&\quad {line}" for line in rest]
 
 
@@ -243,11 +244,13 @@ def fragment(
     ops_shaped: Mapping[str, tuple[Shaped, Shaped]],
     at: tuple[str, Mapping[sympy.Symbol, int]] | None = None,
     named: Mapping[str, Shaped] | None = None,
+    leading: Mapping[str, Mapping[str, object]] | None = None,
 ) -> str:
     r"""``derive --format latex``: the packages it needs (a comment), the glossary, the ``named`` quantities
     (LaTeX name → shaped definition) the formulas use, every formula by group (the
     keys that are 0 named in one line), the peak with its winning point at ``at`` (a config's name and values),
-    and the per-op table."""
+    and the per-op table. ``leading`` (key → its leading ``expression`` and the ``share`` it covers): those
+    instead of the formulas, each ``≈`` with its share."""
     out = [
         f"% {title}",
         "% needs \\usepackage{" + ",".join(PACKAGES) + "} (a plain article compiles it)",
@@ -257,6 +260,8 @@ def fragment(
     ]
     if named:
         out += ["", r"\paragraph*{Named quantities}", "", _aligned(list(named.items()))[0]]
+    if leading is not None:
+        return source_lines("\n".join(out + _leading(leading, at)))
     zero = [k for k, s in shaped.items() if s.value() == 0]
     by_group: dict[tuple[str, str], list[str]] = {}  # (heading, the keys' head it stands for) → keys
     for key in shaped:
@@ -283,6 +288,18 @@ def fragment(
         out += ["", r"{\raggedright\noindent Zero here: " + ",\n".join(map(_op_name, zero)) + r".\par}"]
     out += ["", r"\paragraph*{Per op} (forward, one run; count = runs per step)", "", ops_tables(ops, ops_shaped)]
     return source_lines("\n".join(out))
+
+
+def _leading(leading: Mapping[str, Mapping[str, object]], at) -> list[str]:
+    where = escape(at[0]) if at else "the config"
+    out = ["", rf"\paragraph*{{Leading terms}} at {where}, each with the share of the exact value it covers", ""]
+    for key, row in leading.items():
+        lhs = key_latex(key)
+        s = shape(row["expression"], at=at[1] if at else None)
+        got = long_rows(lhs, s, relation=r"\approx")
+        got[-1] += rf" \quad ({100 * float(row['share']):.1f}\%)"
+        out.append(align(got))
+    return out
 
 
 def _aligned(pairs: list[tuple[str, Shaped]]) -> list[str]:

@@ -22,7 +22,7 @@ from ..graph.passes import flash_attention
 from ..memory.activations import activations
 from ..memory.inference import kv_cache, state_cache
 from ..options import Counting, Options
-from ..render.results import Derivation
+from ..render.derivation import Derivation
 from ..sections.quantities import quantities
 from ..sections.run import prepare, resolve
 from ..symbols import SYMBOLS, C, T, describe
@@ -92,7 +92,8 @@ def derive(
     for k, v in what_ifs(m.graph, opts.counting).items():
         exprs.setdefault(k, fix(v))
     ops = {}
-    for name, c in breakdown(m.graph, opts.counting).items():
+    rows = breakdown(m.graph, opts.counting)
+    for name, c in rows.items():
         data = m.graph.nodes[name]
         per_run = (c.forward * (1 / data["count"])).map(fix)
         ops[name] = {
@@ -123,7 +124,28 @@ def derive(
         peaks={"memory_bytes.peak": peak_at[1]} if peak_at else {},
         counts=tuple(sorted(counts, key=sympy.default_sort_key)),
         at=reference(m, opts, used),
+        sources=lambda: contributions(rows, fix),
     )
+
+
+#: The keys a per-op sum makes, and what each op contributes to them (a row of ``breakdown``: runs × one run).
+SUMMED = {
+    "params.total": lambda r: r.params,
+    "params.active": lambda r: r.active_params,
+    "flops.forward": lambda r: r.forward.flops,
+    "flops.backward": lambda r: r.backward.flops,
+    "flops.training": lambda r: r.forward.flops + r.backward.flops,
+    "flops.matmul.forward": lambda r: r.forward.matmul_flops,
+    "flops.matmul.backward": lambda r: r.backward.matmul_flops,
+    "flops.matmul.training": lambda r: r.forward.matmul_flops + r.backward.matmul_flops,
+    "bytes.forward": lambda r: r.forward.bytes,
+    "bytes.backward": lambda r: r.backward.bytes,
+}
+
+
+def contributions(rows: Mapping[str, object], fix) -> dict[str, dict[str, sympy.Expr]]:
+    """key → op → what the op adds to the key (for ``derive --explain``), worked out when asked."""
+    return {key: {name: fix(sympy.sympify(part(r))) for name, r in rows.items()} for key, part in SUMMED.items()}
 
 
 def reference(m: Model, opts: Options, used: set) -> tuple[str, dict[sympy.Symbol, int]] | None:

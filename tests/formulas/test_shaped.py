@@ -10,6 +10,7 @@ import costmodel
 from costmodel.families import families
 from costmodel.formulas.quantities import maximum, roundup
 from costmodel.formulas.shaped import Named, Peak, Scaled, Sum, integral, shape, shape_peak
+from costmodel.memory.peak import maximal
 from costmodel.symbols import B, L, T, V, d
 
 
@@ -72,7 +73,8 @@ def test_parameters_collect_by_layer_with_the_common_factor_out():
 def test_a_peak_keeps_the_points_that_can_win_and_names_them():
     # max(3x, 2x, 3x) with x = B·T: 2x never wins; the two 3x points are one, named twice
     x = B * T
-    s = shape_peak(10 * d + maximum(3 * x, 2 * x, 3 * x), ["forward of a", "forward of b", "backward of a"])
+    labels = ["forward of a", "forward of b", "backward of a"]
+    s = shape_peak(10 * d + maximum(3 * x, 2 * x, 3 * x), labels, maximal=maximal)
     assert isinstance(s, Peak)
     assert [names for names, _ in s.points] == [("forward of a", "backward of a")]
     assert s.value() == 10 * d + 3 * x
