@@ -187,7 +187,7 @@ def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tup
     """The per-op forward costs (name and kind, count, FLOPs, bytes) in tables of ``per`` rows that fit the
     width and a page."""
     head = [
-        r"\noindent\begin{tabular}{@{}p{0.25\textwidth}p{0.12\textwidth}p{0.24\textwidth}p{0.26\textwidth}@{}}",
+        r"\noindent\begin{tabular}{@{}p{0.24\textwidth}p{0.11\textwidth}p{0.26\textwidth}p{0.26\textwidth}@{}}",
         r"\toprule",
         r"op (kind) & count & FLOPs & bytes \\",
         r"\midrule",
