@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import sympy
 
 from ..symbols import B, C
-from .quantities import maximum, roundup
+from .quantities import choose, maximum, roundup
 
 
 class Shaped:
@@ -346,10 +346,10 @@ def _at(expr: sympy.Expr, seed: int) -> sympy.Expr:
 
 def _multiple(v: sympy.Expr, e: sympy.Expr) -> sympy.Expr | None:
     """The number ``c`` with ``v = c·e`` exactly, or None."""
-    a, b = _at(e, 0), _at(e, 5)
-    if a == 0 or b == 0 or not (a.is_Rational and b.is_Rational):
-        return None
-    c = _at(v, 0) / a
+    a, b, va = _at(e, 0), _at(e, 5), _at(v, 0)
+    if not all(isinstance(x, sympy.Expr) and x.is_Rational for x in (a, b, va)) or a == 0 or b == 0:
+        return None  # not numbers at the point: a choice, a relation
+    c = va / a
     if not c.is_Rational or c == 0 or _at(v, 5) / b != c or sympy.expand(v - c * e) != 0:
         return None
     return c
@@ -362,6 +362,8 @@ def use_names(s: Shaped, names: Mapping[str, sympy.Expr], counts: Sequence[sympy
     if isinstance(s, (Peak, Named)) or not names:
         return s
     v = s.value()
+    if not isinstance(v, sympy.Expr) or v.has(sympy.Piecewise, choose, maximum):
+        return s
     items = [(n, e) for n, e in names.items() if n != "b_{kv}"]
     candidates = [*items, *((f"{n1} {n2}", e1 * e2) for i, (n1, e1) in enumerate(items) for n2, e2 in items[i + 1 :])]
     if "b_{kv}" in names:

@@ -158,6 +158,23 @@ class Derivation(Result):
             for name, row in self._data["ops"].items()
         }
 
+    def _repr_latex_(self) -> str:  # Jupyter: the formulas shaped, as Markdown shows them
+        from .paper import display
+
+        return "$\\begin{aligned}\n" + display(self.shaped()) + "\n\\end{aligned}$"
+
+    def to_markdown(self) -> str:
+        """Markdown: the symbols, then every formula shaped in a ``$$…$$`` block (KaTeX, MathJax)."""
+        from .paper import display
+
+        lines = [f"**{self.title}**", "", "| symbol | meaning |", "|---|---|"]
+        lines += [f"| `{s}` | {about} |" for s, about in self._data["symbols"].items()]
+        names = self.definitions()
+        if names:
+            lines += ["", "$$", "\\begin{aligned}", display(names, lambda n: n), "\\end{aligned}", "$$"]
+        lines += ["", "$$", "\\begin{aligned}", display(self.shaped()), "\\end{aligned}", "$$"]
+        return "\n".join(lines) + "\n"
+
     def to_latex(self, title: str | None = None, *, standalone: bool = False, leading: bool = False) -> str:
         """A LaTeX fragment for a plain article (:func:`costmodel.render.paper.fragment`): the symbols, every
         formula shaped and broken to fit the page, the peak by its named points, the per-op table;

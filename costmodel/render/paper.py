@@ -14,7 +14,7 @@ the liveness peak as states plus the largest of its named points, and the per-op
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import sympy
 from sympy.printing.latex import LatexPrinter
@@ -145,14 +145,32 @@ def labels_text(labels: Sequence[str], most: int = 4) -> str:
     return shown + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
-def peak_rows(lhs: str, p: Peak) -> list[str]:
-    r"""A peak as ``lhs = S + \max_i A_i``, ``S`` = the states, then each point ``A_i`` after its names."""
+def peak_rows(lhs: str, p: Peak, *, intertext: bool = True) -> list[str]:
+    r"""A peak as ``lhs = S + \max_i A_i``, ``S`` = the states, then each point ``A_i`` after its names (an
+    ``\intertext``; without ``intertext``, for KaTeX and MathJax, a ``\text`` row)."""
     column = width(rf"A_{{{len(p.points)}}}")
     out = [rf"&{lhs} = S + \max_{{i}} A_{{i}}", *rows("S", p.states, column=column)]
     for i, (names, point) in enumerate(p.points, 1):
         first, *rest = rows(rf"A_{{{i}}}", point, column=column)
-        out += [rf"\intertext{{\raggedright $A_{{{i}}}$: live at {labels_text(names)}}}" + "\n" + first, *rest]
+        if intertext:
+            out += [rf"\intertext{{\raggedright $A_{{{i}}}$: live at {labels_text(names)}}}" + "\n" + first, *rest]
+        else:
+            named = ", ".join(escape(x) for x in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            out += [rf"&\text{{$A_{{{i}}}$: live at {named}}}", first, *rest]
     return out
+
+
+def display(shaped: Mapping[str, Shaped], lhs: Callable[[str], str] = key_latex) -> str:
+    r"""The rows of an ``aligned`` (or ``align*``) body of every formula, ``=`` aligned, a peak by its named
+    points in ``\text`` rows: what Markdown's ``$$…$$``, Jupyter and a report's derivation show."""
+    out: list[str] = []
+    column = max((width(lhs(k)) for k, s in shaped.items() if not isinstance(s, Peak)), default=0)
+    for key, s in shaped.items():
+        if isinstance(s, Peak):
+            out += peak_rows(lhs(key), s, intertext=False)
+        else:
+            out += rows(lhs(key), s, room=max(LINE, column + 40), column=column)
+    return " \\\\\n".join(out)
 
 
 def winner_text(p: Peak, values: Mapping[sympy.Symbol, int], where: str) -> str:
