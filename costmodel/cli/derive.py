@@ -23,7 +23,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         "number 'estimate' gives under the same options, as an expression.",
     )
     add_model_args(p, optional=True)
-    p.add_argument("--format", default="text", choices=["text", "latex", "json"])
+    p.add_argument("--format", default="text", choices=["text", "latex", "json", "markdown"])
     p.add_argument(
         "--standalone",
         action="store_true",
@@ -102,6 +102,8 @@ def show(r, fmt: str, title: str, *, standalone: bool = False, explain: bool = F
         print(json.dumps(out, indent=2, allow_nan=False, default=str))  # default: a leading term's expression
     elif fmt == "latex":
         print(r.to_latex(title, standalone=standalone, leading=leading))
+    elif fmt == "markdown":
+        print(r.to_markdown(), end="")
     elif leading:
         rows = r.leading()
         width = max(map(len, rows), default=0)
