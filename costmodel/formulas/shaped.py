@@ -334,7 +334,9 @@ def glossary(expressions: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbo
     kv = sympy.cancel(expressions.get("memory_bytes.kv_cache", 0) / (B * C))
     if kv != 0 and not kv.has(B, C) and sympy.fraction(kv)[1].is_Number:
         out["b_{kv}"] = sympy.expand(kv)
-    return out
+    # a name a symbol of the model has already (a user's D, a --rename to N) is not given to a quantity
+    taken = {str(x) for e in expressions.values() if isinstance(e, sympy.Basic) for x in e.free_symbols}
+    return {n: e for n, e in out.items() if n.replace("{", "").replace("}", "") not in taken}
 
 
 def _at(expr: sympy.Expr, seed: int) -> sympy.Expr:

@@ -94,6 +94,11 @@ class Derivation(Result):
             if count is None:
                 raise CostModelError(f"--per-layer: {self._data['model']} has no repeated block (no count such as L)")
             exprs = views.per_layer(plain if not per_token else exprs, count)
+        if not exprs:
+            raise CostModelError(
+                "derive: no expression is left to show (a per-token or per-layer view keeps sums of terms, "
+                "not a peak's max, a choice or a share)"
+            )
         names = views.parse_rename(rename, list(self._data["symbols"])) if rename else {}
 
         def ren(e):

@@ -82,3 +82,14 @@ def test_bad_keys_and_rename_exit_2(capsys):
     assert code == 2 and "no expression matches" in err
     code, _, err = _cli(capsys, "derive", "gpt2-small", "--rename", "d=os.system")
     assert code == 2 and "--rename" in err
+
+
+def test_a_view_that_leaves_nothing_exits_2(capsys):
+    code, _, err = _cli(capsys, "derive", "llama", "--keys", "memory_bytes.peak", "--per-token")
+    assert code == 2 and "no expression is left" in err
+
+
+def test_a_quantity_is_not_named_like_a_symbol():
+    # renamed T → D, the tokens of a step are no longer called D (B·D would read as B times themselves)
+    r = costmodel.derive("gpt3-175b").view(rename="T=D")
+    assert "D" not in r.names() and "N" in r.names()
