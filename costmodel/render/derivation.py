@@ -17,6 +17,7 @@ from ..formulas import views
 from ..formulas.quantities import choose, maximum
 from ..formulas.shaped import definitions, fractional, glossary, shape, shape_all, use_names
 from ..memory.peak import maximal
+from .paper import display, fragment, whole_document
 from .results import Result, dumps, to_jsonable
 
 
@@ -164,14 +165,10 @@ class Derivation(Result):
         }
 
     def _repr_latex_(self) -> str:  # Jupyter: the formulas shaped, as Markdown shows them
-        from .paper import display
-
         return "$\\begin{aligned}\n" + display(self.shaped()) + "\n\\end{aligned}$"
 
     def to_markdown(self) -> str:
         """Markdown: the symbols, then every formula shaped in a ``$$…$$`` block (KaTeX, MathJax)."""
-        from .paper import display
-
         lines = [f"**{self.title}**", "", "| symbol | meaning |", "|---|---|"]
         lines += [f"| `{s}` | {about} |" for s, about in self._data["symbols"].items()]
         names = self.definitions()
@@ -184,8 +181,6 @@ class Derivation(Result):
         """A LaTeX fragment for a plain article (:func:`costmodel.render.paper.fragment`): the symbols, every
         formula shaped and broken to fit the page, the peak by its named points, the per-op table;
         ``standalone``: a whole document; ``leading``: each formula's leading terms (:meth:`leading`) only."""
-        from .paper import fragment, whole_document  # sympy's printer, loaded when formulas are drawn
-
         body = fragment(
             title or self.title,
             self._data["symbols"],
