@@ -56,54 +56,93 @@ def width(text: str) -> int:
     return len(re.sub(r"[{}_^ ]", "", text)) + len(re.findall(r" [-+=] ", text))
 
 
-def pieces(s: Shaped) -> list[str]:
-    """The LaTeX of ``s`` cut where a line may break; each piece after the first starts with its sign."""
-    if isinstance(s, Term):
-        return [tex(s.expr)]
-    if isinstance(s, Named):
-        return [s.name]
-    if isinstance(s, Sum):
-        out: list[str] = []
-        for i, part in enumerate(s.parts):
-            got = pieces(part)
-            if i and not got[0].startswith("-"):
-                got[0] = "+ " + got[0]
-            out += got
-        return out
-    if isinstance(s, Scaled):
-        inner = pieces(s.inner)
-        if s.factor == 1:
-            return inner
-        factor = "-" if s.factor == -1 else tex(s.factor)
-        if isinstance(s.inner, (Term, Ceiling, Named)):
-            inner[0] = f"{factor} {inner[0]}"
-            return inner
-        opening, closing = (r"\bigl(", r"\bigr)") if any(r"\frac" in p for p in inner) else ("(", ")")
-        inner[0] = f"{factor} {opening}{inner[0]}"
-        inner[-1] += closing
-        return inner
-    if isinstance(s, Ceiling):
-        inner = pieces(s.inner)
-        inner[0] = r"\bigl\lceil " + inner[0]
-        inner[-1] += r" \bigr\rceil"
-        return inner
-    if isinstance(s, Ratio):
-        num, den = pieces(s.numerator), pieces(s.denominator)
+class Spelling:
+    """How a target writes the pieces of a shaped formula: LaTeX here, MathML in :mod:`costmodel.render.mathml`
+    (one walk, :func:`pieces`, for both)."""
+
+    plus, minus = "+ ", "-"
+
+    def term(self, expr: sympy.Expr) -> str:
+        return tex(expr)
+
+    def name(self, name: str) -> str:
+        """A named quantity, given by its LaTeX (``N_{layer}``)."""
+        return name
+
+    def times(self, factor: str, first: str) -> str:
+        return f"{factor} {first}"
+
+    def around(self, inner: list[str], ceiling: bool = False) -> list[str]:
+        """``inner``'s pieces in brackets (a ceiling's when ``ceiling``), the opening on the first, the closing
+        on the last: no ``\\left``/``\\right`` pair, which could not span lines."""
+        if ceiling:
+            opening, closing = r"\bigl\lceil ", r" \bigr\rceil"
+        else:
+            opening, closing = (r"\bigl(", r"\bigr)") if any(r"\frac" in p for p in inner) else ("(", ")")
+        return _bracketed(inner, opening, closing)
+
+    def ratio(self, num: list[str], den: list[str]) -> list[str]:
         whole = rf"\frac{{{' '.join(num)}}}{{{' '.join(den)}}}"
         if width(whole) <= FRACTION:
             return [whole]
-        num, den = _grouped(num), _grouped(den)
-        den[0] = r"\big/ " + den[0]
-        return num + den
+        num = num if len(num) == 1 else self.around(num)
+        den = den if len(den) == 1 else self.around(den)
+        return [*num, r"\big/ " + den[0], *den[1:]]
+
+    def peak(self) -> str:
+        return r"+ \max_{i} A_{i}"
+
+
+LATEX = Spelling()
+
+
+def _bracketed(inner: list[str], opening: str, closing: str) -> list[str]:
+    out = list(inner)
+    out[0] = opening + out[0]
+    out[-1] += closing
+    return out
+
+
+def negative(s: Shaped) -> bool:
+    """Whether ``s`` prints with a leading minus (then a sum writes no ``+`` before it)."""
+    if isinstance(s, Term):
+        return s.expr.could_extract_minus_sign()
+    if isinstance(s, Scaled):
+        return negative(s.inner) if s.factor == 1 else s.factor.could_extract_minus_sign()
+    if isinstance(s, Sum):
+        return negative(s.parts[0])
+    return False
+
+
+def pieces(s: Shaped, spell: Spelling = LATEX) -> list[str]:
+    """``s`` as ``spell`` writes it, cut where a line may break; each piece after the first starts with its sign."""
+    if isinstance(s, Term):
+        return [spell.term(s.expr)]
+    if isinstance(s, Named):
+        return [spell.name(s.name)]
+    if isinstance(s, Sum):
+        out: list[str] = []
+        for i, part in enumerate(s.parts):
+            got = pieces(part, spell)
+            if i and not negative(part):
+                got[0] = spell.plus + got[0]
+            out += got
+        return out
+    if isinstance(s, Scaled):
+        inner = pieces(s.inner, spell)
+        if s.factor == 1:
+            return inner
+        if not isinstance(s.inner, (Term, Ceiling, Named)):
+            inner = spell.around(inner)
+        inner[0] = spell.times(spell.minus if s.factor == -1 else spell.term(s.factor), inner[0])
+        return inner
+    if isinstance(s, Ceiling):
+        return spell.around(pieces(s.inner, spell), ceiling=True)
+    if isinstance(s, Ratio):
+        return spell.ratio(pieces(s.numerator, spell), pieces(s.denominator, spell))
     if isinstance(s, Peak):
-        return [*pieces(s.states), r"+ \max_{i} A_{i}"]
+        return [*pieces(s.states, spell), spell.peak()]
     raise TypeError(f"pieces: not a shaped formula: {s!r}")
-
-
-def _grouped(ps: list[str]) -> list[str]:
-    if len(ps) == 1:
-        return ps
-    return [r"\bigl(" + ps[0], *ps[1:-1], ps[-1] + r"\bigr)"]
 
 
 def lines(s: Shaped, room: int = LINE) -> list[str]:
