@@ -14,8 +14,9 @@ import sympy
 
 from ..errors import CostModelError
 from ..formulas import views
+from ..formulas.named import definitions, glossary, use_names
 from ..formulas.quantities import choose, maximum
-from ..formulas.shaped import definitions, fractional, glossary, shape, shape_all, use_names
+from ..formulas.shaped import fractional, shape, shape_all
 from ..memory.peak import maximal
 from .paper import display, fragment, whole_document
 from .results import Result, dumps, to_jsonable
