@@ -80,6 +80,14 @@ def add(sub: argparse._SubParsersAction) -> None:
     )
     g.add_argument("--engine-file", metavar="FILE", help="a JSON file of engine profiles of the built-in file's shape")
     g.add_argument("--replicas", type=_count("--replicas"), default=1, help="engine replicas sharing the load")
+    g.add_argument(
+        "--attention-dp",
+        type=_count("--attention-dp"),
+        default=1,
+        metavar="N",
+        help="attention data parallelism (MoE): N ranks of tp devices, each its own batch and KV pool, the experts "
+        "over all N × tp (needs --ep N×tp; SGLang --enable-dp-attention, vLLM --data-parallel-size)",
+    )
     load = p.add_argument_group("load").add_mutually_exclusive_group()
     load.add_argument("--rate", type=_text("--rate", _rate), help="requests/s (Poisson), or inf: every request at once")
     load.add_argument("--concurrency", type=_count("--concurrency"), help="a closed loop of C users")
@@ -180,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
         else f"{args.disaggregate}{':overlap' if args.kv_overlap else ''}",
         prefill_tp=args.prefill_tp,
         expert_imbalance=args.expert_imbalance,
+        ep=args.ep,  # serving's expert group, not training's layout (ep dividing dp): costmodel.serving.parallel
+        attention_dp=args.attention_dp,
     )
-    r = costmodel.serve(args.model, settings=settings(args), options=options(args), spec=spec)
+    r = costmodel.serve(args.model, settings=settings(args), options=options(args, skip=("ep",)), spec=spec)
     print(r.to_json() if args.json else r.to_text())
     return 0

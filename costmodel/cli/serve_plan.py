@@ -40,6 +40,7 @@ COLUMNS = (
     "tpot_s",
     "e2e_s",
     "usd_per_million_output_tokens",  # columns are only ever appended: scripts may read them by position
+    "attention_dp",
 )
 
 
@@ -57,8 +58,8 @@ def _sizes(flag: str):
 def add(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve-plan",
-        help="rank serving deployments (tp, ep, replicas, engine limits, prefill:decode pools) by goodput per GPU",
-        description="Search TP x EP x replicas x max_num_seqs x max_num_batched_tokens (and prefill:decode pools "
+        help="rank serving deployments (tp, pp, ep, attention-dp, replicas, engine limits, prefill:decode pools) by goodput per GPU",
+        description="Search TP x PP x EP x attention-DP x replicas x max_num_seqs x max_num_batched_tokens (and prefill:decode pools "
         "with --disaggregate) over a range of device counts with the analytic solver, drop the layouts that do not "
         "fit or meet no SLO (counted by why), rank the rest by goodput per GPU or per dollar, and give the Pareto "
         "front of output tokens/s per GPU against tokens/s per user.",
@@ -67,8 +68,18 @@ def add(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hardware", required=True, metavar="NAME[,NAME]", help="a device, or several to compare")
     p.add_argument("--devices", required=True, metavar="N|A-B|N,N", help="device counts: 16, 8-64 or 8,16,32,64")
     p.add_argument("--tp", type=_sizes("--tp"), metavar="N,N", help="tp sizes (default: powers of two in a node)")
-    p.add_argument("--pp", type=_sizes("--pp"), metavar="N", help="pipeline stages: 1 only (serve has no pp yet)")
-    p.add_argument("--ep", type=_sizes("--ep"), metavar="N,N", help="expert-parallel sizes (MoE: 1 or tp)")
+    p.add_argument(
+        "--pp", type=_sizes("--pp"), metavar="N,N", help="pipeline stages (default 1, and 2 and 4 with a node's tp)"
+    )
+    p.add_argument(
+        "--ep", type=_sizes("--ep"), metavar="N,N", help="expert-parallel sizes (MoE: 1 or tp × attention-dp)"
+    )
+    p.add_argument(
+        "--attention-dp",
+        type=_sizes("--attention-dp"),
+        metavar="N,N",
+        help="attention data-parallel ranks (MoE; default powers of two while tp × N fits a node)",
+    )
     p.add_argument("--max-num-seqs", type=_sizes("--max-num-seqs"), metavar="N,N", help="default 8,16,...,512")
     p.add_argument(
         "--max-num-batched-tokens", type=_sizes("--max-num-batched-tokens"), metavar="N,N", help="default 2048-16384"
@@ -127,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         tp=args.tp,
         pp=args.pp,
         ep=args.ep,
+        attention_dp=args.attention_dp,
         max_num_seqs=args.max_num_seqs,
         max_num_batched_tokens=args.max_num_batched_tokens,
         disaggregate=args.disaggregate,

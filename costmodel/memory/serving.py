@@ -69,7 +69,9 @@ def inference_memory(G: nx.DiGraph, options: Options) -> Quantities:
     per_stage = {}
     stored = checkpoint(H, options)
     for stage in names:
-        w = inference_weights(H, options.weights_dtype, weight_share(H, Layout(pp=layout.pp), stage), stored)
+        w = inference_weights(
+            H, options.weights_dtype, weight_share(H, Layout(pp=layout.pp, dp=layout.ep, ep=layout.ep), stage), stored
+        )
 
         def on(node: str, stage: str = stage) -> sympy.Expr:  # this stage's share of a node's layers
             where = stage_of(H, node)

@@ -53,7 +53,8 @@ def lines(data: Mapping[str, object]) -> list[str]:
         replicas = layout["replicas"]
         how = (
             f"tp {layout['tp']}{', ep ' + str(layout['ep']) if layout['ep'] > 1 else ''}"
-            f"{', pp ' + str(layout['pp']) if layout.get('pp', 1) > 1 else ''}, "
+            f"{', pp ' + str(layout['pp']) if layout.get('pp', 1) > 1 else ''}"
+            f"{', attention-dp ' + str(layout['attention_dp']) if layout.get('attention_dp', 1) > 1 else ''}, "
             f"{replicas} replica{'s' if replicas > 1 else ''}"
         )
     out = [
@@ -133,7 +134,12 @@ def _layout(r: Mapping[str, object]) -> str:
     """A planner row's layout in a few words: ``tp 4 × 2`` or ``1×tp4 : 3×tp8``."""
     if r.get("disaggregated"):
         return f"{r['prefill_instances']}×tp{r['prefill_tp']} : {r['decode_instances']}×tp{r['decode_tp']}"
-    return f"tp {r['tp']}" + (f" ep {r['ep']}" if r.get("ep", 1) > 1 else "")
+    return (
+        f"tp {r['tp']}"
+        + (f" pp {r['pp']}" if r.get("pp", 1) > 1 else "")
+        + (f" dp {r['attention_dp']}" if r.get("attention_dp", 1) > 1 else "")
+        + (f" ep {r['ep']}" if r.get("ep", 1) > 1 else "")
+    )
 
 
 def _plan_table(rows, hardware: bool = False) -> list[str]:

@@ -68,10 +68,18 @@ class KVPool:
 
 
 def pool_options(
-    profile: Profile, *, tp: int = 1, pp: int = 1, weights_dtype: str = "bf16", kv_dtype: str | None = None
+    profile: Profile,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    weights_dtype: str = "bf16",
+    kv_dtype: str | None = None,
+    layout: Layout | None = None,
 ) -> Options:
     """The inference options whose memory an engine profiles: one prefill of its largest chunk
-    (``max_num_batched_tokens`` tokens, B = 1, T = C = the chunk), fused attention, under ``tp`` and ``pp`` (a stage holds its share of the weights and of every token's KV). Its
+    (``max_num_batched_tokens`` tokens, B = 1, T = C = the chunk), fused attention, under ``tp`` and ``pp`` (a
+    stage holds its share of the weights and of every token's KV), or ``layout`` where the experts are spread too
+    (:meth:`costmodel.serving.parallel.Replica.memory_layout`). Its
     ``memory_bytes.params``, ``.activations`` and ``.kv_cache`` (of the chunk's tokens) are what :func:`pool` takes,
     whichever door evaluates them (:func:`kv_pool` by sympy, ``estimate`` from its cached formulas)."""
     chunk = profile.max_num_batched_tokens
@@ -80,7 +88,7 @@ def pool_options(
         batch=1,
         seq=chunk,
         context=chunk,
-        layout=Layout(tp=tp, pp=pp),
+        layout=layout if layout is not None else Layout(tp=tp, pp=pp),
         weights_dtype=weights_dtype,
         kv_dtype=kv_dtype,
         attention="flash",
@@ -146,10 +154,12 @@ def kv_pool(
     weights_dtype: str = "bf16",
     kv_dtype: str | None = None,
     name: str = "model",
+    layout: Layout | None = None,
 ) -> KVPool:
     """The :class:`KVPool` of ``G`` (at ``values``) on ``dev`` (a device, or a memory size in bytes) under
     ``profile`` and ``tp`` (``pp`` stages: each device holds its stage's share of the weights and of every
-    token's KV cache, so the pool counts the tokens the pipeline holds)."""
+    token's KV cache, so the pool counts the tokens the pipeline holds); ``layout``: the weights' layout where
+    the experts are spread over more devices (the pool is still one tp group's)."""
     # deferred: the derivation needs sympy and the graph's analyses; pool() and pool_options() (what a cached
     # estimate calls) do not
     from ..graph.analysis import evaluate  # deferred: sympy (see above)
@@ -160,7 +170,9 @@ def kv_pool(
         (int(dev), f"{int(dev) / 1e9:g} GB") if isinstance(dev, int) else (int(dev.memory_bytes), dev.name)
     )
     chunk = profile.max_num_batched_tokens
-    q = inference_memory(G, pool_options(profile, tp=tp, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype))
+    q = inference_memory(
+        G, pool_options(profile, tp=tp, pp=pp, weights_dtype=weights_dtype, kv_dtype=kv_dtype, layout=layout)
+    )
     at = {**{k: v for k, v in values.items() if k not in (B, T, C)}, B: 1, T: chunk, C: chunk}
 
     def number(key: str) -> int:

@@ -26,16 +26,26 @@ from ..memory.device import prepared
 from ..options import Options
 from ..symbols import B, C, T
 from .batch import Entry
+from .parallel import Replica
 from .profiles import Profile
 from .step import StepModel, step_model
 
 
 def replica_step(
-    m: Model, dev: Device, options: Options, prof: Profile, graph_sizes=None, imbalance: object = 1
+    m: Model,
+    dev: Device,
+    options: Options,
+    prof: Profile,
+    graph_sizes=None,
+    imbalance: object = 1,
+    replica: Replica | None = None,
 ) -> StepModel:
     """The step model of one replica of ``m`` on ``dev`` under ``options`` (tp, ep, weights_dtype) and ``prof``'s
-    overheads (``imbalance``: the busiest expert-parallel device's load over the mean); ``graph_sizes``: the CUDA-graph sizes the scheduler pads to (default the profile's, up to
-    max_num_seqs)."""
+    overheads (``imbalance``: the busiest expert-parallel device's load over the mean); ``graph_sizes``: the
+    CUDA-graph sizes the scheduler pads to (default the profile's, up to max_num_seqs). ``replica``: serving's own
+    mapping (tp, ep over tp × attention-dp: :mod:`costmodel.serving.parallel`) in place of the options' layout."""
+    layout = options.layout
+    replica = replica or Replica(tp=layout.tp, ep=layout.ep)
     values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
     sizes = (
         graph_sizes if graph_sizes is not None else tuple(s for s in prof.cuda_graph_sizes if s <= prof.max_num_seqs)
@@ -44,8 +54,9 @@ def replica_step(
         prepared(m.graph, options.replace(inference=True, attention="flash")),
         values,
         dev,
-        tp=options.layout.tp,
-        ep=options.layout.ep,
+        tp=replica.tp,
+        ep=replica.ep,
+        attention_dp=replica.attention_dp,
         weights_dtype=options.weights_dtype,
         step_overhead_s=prof.step_overhead_s,
         layer_overhead_s=prof.layer_overhead_s,

@@ -1,7 +1,9 @@
 """What a user asks of a serving run, in one validated record: :class:`Serve`.
 
-The model, the device, the layout (``tp``, ``ep``) and the weight and KV formats travel in
-:class:`~costmodel.options.Options` as for every verb; :class:`Serve` holds what only serving has: the engine
+The model, the device, the layout (``tp``, ``pp``) and the weight and KV formats travel in
+:class:`~costmodel.options.Options` as for every verb; :class:`Serve` holds what only serving has: expert
+parallelism and attention data parallelism as serving maps them (:mod:`costmodel.serving.parallel`: ``ep`` over
+the replica's tp × attention-dp devices, which training's layout, ep dividing dp, does not take), the engine
 and its overrides, the replicas, the load (a rate, ``inf``, a concurrency or a trace), the request lengths, the
 SLOs, speculative decoding, the number of requests simulated and the seed, and which solver answers.
 
@@ -48,6 +50,8 @@ class Serve:
     disaggregate: object = None  # Pools (prefill:decode instances), or its text "P:D"
     prefill_tp: int | None = None  # the prefill pool's tp (default: the layout's)
     expert_imbalance: float = 1.0  # under expert parallelism: the busiest device's tokens over the mean
+    ep: int | None = None  # expert parallelism over the replica's tp × attention_dp devices (serving.parallel)
+    attention_dp: int = 1  # attention data-parallel ranks of a replica, each its own batch and KV pool
     formulas: bool = False  # TPOT(B, C), TTFT(P) and the critical batch as formulas (serving.formulas)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -98,6 +102,10 @@ class Serve:
 
             pools = self.disaggregate if isinstance(self.disaggregate, Pools) else Pools.parse(self.disaggregate)
             object.__setattr__(self, "disaggregate", pools)
+        for name in ("ep", "attention_dp"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise CostModelError(f"serve: {name} must be a whole number >= 1, received {v!r}")
         if self.prefill_tp is not None and (
             isinstance(self.prefill_tp, bool) or not isinstance(self.prefill_tp, int) or self.prefill_tp < 1
         ):

@@ -19,8 +19,11 @@ routed expert matmul reads the weights of the experts the step's tokens touch: w
 E experts, uniform and independent, ``E·(1 − (1 − k/E)^N)`` of them on average (issue 30's decode correction), per
 device holding ``1/n`` of the experts (``ep``, or ``tp`` over the experts axis) its share of those and ``1/n`` of the
 token copies, the busiest device ``imbalance`` times the mean under expert parallelism, the tokens sent there and
-back by an all-to-all over the ep group (dispatch before the first expert matmul, combine after the last; ep is the
-replica's tp group: attention data parallelism is not modelled). Tensor parallelism splits the ops as in training
+back by an all-to-all over the ep group (dispatch before the first expert matmul, combine after the last).
+Serving's expert group is the replica's tp × attention-dp devices (:mod:`costmodel.serving.parallel`): under
+attention data parallelism (``attention_dp`` = a) each of a ranks runs attention on its own batch, and the
+expert layers of a step see the tokens of all a ranks (taken alike: the step of one rank with a·N tokens routed,
+a·N·k copies spread over ep devices, each sending and receiving its 1/ep share). Tensor parallelism splits the ops as in training
 (:mod:`costmodel.timing.kernels`), a KV head count below tp is replicated, and each row-parallel matmul ends in an
 all-reduce of its output over the tp group (:mod:`costmodel.devices.network`).
 
@@ -116,6 +119,7 @@ class StepModel:
     layer_overhead: sympy.Expr
     graph_sizes: tuple[int, ...]
     eager: sympy.Symbol
+    attention_dp: int = 1  # ranks whose tokens the expert layers see together (serving.parallel)
     _fn: object = field(repr=False, compare=False, default=None)
     _parts_fn: object = field(repr=False, compare=False, default=None)
     _flops_fn: object = field(repr=False, compare=False, default=None)
@@ -136,7 +140,7 @@ class StepModel:
                 pair_sums.append(sum(pairs(c, p, w) for c, p in batch))
                 read_sums.append(sum(min(p + c, w) for c, p in batch))
         e, k = self.routing or (1, 1)
-        touched = experts_touched(e, k, n) if n else 0
+        touched = experts_touched(e, k, n * self.attention_dp) if n else 0
         captured = decodes == len(batch) and self.graph_sizes and n <= self.graph_sizes[-1]
         return [n, len(batch), *pair_sums, *read_sums, touched, 0 if captured else 1]
 
@@ -213,6 +217,7 @@ def step_model(
     memory_scale: object = 1,
     communication_scale: object = 1,
     kv_dtype: str | None = None,
+    attention_dp: int = 1,
 ) -> StepModel:
     """The step model of ``G`` (its attention pass applied) at ``values`` on ``dev`` under ``tp``/``ep``.
 
@@ -220,9 +225,17 @@ def step_model(
     memory time (before the max of the two) and the collectives' time: an engine's kernels against the device
     table's attained rates, fitted to measured serving runs (:mod:`costmodel.serving.validation`; 1 leaves the
     step as derived). ``kv_dtype``: the KV cache's element type where it is not the attention op's (``fp8``): the
-    cache's reads are that many bytes a position (the default reads the op's dtype)."""
-    if tp < 1 or ep < 1:
-        raise CostModelError(f"serving step: tp and ep must be >= 1, received tp={tp}, ep={ep}")
+    cache's reads are that many bytes a position (the default reads the op's dtype). ``attention_dp``: ranks of
+    attention data parallelism whose tokens the expert layers see together (see the module notes)."""
+    if tp < 1 or ep < 1 or attention_dp < 1:
+        raise CostModelError(
+            f"serving step: tp, ep and attention_dp must be >= 1, received tp={tp}, ep={ep}, attention_dp={attention_dp}"
+        )
+    if attention_dp > 1 and ep != tp * attention_dp:
+        raise CostModelError(
+            f"serving step: attention data parallelism shards the experts over the tp × attention_dp devices: "
+            f"ep {tp * attention_dp}, received ep {ep}"
+        )
     if not float(imbalance) >= 1:
         raise CostModelError(
             f"serving step: the expert load imbalance is the busiest device's load over the mean, >= 1; received {imbalance}"
@@ -275,6 +288,7 @@ def step_model(
     total = flops_total = matmul_total = a2a = sympy.Integer(0)
     s_ep = dataclasses.replace(s, tp=sympy.Integer(1))
     heads = set(head(G))
+    dispatched: set[str] = set()  # inputs already sent to the experts
     for name, data in op_nodes(D):
         op = data["op"]
         count = sympy.sympify(data["count"]).xreplace(keep)
@@ -314,8 +328,9 @@ def step_model(
             compute = (f1 * k_sym + f0 * N) / tp / (peak * eff.attention)
             total += charge(count, compute, by_k * s_sym, by_q * N, eff.overhead_s, kv=True)
             continue
-        rows = R if name in heads else N  # the unembedding runs on each request's last position only
         use = weight_use(op)
+        # the unembedding runs on each request's last position only; an expert layer on every attention-dp rank's
+        rows = R if name in heads else N * attention_dp if use == "routed" else N
         expert_parallel = use == "routed" and ep > 1
         div = divisors(op, s_ep if expert_parallel else s)
         # a device holding 1/n of the experts (expert parallelism, or tensor parallelism over the experts axis, as
@@ -348,8 +363,11 @@ def step_model(
                 first = (
                     dispatch and weight_use(D.nodes[source]["op"]) != "routed" if "op" in D.nodes[source] else dispatch
                 )
-                if first or not dispatch:  # the tokens go out before the first expert matmul, come back after the last
-                    nbytes = routed_bytes(op, N).xreplace(keep).xreplace({T: 1}) / ep
+                # the tokens go out once before the first expert matmuls (gate and up read the same input: one
+                # dispatch), come back after the last
+                if (first and source not in dispatched) or not dispatch:
+                    dispatched.add(source)
+                    nbytes = routed_bytes(op, N * attention_dp).xreplace(keep).xreplace({T: 1}) / ep
                     a2a += collective_seconds("all_to_all", nbytes, dev, eff, ep, 1, count)
         gemm = _gemm(sized, Counting()) if cost.matmul_flops != 0 else None
         flops = cost.matmul_flops.xreplace(keep)
@@ -393,6 +411,7 @@ def step_model(
         layers,
         tuple(graph_sizes),
         eager,
+        attention_dp,
     )
     args = model.symbols
     fn = compile_exprs([expression, *(parts[p] for p in PARTS)], args)

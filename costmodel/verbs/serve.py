@@ -20,6 +20,12 @@ One step of a batch passes every stage in turn: the tp group's step over all L l
 point-to-point sends of the batch's hidden states (``tokens × d`` activations, on the scale-up tier inside a node,
 scale-out across nodes). With the pipeline full no stage idles, so there is no bubble term.
 
+Expert parallelism and attention data parallelism are serving's own mapping (:mod:`costmodel.serving.parallel`):
+``ep`` spreads the experts over the replica's tp × attention-dp devices; each of the ``attention_dp`` ranks is an
+engine with its own scheduler, batch and KV pool (its tp group's memory less 1/ep of the experts), served like the
+in-flight batches of pp: the replica's load split over its ranks, each rank's step the one whose expert layers
+carry every rank's tokens (:mod:`costmodel.serving.step`).
+
 The largest rate that meets the SLOs (``max_rate_under_slo``) is searched by the solver the run asks for
 (``max_rate_solver``): bisection over simulations of up to 400 requests by default, over the analytic solver's
 means with ``solver="analytic"`` — the number ``costmodel serve-plan`` ranks layouts by.
@@ -52,6 +58,7 @@ from ..serving.disagg import balanced_ratio, kv_transfer_s, simulate_disaggregat
 from ..serving.formulas import formulas
 from ..serving.memory import kv_pool
 from ..serving.metrics import analytic_metrics, max_rate_under_slo, metrics
+from ..serving.parallel import Replica, routed_experts
 from ..serving.predictor import replica_step
 from ..serving.profiles import profile
 from ..serving.simulate import simulate
@@ -68,11 +75,6 @@ def _options(options: Options | None, hardware: object) -> Options:
     if opts.hardware is None:
         raise CostModelError("serve needs a device: --hardware NAME (see 'costmodel hardware')")
     layout = opts.layout
-    if layout.ep not in (1, layout.tp):
-        raise CostModelError(
-            f"serve: expert parallelism spans the replica's tp group (--ep 1 or --ep {layout.tp}), received --ep "
-            f"{layout.ep}; attention data parallelism is not modelled"
-        )
     if layout.dp > 1:
         raise CostModelError("serve: data parallelism is --replicas for serving (each replica its own engine)")
     if not opts.attention_default and opts.attention not in ("flash", "sdpa"):
@@ -108,8 +110,10 @@ def _sends(m: Model, dev, opts: Options):
     layout = opts.layout
     hidden = int(m.values[d]) * DTYPE_BYTES[m.graph.graph.get("dtype", "bf16")]
     stride = strides(layout.tp, 1, 1)["pp"]
-    each = lambda tokens: collective_seconds("p2p", hidden * tokens, dev, dev.attained, layout.pp, stride)  # noqa: E731
-    return lambda tokens: (layout.pp - 1) * each(tokens)
+    # a send is latency + bytes / bandwidth: affine in the tokens, its two numbers evaluated once (a step calls it)
+    fixed = float(collective_seconds("p2p", 0, dev, dev.attained, layout.pp, stride))
+    per_token = float(collective_seconds("p2p", hidden, dev, dev.attained, layout.pp, stride)) - fixed
+    return lambda tokens: (layout.pp - 1) * (fixed + per_token * tokens)
 
 
 class _Speculative:
@@ -151,6 +155,12 @@ def serve(
     prof = profile(spec.engine, dict(spec.engine_set), file=spec.engine_file)
     values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
     pp = layout.pp
+    replica = Replica(
+        tp=layout.tp, pp=pp, ep=spec.ep if spec.ep is not None else layout.ep, attention_dp=spec.attention_dp
+    )
+    replica.check(routed_experts(values), m.name)
+    if replica.ranks > 1 and spec.disaggregate is not None:
+        raise CostModelError("serve: --attention-dp with --disaggregate is not modelled; drop one of them")
     if pp > 1 and (spec.disaggregate is not None or spec.formulas):
         raise CostModelError("serve: --pp is served as in-flight batches of one engine; drop --disaggregate/--formulas")
     pool = kv_pool(
@@ -163,9 +173,12 @@ def serve(
         weights_dtype=opts.weights_dtype,
         kv_dtype=opts.kv_dtype,
         name=m.name,
+        layout=replica.memory_layout(),
     )
     limits = prof.limits(pool.num_blocks // pp)
-    step = replica_step(m, dev, opts, prof, graph_sizes=limits.cuda_graph_sizes, imbalance=spec.expert_imbalance)
+    step = replica_step(
+        m, dev, opts, prof, graph_sizes=limits.cuda_graph_sizes, imbalance=spec.expert_imbalance, replica=replica
+    )
     tau = 1.0
     timed = step
     if spec.speculative is not None:
@@ -175,9 +188,11 @@ def serve(
         timed = _Speculative(step, k, 1.0 / max(layers, 1.0))
     if pp > 1:
         timed = _Pipelined(timed, step, pp, _sends(m, dev, opts))
-    gpus = layout.tp * pp * spec.replicas
-    per_replica_gpus = gpus // spec.replicas
-    spec = dataclasses.replace(spec, replicas=spec.replicas * pp)  # the load splits over every in-flight batch
+    gpus = replica.devices * spec.replicas
+    per_replica_gpus = replica.devices
+    replicas = spec.replicas
+    # the load splits over every in-flight batch and every attention-dp rank: each its own engine, alike
+    spec = dataclasses.replace(spec, replicas=spec.replicas * pp * replica.ranks)
 
     reqs = _workload(spec)
     real = reqs
@@ -283,7 +298,13 @@ def serve(
             "hardware": dev.name,
             "gpus": gpus,
             "gpus_per_replica": per_replica_gpus,
-            "layout": {"tp": layout.tp, "ep": layout.ep, "pp": pp, "replicas": r // pp},
+            "layout": {
+                "tp": layout.tp,
+                "ep": replica.ep,
+                "pp": pp,
+                "replicas": replicas if disagg is None else r,
+                "attention_dp": replica.attention_dp,
+            },
             "load": spec.load,
             "solver": spec.solver,
             "memory": {**pool.as_dict(), "max_num_seqs": limits.max_num_seqs},

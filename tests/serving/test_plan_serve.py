@@ -213,7 +213,7 @@ BASE += ("--max-num-batched-tokens", "4096", "--input-len", "512", "--output-len
     "extra, message",
     [
         (("--devices", "8-4"), "--devices"),
-        (("--devices", "4", "--pp", "2"), "pipeline parallelism"),
+        (("--devices", "4", "--ep", "2"), "routes no experts"),
         (("--devices", "4", "--slo", "ttft_p90=2"), "no unit"),
         (("--devices", "4", "--slo", "e2e_mean=2s", "--disaggregate"), "couples the pools"),
         (("--devices", "4", "--plot", "chart.txt"), "expected a name ending in"),
@@ -283,3 +283,39 @@ def test_several_devices_ranked_per_dollar():
         assert x["output_tokens_per_usd"] == pytest.approx(
             x["output_tokens_per_s_per_gpu"] * 3600 / x["usd_per_gpu_hour"]
         )
+
+
+def _served(model, options, **kw):
+    return costmodel.serve(model, "h100-sxm", options=options, solver="analytic", slo=SLO, **kw)["serving"]
+
+
+def test_pipeline_rows_are_serves_pp_and_count_every_stage():
+    r = costmodel.serve_plan("llama3-8b", "h100-sxm", slo=SLO, **{**SMALL, "tp": (1,), "pp": (1, 2)})
+    rows = r["serving_plan"]["rows"]
+    assert r["serving_plan"]["pp"] == [1, 2]
+    two = next(x for x in rows if x["pp"] == 2 and x["max_num_seqs"] == 64)
+    # 1 tp × 2 stages = 2 GPUs a replica; 1-4 devices hold 1 to 2 of them
+    assert (two["gpus_per_unit"], two["devices"], two["replicas"], two["replicas_max"]) == (2, 2, 1, 2)
+    assert two["output_tokens_per_s_per_gpu"] == pytest.approx(two["goodput_requests_per_s"] * 64 / 2)
+    lengths = dict(
+        input_len="512", output_len="64", engine_set=(("max_num_seqs", "64"), ("max_num_batched_tokens", "4096"))
+    )
+    served = _served("llama3-8b", costmodel.Options.make(tp=1, pp=2), **lengths)
+    assert two["goodput_requests_per_s"] == served["max_rate_under_slo"]  # the same number, to the bit
+
+
+def test_moe_rows_search_ep_and_attention_dp_as_serve_runs_them():
+    kw = dict(devices="8", max_num_seqs=(64,), max_num_batched_tokens=(4096,), input_len="512", output_len="64")
+    r = costmodel.serve_plan("mixtral-8x7b", "h100-sxm", slo=SLO, tp=(4,), **kw)
+    got = {(x["tp"], x["ep"], x["attention_dp"]) for x in r["serving_plan"]["rows"]}
+    # tp 4: ep 1 or 4 at one rank; 2 ranks need ep 8 (4 × 2 within the 8-GPU node); 4 ranks would leave it
+    assert got == {(4, 1, 1), (4, 4, 1), (4, 8, 2)}
+    dp = next(x for x in r["serving_plan"]["rows"] if x["attention_dp"] == 2)
+    assert dp["gpus_per_unit"] == 8 and dp["replicas"] == 1
+    lengths = dict(
+        input_len="512", output_len="64", engine_set=(("max_num_seqs", "64"), ("max_num_batched_tokens", "4096"))
+    )
+    served = _served("mixtral-8x7b", costmodel.Options.make(tp=4), ep=8, attention_dp=2, **lengths)
+    assert dp["goodput_requests_per_s"] == served["max_rate_under_slo"]
+    with pytest.raises(costmodel.CostModelError, match="no searched layout has ep 3"):
+        costmodel.serve_plan("mixtral-8x7b", "h100-sxm", slo=SLO, tp=(4,), ep=(3,), **kw)

@@ -3,10 +3,11 @@ per dollar) under SLOs, with the Pareto front of output tokens/s per GPU against
 
 ``serve_plan(model, hardware=..., devices="8-64", slo="ttft_p90=2s,tpot_p99=50ms")`` searches, for each device:
 
-- **aggregated replicas**: tp (powers of two within a node that divide the attention heads) × ep (1, or tp for a
-  model with routed experts: expert parallelism spans the replica's tp group, as ``serve`` models it) ×
-  ``max_num_batched_tokens`` × ``max_num_seqs``; pp is 1 only (``serve --pp`` serves pipeline stages; the
-  search does not include them yet);
+- **aggregated replicas**: tp (powers of two within a node that divide the attention heads) × pp (1, and 2 and 4
+  stages of a whole node's tp: pipelines across nodes, tensors inside, as vLLM's docs advise; any given ``pp``
+  with every tp) × for a model with routed experts, ep and attention data parallelism as ``serve`` maps them
+  (:mod:`costmodel.serving.parallel`: ep 1, or ep = tp × attention-dp with attention-dp 1, 2, 4, … while the
+  expert group stays within a node and divides the experts) × ``max_num_batched_tokens`` × ``max_num_seqs``;
 - with ``disaggregate=True``, also **prefill and decode pools**: a prefill instance (its tp, its
   ``max_num_batched_tokens``) and a decode instance (its tp, ep, ``max_num_seqs``) in ``p:d`` instances, every
   ratio in lowest terms that some device count of the range holds a whole number of.
@@ -57,12 +58,13 @@ from ...serving.analytic import Shape, Solver
 from ...serving.disagg import kv_transfer_s
 from ...serving.memory import kv_pool
 from ...serving.metrics import analytic_metrics, max_rate_under_slo, parse_slos
+from ...serving.parallel import Replica, routed_experts
 from ...serving.predictor import replica_step
 from ...serving.profiles import profile
 from ...serving.spec import Serve
 from ...serving.workload import parse_length
 from ...symbols import B, C, T
-from ..serve import _options, _price
+from ..serve import _options, _Pipelined, _price, _sends
 from .rank import pareto
 
 #: ``max_num_seqs`` and ``max_num_batched_tokens`` searched by default.
@@ -126,7 +128,8 @@ def _values(name: str, given: object, default: Sequence[int]) -> tuple[int, ...]
 class Job:
     """One planner's search as plain data (it pickles to a worker, which prepares the model once): the model, the
     choices, the request shape and SLOs, and the instance layouts to evaluate, each ``(role, hardware, tp, ep,
-    max_num_batched_tokens, max_num_seqs)`` with ``role`` ``"replica"``, ``"prefill"`` or ``"decode"``."""
+    max_num_batched_tokens, max_num_seqs, pp, attention_dp)`` with ``role`` ``"replica"``, ``"prefill"`` or
+    ``"decode"`` (a pool instance's pp and attention_dp are 1)."""
 
     model: object
     settings: tuple
@@ -152,22 +155,45 @@ def _run(job_key: tuple, hardware: str):
 
 
 @functools.lru_cache(maxsize=32)
-def _step(job_key: tuple, hardware: str, tp: int, ep: int):
-    """The replica's step of (tp, ep): derived once, its CUDA-graph sizes set per layout."""
+def _step(job_key: tuple, hardware: str, tp: int, ep: int, dp: int = 1):
+    """The replica's step of (tp, ep, attention-dp): derived once, its CUDA-graph sizes set per layout."""
     m, dev, opts, prof = _run(job_key, hardware)
-    # ep spans the replica's tp group; Layout wants ep to divide dp (training's rule), which a serving step does not
-    # read, so dp = ep here only to pass it (serve's own --ep > 1 meets that rule and is refused: see the report)
-    o = opts.replace(layout=dataclasses.replace(opts.layout, tp=tp, ep=ep, dp=ep))
-    return replica_step(m, dev, o, prof, imbalance=job_key[3].expert_imbalance)
+    replica = Replica(tp=tp, ep=ep, attention_dp=dp)
+    return replica_step(m, dev, opts, prof, imbalance=job_key[3].expert_imbalance, replica=replica)
 
 
-@functools.lru_cache(maxsize=64)
-def _pool(job_key: tuple, hardware: str, tp: int, tokens: int):
+def _pool(job_key: tuple, hardware: str, tp: int, tokens: int, pp: int = 1, ep: int = 1, dp: int = 1):
+    """The KV pool of one engine rank of the layout, or the error that says it does not fit (kept: a layout that
+    does not fit is asked about once per max_num_seqs)."""
+    pool = _pool_or_error(job_key, hardware, tp, tokens, pp, ep, dp)
+    if isinstance(pool, CostModelError):
+        raise pool
+    return pool
+
+
+@functools.lru_cache(maxsize=256)
+def _pool_or_error(job_key: tuple, hardware: str, tp: int, tokens: int, pp: int, ep: int, dp: int):
+    try:
+        return _kv_pool(job_key, hardware, tp, tokens, Replica(tp=tp, pp=pp, ep=ep, attention_dp=dp))
+    except CostModelError as exc:
+        return exc
+
+
+def _kv_pool(job_key: tuple, hardware: str, tp: int, tokens: int, replica: Replica):
     m, dev, opts, prof = _run(job_key, hardware)
     values = {k: v for k, v in m.values.items() if k not in (B, T, C)}
     p = dataclasses.replace(prof, max_num_batched_tokens=tokens)
     return kv_pool(
-        m.graph, values, dev, p, tp=tp, weights_dtype=opts.weights_dtype, kv_dtype=opts.kv_dtype, name=m.name
+        m.graph,
+        values,
+        dev,
+        p,
+        tp=tp,
+        pp=replica.pp,
+        weights_dtype=opts.weights_dtype,
+        kv_dtype=opts.kv_dtype,
+        name=m.name,
+        layout=replica.memory_layout(),
     )
 
 
@@ -181,25 +207,28 @@ def _slos_for(spec: Serve, role: str) -> str | None:
     return ",".join(mine) or None
 
 
-def instance(job: Job, role: str, hardware: str, tp: int, ep: int, tokens: int, seqs: int):
+def instance(job: Job, role: str, hardware: str, tp: int, ep: int, tokens: int, seqs: int, pp: int = 1, dp: int = 1):
     """One instance's answer: its largest rate under its SLOs, the analytic means there and its memory; or the
-    reason (a key of :data:`REASONS`) it cannot serve."""
+    reason (a key of :data:`REASONS`) it cannot serve. A replica of ``pp`` stages or ``dp`` attention-dp ranks
+    is that many engines side by side (as ``serve`` runs it): each one's rate, times their number."""
     key = (job.model, job.settings, job.options, job.spec)
     m, dev, opts, prof = _run(key, hardware)
     heads = next((int(v) for s, v in m.values.items() if str(s) == "h"), None)
     if heads and heads % tp:
         return "heads"
     try:
-        pool = _pool(key, hardware, tp, tokens)
+        pool = _pool(key, hardware, tp, tokens, pp, ep, dp)
     except CostModelError:
         return "memory"
-    limits = dataclasses.replace(prof, max_num_seqs=seqs, max_num_batched_tokens=tokens).limits(pool.num_blocks)
+    limits = dataclasses.replace(prof, max_num_seqs=seqs, max_num_batched_tokens=tokens).limits(pool.num_blocks // pp)
     spec = job.spec
     ins, outs = parse_length(spec.input_len), parse_length(spec.output_len)
     P, O = round(ins.mean), round(outs.mean)
-    if pool.tokens < P + O:
+    if limits.num_blocks * limits.block_size < P + O:
         return "request"
-    step = dataclasses.replace(_step(key, hardware, tp, ep), graph_sizes=limits.cuda_graph_sizes)
+    step = dataclasses.replace(_step(key, hardware, tp, ep, dp), graph_sizes=limits.cuda_graph_sizes)
+    timed = step if pp == 1 else _Pipelined(step, step, pp, _sends(m, dev, _at(opts, tp, pp)))
+    engines = pp * dp
     prefix = spec.prefix_tokens
     if role == "prefill":  # prompts only: the first token is the prefill's
         outs = 1
@@ -209,7 +238,7 @@ def instance(job: Job, role: str, hardware: str, tp: int, ep: int, tokens: int, 
     slos = _slos_for(spec, role)
     if slos is not None:
         found = max_rate_under_slo(
-            step,
+            timed,
             limits,
             slos,
             input_len=ins,
@@ -223,11 +252,11 @@ def instance(job: Job, role: str, hardware: str, tp: int, ep: int, tokens: int, 
         rate, at = found["rate"], found["metrics"]
     else:
         shape = Shape(round(parse_length(ins).mean), round(parse_length(outs).mean), min(prefix, P))
-        solver = Solver(step, limits, shape)
+        solver = Solver(timed, limits, shape)
         at = analytic_metrics(solver.closed_loop(solver.n_max))
         rate = at["throughput"]["requests_per_s"]
     return {
-        "rate": rate,
+        "rate": rate * engines,
         "ttft_s": at["ttft_s"]["mean"],
         "tpot_s": at["tpot_s"]["mean"],
         "e2e_s": at["e2e_s"]["mean"],
@@ -237,8 +266,30 @@ def instance(job: Job, role: str, hardware: str, tp: int, ep: int, tokens: int, 
     }
 
 
+def _at(opts: Options, tp: int, pp: int) -> Options:
+    """``opts`` with the layout's tp and pp (the pipeline's sends read them)."""
+    return opts.replace(layout=dataclasses.replace(opts.layout, tp=tp, pp=pp))
+
+
 def _chunk(job: Job, start: int, stop: int) -> list:
     return [instance(job, *job.layouts[i]) for i in range(start, stop)]
+
+
+def _expert_layouts(t: int, experts: int | None, ep, dps, node: int, name: str) -> list[tuple[int, int]]:
+    """(ep, attention-dp) pairs searched at tp ``t`` (see the module notes): ``ep``, ``dps``: the values given
+    (None: the defaults)."""
+    if experts is None:
+        if (ep is not None and _values("ep", ep, (1,)) != (1,)) or (dps is not None and dps != (1,)):
+            raise CostModelError(f"serve-plan: {name} routes no experts; --ep and --attention-dp are for MoE models")
+        return [(1, 1)]
+    given = set(_values("ep", ep, (1,))) if ep is not None else None
+    ranks = dps if dps is not None else tuple(1 << i for i in range(node.bit_length()) if t << i <= node)
+    out = []
+    for a in ranks:
+        for e in sorted({1, t}) if a == 1 else [t * a]:
+            if (given is None or e in given) and experts % e == 0:
+                out.append((e, a))
+    return out
 
 
 def _deployments(unit: int, devices: tuple[int, ...]) -> tuple[int, int] | None:
@@ -258,6 +309,7 @@ def serve_plan(
     tp: object = None,
     pp: object = None,
     ep: object = None,
+    attention_dp: object = None,
     max_num_seqs: object = None,
     max_num_batched_tokens: object = None,
     disaggregate: bool = False,
@@ -274,8 +326,9 @@ def serve_plan(
     (``16``, ``"8-64"``, ``"8,16,32"``), ranked by ``objective`` — ``"gpu"``: goodput output tokens/s per GPU,
     ``"usd"``: per dollar — under the SLOs of ``spec`` (a :class:`~costmodel.serving.spec.Serve`, or its fields as
     keywords: ``slo="ttft_p90=2s"``, ``input_len="2048"``, ``engine="sglang"``). See the module notes.
-    ``tp``, ``ep``, ``max_num_seqs``, ``max_num_batched_tokens``: the values to search (defaults: powers of two
-    within a node; 1 or tp; :data:`SEQS`; :data:`TOKENS`); ``pp``: 1 only. ``verify``: the top rows again by the
+    ``tp``, ``pp``, ``ep``, ``attention_dp``, ``max_num_seqs``, ``max_num_batched_tokens``: the values to search
+    (defaults: powers of two within a node; 1, and 2 and 4 with a node's tp; 1 or tp × attention-dp; powers of two
+    while tp × attention-dp stays in a node; :data:`SEQS`; :data:`TOKENS`). ``verify``: the top rows again by the
     discrete-event simulation (``serve``, its default solver) at their goodput rate. ``plot``: a chart of the rows and
     the Pareto front (``.png``, ``.svg``, ``.pdf``; needs matplotlib). Returns ``serving_plan``: ``rows`` (the top
     ones), ``pareto`` (the front, fastest per user first), ``searched``, ``fitting`` and ``excluded``."""
@@ -301,11 +354,9 @@ def serve_plan(
             "serve-plan --disaggregate: SLOs on ttft, tpot and itl only (each pool meets its own); an e2e SLO "
             "couples the pools: check a layout with costmodel serve --disaggregate"
         )
-    pps = _values("pp", pp, (1,))
-    if pps != (1,):
-        raise CostModelError(
-            "serve-plan: pipeline parallelism (--pp > 1) is not searched yet; check a pp layout with costmodel serve --pp"
-        )
+    pps = _values("pp", pp, (1, 2, 4))
+    pp_given = pp is not None
+    dps_given = _values("attention_dp", attention_dp, (1,)) if attention_dp is not None else None
     opts = Options.make(options) if options is not None else Options.make()
     hardware = hardware if hardware is not None else opts.hardware
     if hardware is None:
@@ -325,28 +376,32 @@ def serve_plan(
         raise CostModelError(
             "serve-plan --disaggregate: requests need at least 2 output tokens (the first is the prefill's)"
         )
-    layouts, plan_tp = [], {}
+    layouts, plan_tp, eps_used = [], {}, set()
     for hw in names:
         m, dev, _, prof = _run(job_key, hw)
         node = int(dev.efficiency.node_size)
         tps = _values("tp", tp, tuple(1 << i for i in range(node.bit_length()) if 1 << i <= node))
-        experts = next((int(v) for s, v in m.values.items() if str(s) == "n_experts"), 1)
+        full = 1 << (node.bit_length() - 1)
+        experts = routed_experts(m.values)
         plan_tp[hw] = tps
         for t in tps:
-            eps = _values("ep", ep, (1, t) if experts > 1 else (1,))
-            for e in eps:
-                if e not in (1, t) or (e > 1 and experts == 1):
-                    raise CostModelError(
-                        f"serve-plan: ep is 1 or tp (expert parallelism spans the replica's tp group) for a model "
-                        f"with routed experts; received ep {e} with tp {t}"
-                    )
-                for b in tokens:
-                    for s in seqs:
-                        layouts.append(("replica", hw, t, e, b, s))
-                if disaggregate:
-                    layouts += [("decode", hw, t, e, prof.max_num_batched_tokens, s) for s in seqs]
+            for e, a in _expert_layouts(t, experts, ep, dps_given, node, m.name):
+                eps_used.add(e)
+                # pipelines across nodes, tensors inside (vLLM's advice): pp > 1 at a node's tp (the largest power
+                # of two in it) unless pp is given, then at every tp
+                stages = [q for q in pps if q == 1 or (a == 1 and (pp_given or t == full))]
+                for q in stages:
+                    layouts += [("replica", hw, t, e, b, s_, q, a) for b in tokens for s_ in seqs]
+                if disaggregate and a == 1:
+                    layouts += [("decode", hw, t, e, prof.max_num_batched_tokens, s_, 1, 1) for s_ in seqs]
             if disaggregate:
-                layouts += [("prefill", hw, t, 1, b, prof.max_num_seqs) for b in tokens]
+                layouts += [("prefill", hw, t, 1, b, prof.max_num_seqs, 1, 1) for b in tokens]
+    unused = sorted(set(_values("ep", ep, (1,))) - eps_used) if ep is not None else []
+    if unused:
+        raise CostModelError(
+            f"serve-plan: ep is 1 or tp × attention-dp (expert parallelism spans the replica's devices) for a model "
+            f"with routed experts that divides its experts; no searched layout has ep {', '.join(map(str, unused))}"
+        )
     job = Job(model, key_settings, base, spec, tuple(dict.fromkeys(layouts)))
     pools = sum(1 for lay in job.layouts if lay[0] == "prefill") * sum(1 for lay in job.layouts if lay[0] == "decode")
     if job.size > MAX_LAYOUTS or pools * MAX_INSTANCES**2 > MAX_COMBINATIONS:
@@ -362,7 +417,7 @@ def serve_plan(
     usd = {hw: _price(opts, _run(job_key, hw)[1].name) for hw in names}
     prefills, decodes = [], []
     for lay, res in zip(job.layouts, results):
-        role, hw, t, e, b, s = lay
+        role, hw, t, e, b, s, q, a = lay
         if isinstance(res, str):
             excluded[res] += role == "replica"
             continue
@@ -371,24 +426,12 @@ def serve_plan(
         elif role == "decode":
             decodes.append((lay, res))
         else:
-            held = _deployments(t, counts)
+            held = _deployments(t * q * a, counts)
             if held is None:
                 excluded["devices"] += 1
                 continue
-            rows.append(
-                _row(
-                    hw,
-                    held,
-                    t,
-                    t,
-                    res["rate"],
-                    res,
-                    P,
-                    O,
-                    usd[hw],
-                    dict(tp=t, ep=e, max_num_seqs=s, max_num_batched_tokens=b),
-                )
-            )
+            fields = dict(tp=t, ep=e, pp=q, attention_dp=a, max_num_seqs=s, max_num_batched_tokens=b)
+            rows.append(_row(hw, held, t * q * a, t, res["rate"], res, P, O, usd[hw], fields))
     if disaggregate:
         rows += _disaggregated(job, prefills, decodes, counts, P, O, usd)
     fitting = len(rows)
@@ -418,8 +461,7 @@ def serve_plan(
     best = rows[:top]
     if verify:
         for r in best:
-            # serve takes no ep > 1 through a Layout yet (ep must divide dp, and serve refuses dp > 1)
-            r["verified"] = _verify(model, settings, opts, spec, r) if r["ep"] == 1 else None
+            r["verified"] = _verify(model, settings, opts, spec, r)
     out = {
         "model": _run(job_key, names[0])[0].name,
         "serving_plan": {
@@ -429,6 +471,7 @@ def serve_plan(
             if len(counts) > 2 and counts == tuple(range(counts[0], counts[-1] + 1))
             else list(counts),
             "tp": {hw: list(v) for hw, v in plan_tp.items()},
+            "pp": list(pps),
             "max_num_seqs": list(seqs),
             "max_num_batched_tokens": list(tokens),
             "disaggregate": bool(disaggregate),
@@ -487,6 +530,7 @@ def _row(hw, held, gpus_per_unit, tp_shown, rate_unit, res, P, O, usd, fields) -
         "tp": tp_shown,
         "pp": 1,
         "ep": fields.get("ep", 1),
+        "attention_dp": 1,
         "max_num_seqs": fields.get("max_num_seqs"),
         "max_num_batched_tokens": fields.get("max_num_batched_tokens"),
         "disaggregated": False,
@@ -522,9 +566,9 @@ def _disaggregated(job: Job, prefills, decodes, counts, P: int, O: int, usd) -> 
     rows = []
     combos: dict[tuple, list] = {}
     for lay_p, res_p in prefills:
-        _, hw, tp_p, _, tokens_p, _ = lay_p
+        _, hw, tp_p, _, tokens_p, _ = lay_p[:6]
         for lay_d, res_d in decodes:
-            _, hw_d, tp_d, ep_d, tokens_d, seqs_d = lay_d
+            _, hw_d, tp_d, ep_d, tokens_d, seqs_d = lay_d[:6]
             if hw_d != hw:
                 continue
             for p in range(1, MAX_INSTANCES + 1):
@@ -583,7 +627,7 @@ def _disaggregated(job: Job, prefills, decodes, counts, P: int, O: int, usd) -> 
 
 def _open_loop(job: Job, role: str, lay: tuple, rates: np.ndarray) -> dict:
     """A pool instance's analytic means at each of ``rates`` (requests/s per instance)."""
-    _, hw, tp, ep, tokens, seqs = lay
+    _, hw, tp, ep, tokens, seqs = lay[:6]
     key = (job.model, job.settings, job.options, job.spec)
     prof = _run(key, hw)[3]
     pool = _pool(key, hw, tp, tokens)
@@ -615,8 +659,10 @@ def _verify(model, settings, opts: Options, spec: Serve, row: dict) -> dict:
         requests=min(spec.requests, 1000),
         max_rate=False,
         solver="simulate",
+        ep=row["ep"],
+        attention_dp=row["attention_dp"],
     )
-    layout = dataclasses.replace(opts.layout, tp=row["tp"], ep=row["ep"], pp=1)
+    layout = dataclasses.replace(opts.layout, tp=row["tp"], pp=row["pp"])
     if row["disaggregated"]:
         p, d = row["prefill_instances"] * k, row["decode_instances"] * k
         fields.update(disaggregate=f"{p}:{d}", prefill_tp=row["prefill_tp"])
