@@ -95,6 +95,8 @@ class Peak(Shaped):
 
     states: Shaped
     points: tuple[tuple[tuple[str, ...], Shaped], ...]
+    #: a part several points share (the activations the layers keep, ``L·(...)``), named ``K`` in them
+    common: Named | None = None
 
     def value(self) -> sympy.Expr:
         return self.states.value() + maximum(*(p.value() for _, p in self.points))
@@ -285,10 +287,27 @@ def shape_peak(
     distinct = list(same)
     dicts = [dict(p.as_coefficients_dict()) for p in distinct]
     keep = maximal(dicts, [max(same[p]) for p in distinct]) if maximal else range(len(distinct))
-    return Peak(
-        shape(states, counts=counts, at=at),
-        tuple((tuple(same[distinct[i]]), shape(distinct[i], counts=counts, at=at)) for i in keep),
-    )
+    shaped = [(tuple(same[distinct[i]]), shape(distinct[i], counts=counts, at=at)) for i in keep]
+    common = _common_part([s for _, s in shaped])
+    if common is not None:
+        shaped = [(names, _named_part(s, common)) for names, s in shaped]
+    return Peak(shape(states, counts=counts, at=at), tuple(shaped), common)
+
+
+def _common_part(points: Sequence[Shaped]) -> Named | None:
+    """``K``: the block-count part (``Scaled``) of a sum that most points hold, where at least two do."""
+    seen: dict[sympy.Expr, int] = {}
+    for p in points:
+        for part in {q.value() for q in (p.parts if isinstance(p, Sum) else ()) if isinstance(q, Scaled)}:
+            seen[part] = seen.get(part, 0) + 1
+    best = max(seen, key=lambda v: (seen[v], sympy.default_sort_key(v)), default=None)
+    return Named("K", best) if best is not None and seen[best] >= 2 else None
+
+
+def _named_part(s: Shaped, common: Named) -> Shaped:
+    if not isinstance(s, Sum):
+        return s
+    return Sum(tuple(common if isinstance(q, Scaled) and q.value() == common.expr else q for q in s.parts))
 
 
 def shape_all(

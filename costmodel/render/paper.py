@@ -189,6 +189,8 @@ def peak_rows(lhs: str, p: Peak, *, intertext: bool = True) -> list[str]:
     ``\intertext``; without ``intertext``, for KaTeX and MathJax, a ``\text`` row)."""
     column = width(rf"A_{{{len(p.points)}}}")
     out = [rf"&{lhs} = S + \max_{{i}} A_{{i}}", *rows("S", p.states, column=column)]
+    if p.common is not None:  # the part most points share, once
+        out += rows("K", shape(sympy.expand(p.common.expr), counts=_counts(p.common.expr)), column=column)
     for i, (names, point) in enumerate(p.points, 1):
         first, *rest = rows(rf"A_{{{i}}}", point, column=column)
         if intertext:
@@ -197,6 +199,12 @@ def peak_rows(lhs: str, p: Peak, *, intertext: bool = True) -> list[str]:
             named = ", ".join(escape(x) for x in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
             out += [rf"&\text{{$A_{{{i}}}$: live at {named}}}", first, *rest]
     return out
+
+
+def _counts(expr: sympy.Expr) -> list[sympy.Symbol]:
+    from ..symbols import L  # the block count K is collected by (a point's part is L times a layer's)
+
+    return [L] if expr.has(L) else []
 
 
 def display(shaped: Mapping[str, Shaped], lhs: Callable[[str], str] = key_latex) -> str:
