@@ -110,3 +110,11 @@ def test_named_quantities_read_as_a_paper_writes_them():
     assert shaped["flops.six_nd"] == Scaled(6, Named("N_{ne} D", names["N_{ne}"] * names["D"]))
     assert names["N_{layer}"] == 12 * d**2 + 13 * d  # GPT-2/3 with biases: 12d² weights + 13d biases and norms
     assert names["b_{kv}"] == 4 * L * d  # K and V, d each per layer, 2 bytes (bf16)
+
+
+def test_the_part_a_peaks_points_share_is_the_layers_kept_activations():
+    # the walk's points in the last layer's backward all hold what L layers saved: L × the per-layer activations
+    # (GPT-3 without FlashAttention: 2·B·T²·h softmax bytes + 32·B·T·d + 16·B·T per layer)
+    r = costmodel.derive("gpt3-175b")
+    k = r.shaped()["memory_bytes.peak"].common
+    assert k.name == "K" and sympy.expand(k.expr - L * r["expressions"]["memory_bytes.activations_per_layer"]) == 0
