@@ -8,6 +8,7 @@ needs torch and transformers).
 from __future__ import annotations
 
 import argparse
+import json
 
 import costmodel
 
@@ -22,7 +23,29 @@ def add(sub: argparse._SubParsersAction) -> None:
         "number 'estimate' gives under the same options, as an expression.",
     )
     add_model_args(p, optional=True)
-    p.add_argument("--format", default="text", choices=["text", "latex", "json"])
+    p.add_argument("--format", default="text", choices=["text", "latex", "json", "markdown"])
+    p.add_argument(
+        "--standalone",
+        action="store_true",
+        help="with --format latex: a whole document pdflatex compiles (article, amsmath, amssymb, booktabs)",
+    )
+    v = p.add_argument_group("what to show (exact views of the formulas)")
+    v.add_argument(
+        "--keys", metavar="PATTERNS", help="only these expressions: comma-separated keys or patterns (flops.*)"
+    )
+    v.add_argument(
+        "--leading",
+        action="store_true",
+        help="each expression's leading terms and the share they cover at the model's (or its family's first preset's) config",
+    )
+    v.add_argument("--per-token", action="store_true", help="every expression divided by the tokens of a step (B*T)")
+    v.add_argument(
+        "--per-layer", action="store_true", help="the part of each expression one layer adds (its coefficient of L)"
+    )
+    v.add_argument("--rename", metavar="OLD=NEW,...", help="symbols in a paper's notation: --rename d=h,T=s")
+    v.add_argument(
+        "--explain", action="store_true", help="each term with the ops that contribute it (parameters, FLOPs, bytes)"
+    )
     g = p.add_argument_group("formulas of a transformers config class (traced; needs costmodel[torch])")
     g.add_argument(
         "--from-config-class",
@@ -57,18 +80,36 @@ def run(args: argparse.Namespace) -> int:
         raise costmodel.CostModelError(
             "derive: expected MODEL (a preset, a family, a config.json or file.py:builder), or --from-config-class"
         )
+    if args.standalone and args.format != "latex":
+        raise costmodel.CostModelError("derive: --standalone goes with --format latex")
     r = costmodel.derive(model, settings=settings(args), options=options(args))
-    show(r, args.format, f"costmodel derive {args.from_config_class or args.model}")
+    r = r.view(keys=args.keys, per_token=args.per_token, per_layer=args.per_layer, rename=args.rename)
+    title = f"costmodel derive {args.from_config_class or args.model}"
+    show(r, args.format, title, standalone=args.standalone, explain=args.explain, leading=args.leading)
     return 0
 
 
-def show(r, fmt: str, title: str) -> None:
-    """Print a derivation as text (formulas, then per-op costs), LaTeX or JSON."""
+def show(r, fmt: str, title: str, *, standalone: bool = False, explain: bool = False, leading: bool = False) -> None:
+    """Print a derivation as text (formulas, then per-op costs), LaTeX (a fragment, or a ``standalone``
+    document) or JSON; ``explain``: each term's ops (JSON key ``explain``); ``leading``: each expression's
+    leading terms and their share (JSON key ``leading``)."""
     if fmt == "json":
-        print(r.to_json())
+        out = r.to_dict()
+        if explain:
+            out["explain"] = r.explain()
+        if leading:
+            out["leading"] = r.leading()
+        print(json.dumps(out, indent=2, allow_nan=False, default=str))  # default: a leading term's expression
     elif fmt == "latex":
-        print(f"% {title}: symbols " + ", ".join(f"{k} = {v}" for k, v in r["symbols"].items()))
-        print(r.to_latex())
+        print(r.to_latex(title, standalone=standalone, leading=leading))
+    elif fmt == "markdown":
+        print(r.to_markdown(), end="")
+    elif leading:
+        rows = r.leading()
+        width = max(map(len, rows), default=0)
+        print(f"{r['model']}: leading terms at {r.at[0] if r.at else '?'}")
+        for k, row in rows.items():
+            print(f"{k:<{width}} ≈ {row['expression']}   ({100 * row['share']:.1f}%)")
     else:
         shown = {k: v for k, v in r["expressions"].items() if len(str(v)) <= 2000}
         width = max(map(len, shown))
@@ -78,6 +119,21 @@ def show(r, fmt: str, title: str) -> None:
         left = [k for k in r["expressions"] if k not in shown]
         if left:
             print(f"(too long to print here, see --format json: {', '.join(left)})")
+        if explain:
+            print("\nwhere each term comes from (ops, by block):")
+            for k, terms in r.explain().items():
+                print(f"{k}:")
+                for t in terms:
+                    print(f"  {t['term']:<28} <- {blocks(list(t['ops']))}")
         print("\nper op (forward, one run; count = runs per step):")
         for name, row in r["ops"].items():
             print(f"  {name:<28} {row['kind']:<12} x{row['count']!s:<4} flops {row['flops']}")
+
+
+def blocks(ops: list[str]) -> str:
+    """Op names grouped by their block, the way a reader checks them: ``layers.attn.q/k/v, layers.mlp.fc``."""
+    by: dict[str, list[str]] = {}
+    for op in ops:
+        head, _, last = op.rpartition(".")
+        by.setdefault(head, []).append(last)
+    return ", ".join(f"{head}.{'/'.join(lasts)}" if head else "/".join(lasts) for head, lasts in by.items())

@@ -29,11 +29,14 @@ from ..errors import CostModelError, closest
 from ..families import graph_symbols
 from ..formulas import javascript as jscode
 from ..formulas.quantities import Quantities
+from ..formulas.shaped import shape
 from ..graph.analysis import op_nodes
 from ..options import Options
 from ..sections.quantities import SECTIONS
-from ..symbols import SYMBOLS, T, describe
+from ..symbols import SYMBOLS, L, L_dec, L_dense, T, describe
 from . import names, summary
+from .mathml import mathml_lines as shaped_lines
+from .mathml import mathml_safe
 
 #: The devices a page's time is spread over, when they are a control.
 N_DEV = sympy.Symbol("N_dev", positive=True, integer=True)
@@ -69,15 +72,6 @@ def mathml_lines(expr: sympy.Expr, per_line: int = 4) -> list[str]:
     return lines
 
 
-def mathml_safe(expr: sympy.Expr) -> sympy.Expr:
-    """``expr`` with each symbol whose name holds ``<``, ``>``, ``&`` or a quote renamed to its escaped name:
-    sympy's MathML printer writes a name as it is, and a builder's symbol ``z</math><img onerror=...>``
-    would be markup in the page."""
-    free = getattr(expr, "free_symbols", ())
-    swap = {s: sympy.Symbol(html.escape(s.name), **s.assumptions0) for s in free if html.escape(s.name) != s.name}
-    return expr.xreplace(swap) if swap else expr
-
-
 def script_json(data: object) -> str:
     """JSON to sit inside ``<script>``: ``<``, ``>`` and ``&`` as ``\\u003c``, ``\\u003e``, ``\\u0026``, so no
     text (``</script>``, ``<!--<script>``) can end or swallow the script it is in."""
@@ -90,9 +84,11 @@ def _symbol_mathml(s: sympy.Symbol) -> str:
 
 
 def _formulas(shown: Mapping[str, sympy.Expr]) -> str:
+    """Each formula shaped as papers write them (collected by the layer count, FLOPs in the Megatron form)."""
     out = []
     for key, expr in shown.items():
-        lines = mathml_lines(expr)
+        counts = [c for c in (L, L_dec, L_dense) if expr.has(c)]
+        lines = shaped_lines(shape(expr, counts=counts, leading=key.startswith("flops.")))
         rows = "".join(f'<div class="line"><math display="block">{line}</math></div>' for line in lines)
         out.append(
             f'<div class="formula"><div class="fname">{html.escape(names.label(key))} '

@@ -170,32 +170,6 @@ class Estimate(Result):
         return memory_chart(parts, path, title=f"{self._data['model']} memory", capacity=capacity)
 
 
-class Derivation(Result):
-    """What :func:`costmodel.derive` returns: symbols, expressions (sympy) and per-op costs."""
-
-    @property
-    def title(self) -> str:  # type: ignore[override]
-        return f"costmodel derive: {self._data.get('model', '')}"
-
-    def _rows(self) -> list[tuple[str, object]]:
-        return list(self._data["expressions"].items())
-
-    def to_dict(self) -> dict:
-        out = to_jsonable(self._data)
-        for name, row in out["ops"].items():  # the contract: an intensity is always a string ("2*d/5 + 11/10")
-            row["intensity"] = str(self._data["ops"][name]["intensity"])
-        return out  # type: ignore[return-value]
-
-    def to_json(self) -> str:
-        return dumps(self.to_dict())
-
-    def to_latex(self) -> str:
-        """An ``align*`` environment of every expression and a table of the ops."""
-        from .latex import equations, ops_table  # sympy's printer, loaded when formulas are drawn
-
-        return equations(self._data["expressions"]) + "\n" + ops_table(self._data["ops"])
-
-
 class Comparison(Result):
     """What :func:`costmodel.compare` returns: numbers and formulas per named convention."""
 

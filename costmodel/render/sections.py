@@ -78,6 +78,17 @@ def printable(exprs: Mapping[str, sympy.Expr]) -> tuple[dict[str, sympy.Expr], l
     return shown, left
 
 
+def _shaped_equations(derived, shown: Mapping[str, sympy.Expr]) -> str:
+    """The formulas as papers write them (:mod:`costmodel.render.paper`) where the derivation can shape them;
+    else the expanded sums broken over lines."""
+    if not hasattr(derived, "shaped"):
+        return tex.broken_equations(shown)
+    from .paper import display  # the shaping's printer, loaded when a document is drawn
+
+    shaped = derived.shaped()
+    return display({k: shaped[k] for k in shown})
+
+
 def derivation_section(ctx: Context) -> Section:
     """The symbols, what each is, and its value in this run."""
     rows = tuple(
@@ -96,7 +107,7 @@ def derivation_section(ctx: Context) -> Section:
             "The quantities of one step (B sequences of T tokens), derived from the op graph; every number "
             "of this report is one of them at the values above."
         ),
-        Math(tex.broken_equations(shown)),
+        Math(_shaped_equations(ctx.derived, shown)),
     ]
     if left:
         blocks.append(

@@ -14,7 +14,7 @@ import networkx as nx
 import sympy
 
 from ..errors import CostModelError
-from ..families import Model
+from ..families import Model, load
 from ..formulas.python import free_symbols
 from ..formulas.quantities import choose, maximum, roundup
 from ..graph.analysis import breakdown, check_values
@@ -22,10 +22,10 @@ from ..graph.passes import flash_attention
 from ..memory.activations import activations
 from ..memory.inference import kv_cache, state_cache
 from ..options import Counting, Options
-from ..render.results import Derivation
+from ..render.derivation import Derivation
 from ..sections.quantities import quantities
-from ..sections.run import prepare
-from ..symbols import SYMBOLS, C, describe
+from ..sections.run import prepare, resolve
+from ..symbols import SYMBOLS, C, T, describe
 
 
 def what_ifs(G: nx.DiGraph, counting: Counting = Counting()) -> dict[str, sympy.Expr]:
@@ -92,7 +92,8 @@ def derive(
     for k, v in what_ifs(m.graph, opts.counting).items():
         exprs.setdefault(k, fix(v))
     ops = {}
-    for name, c in breakdown(m.graph, opts.counting).items():
+    rows = breakdown(m.graph, opts.counting)
+    for name, c in rows.items():
         data = m.graph.nodes[name]
         per_run = (c.forward * (1 / data["count"])).map(fix)
         ops[name] = {
@@ -104,8 +105,13 @@ def derive(
             "intensity": per_run.intensity,
             "params": fix(c.params / data["count"]),
         }
+    # a block's count and its parts (L, ⌊L/4⌋ of Llama 4's every fourth layer): what terms collect by
+    counts = {
+        a for v in ops.values() for a in sympy.sympify(v["count"]).atoms(sympy.Symbol, sympy.floor, sympy.ceiling)
+    }
     used = free_symbols([*exprs.values(), *(v["count"] for v in ops.values())])
     symbols = {str(s): describe(str(s)) if str(s) in SYMBOLS else "user symbol" for s in sorted(used, key=str)}
+    peak_at = q.choices.get("memory.peak_at")
     return Derivation(
         {
             "model": m.name,
@@ -114,5 +120,45 @@ def derive(
             "expressions": exprs,
             "ops": ops,
             "conventions": {"causal": opts.counting.causal, "precision": opts.precision, "optimizer": opts.optimizer},
-        }
+        },
+        peaks={"memory_bytes.peak": peak_at[1]} if peak_at else {},
+        counts=tuple(sorted(counts, key=sympy.default_sort_key)),
+        at=reference(m, opts, used),
+        sources=lambda: contributions(rows, fix),
     )
+
+
+#: The keys a per-op sum makes, and what each op contributes to them (a row of ``breakdown``: runs × one run).
+SUMMED = {
+    "params.total": lambda r: r.params,
+    "params.active": lambda r: r.active_params,
+    "flops.forward": lambda r: r.forward.flops,
+    "flops.backward": lambda r: r.backward.flops,
+    "flops.training": lambda r: r.forward.flops + r.backward.flops,
+    "flops.matmul.forward": lambda r: r.forward.matmul_flops,
+    "flops.matmul.backward": lambda r: r.backward.matmul_flops,
+    "flops.matmul.training": lambda r: r.forward.matmul_flops + r.backward.matmul_flops,
+    "bytes.forward": lambda r: r.forward.bytes,
+    "bytes.backward": lambda r: r.backward.bytes,
+}
+
+
+def contributions(rows: Mapping[str, object], fix) -> dict[str, dict[str, sympy.Expr]]:
+    """key → op → what the op adds to the key (for ``derive --explain``), worked out when asked."""
+    return {key: {name: fix(sympy.sympify(part(r))) for name, r in rows.items()} for key, part in SUMMED.items()}
+
+
+def reference(m: Model, opts: Options, used: set) -> tuple[str, dict[sympy.Symbol, int]] | None:
+    """A config to order terms by and name a peak's point at: the model's own numbers (B = 1, C = T), else its
+    family's first preset's; None when some symbol has none (a user symbol, a preset of other sizes)."""
+    tries = [lambda: m, *(lambda p=p: load(p.name) for p in m.family.presets[:1])]
+    for candidate in tries:
+        try:
+            c = candidate()
+            values = resolve(c, opts)
+        except CostModelError:
+            continue
+        values.setdefault(C, values.get(T, 1))
+        if all(s in values for s in used):
+            return c.name, {s: values[s] for s in used}
+    return None

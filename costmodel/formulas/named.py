@@ -1,0 +1,101 @@
+"""Quantities a paper names once and then uses by name: ``N_{layer}``, ``N_{embed}``, ``N``, ``N_{ne}``, ``D``,
+``b_{kv}`` (:func:`glossary`), and shaped formulas rewritten with them (:func:`use_names`: ``12 N``,
+``6 N_{ne} D``, ``L N_{layer}``). A rewrite is made only where it is exact: a multiple found at two points of
+odd primes, then checked symbolically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import sympy
+
+from ..symbols import B, C
+from .quantities import choose, maximum
+from .shaped import Named, Peak, Scaled, Shaped, Sum, shape
+
+
+def glossary(expressions: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = ()) -> dict[str, sympy.Expr]:
+    """The quantities a paper names once (LaTeX name → expression), those a derivation has: the parameters of
+    one layer ``N_{layer}`` (the coefficient of the first block count in ``params.total``), of the embeddings
+    ``N_{embed}``, all of them ``N``, the active non-embedding ones ``N_{ne}`` (6ND's N), the tokens of a step
+    ``D`` and the KV-cache bytes per token ``b_{kv}`` (the cache is ``B·C·b_{kv}``)."""
+    out: dict[str, sympy.Expr] = {}
+    total = sympy.expand(expressions.get("params.total", 0))
+    count = next((c for c in counts if total.has(c)), None)
+    if count is not None:
+        layer = total.coeff(count)
+        if layer != 0 and not layer.has(*counts):
+            out["N_{layer}"] = layer
+    if expressions.get("params.embedding", 0) != 0:
+        out["N_{embed}"] = expressions["params.embedding"]
+    if total != 0:
+        out["N"] = total
+    active = expressions.get("params.active_non_embedding", 0)
+    if active != 0 and sympy.expand(active - total) != 0:
+        out["N_{ne}"] = active
+    if expressions.get("tokens.per_step", 0) != 0:
+        out["D"] = expressions["tokens.per_step"]
+    kv = sympy.cancel(expressions.get("memory_bytes.kv_cache", 0) / (B * C))
+    if kv != 0 and not kv.has(B, C) and sympy.fraction(kv)[1].is_Number:
+        out["b_{kv}"] = sympy.expand(kv)
+    # a name a symbol of the model has already (a user's D, a --rename to N) is not given to a quantity
+    taken = {str(x) for e in expressions.values() if isinstance(e, sympy.Basic) for x in e.free_symbols}
+    return {n: e for n, e in out.items() if n.replace("{", "").replace("}", "") not in taken}
+
+
+def _at(expr: sympy.Expr, seed: int) -> sympy.Expr:
+    """``expr`` at a fixed point of odd primes (a quick exact test before a symbolic one)."""
+    primes = (101, 103, 107, 109, 113, 127, 131, 137, 139, 149, 151, 157, 163, 167, 173, 179)
+    syms = sorted(expr.free_symbols, key=str)
+    return expr.xreplace({s: primes[(i * 7 + seed) % len(primes)] for i, s in enumerate(syms)})
+
+
+def _multiple(v: sympy.Expr, e: sympy.Expr) -> sympy.Expr | None:
+    """The number ``c`` with ``v = c·e`` exactly, or None."""
+    a, b, va = _at(e, 0), _at(e, 5), _at(v, 0)
+    if not all(isinstance(x, sympy.Expr) and x.is_Rational for x in (a, b, va)) or a == 0 or b == 0:
+        return None  # not numbers at the point: a choice, a relation
+    c = va / a
+    if not c.is_Rational or c == 0 or _at(v, 5) / b != c or sympy.expand(v - c * e) != 0:
+        return None
+    return c
+
+
+def use_names(s: Shaped, names: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = ()) -> Shaped:
+    """``s`` written with the quantities of ``names`` where it is a multiple of one (``12 N``), of two (``6 N_{ne}
+    D``) or of the KV cache's (``B C b_{kv}``), or where a part of its sum is a block count times the parameters of
+    one layer (``L N_{layer}``); else ``s``."""
+    if isinstance(s, (Peak, Named)) or not names:
+        return s
+    v = s.value()
+    if not isinstance(v, sympy.Expr) or v.has(sympy.Piecewise, choose, maximum):
+        return s
+    items = [(n, e) for n, e in names.items() if n != "b_{kv}"]
+    candidates = [*items, *((f"{n1} {n2}", e1 * e2) for i, (n1, e1) in enumerate(items) for n2, e2 in items[i + 1 :])]
+    if "b_{kv}" in names:
+        candidates.append((r"B C b_{kv}", B * C * names["b_{kv}"]))
+    for name, e in candidates:
+        c = _multiple(v, e)
+        if c is not None:
+            return Named(name, e) if c == 1 else Scaled(c, Named(name, e))
+    layer = names.get("N_{layer}")
+    if isinstance(s, Sum) and layer is not None:
+        parts = []
+        for p in s.parts:
+            c = next(((c, n) for n in counts if (c := _multiple(p.value(), n * layer)) is not None), None)
+            parts.append(p if c is None else Scaled(c[0] * c[1], Named("N_{layer}", layer)))
+        return Sum(tuple(parts))
+    return s
+
+
+def definitions(names: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = (), at=None) -> dict[str, Shaped]:
+    """Each quantity of a :func:`glossary` shaped, written with the names defined before it."""
+    out: dict[str, Shaped] = {}
+    for i, (name, e) in enumerate(names.items()):
+        earlier = dict(list(names.items())[:i])
+        out[name] = use_names(shape(e, counts=counts, at=at), earlier, counts)
+    return out
+
+
+__all__ = ["definitions", "glossary", "use_names"]
