@@ -72,7 +72,10 @@ class Options:
     ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
     ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.timing.calibrated`) and ``stack``
     (the software stack whose ``sustained`` factor the calibrated step uses, a name of the device's
-    ``efficiency.stacks``; default: the device's own factor). Fine-tuning: ``lora`` (the rank r of LoRA
+    ``efficiency.stacks``; default: the device's own factor), ``overlap_grad_reduce`` and
+    ``overlap_param_gather`` (Megatron's flags of the same names: ZeRO's gradient reduce-scatter hidden behind
+    the last micro-batch's backward, its parameter all-gather behind the next step's forward; None: as
+    ``overlap_comm`` hides ``dp``). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
     state); see :mod:`costmodel.graph.finetune`.
@@ -111,6 +114,8 @@ class Options:
     mfu_basis: str = "engine"
     price_per_hour: Fraction | str | None = None
     stack: str | None = None
+    overlap_grad_reduce: bool | None = None  # None: as overlap_comm hides dp
+    overlap_param_gather: bool | None = None  # None: as overlap_comm hides dp
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
@@ -152,6 +157,9 @@ class Options:
         for name in ("flash", "inference", "overlap", "norm_stats"):
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
+        for name in ("overlap_grad_reduce", "overlap_param_gather"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise CostModelError(f"{name}: expected true, false or None, received {getattr(self, name)!r}")
         if self.hardware is not None and not isinstance(self.hardware, str) and not hasattr(self.hardware, "peak"):
             raise CostModelError(
                 f"hardware: expected a device name, a .toml/.json file or a Device, received {self.hardware!r}"

@@ -186,6 +186,20 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NAME",
     ),
     Flag(
+        "overlap_grad_reduce",
+        "time",
+        "ZeRO/DDP: the gradient reduce-scatter (all-reduce without ZeRO) hidden behind the last micro-batch's "
+        "backward, as Megatron's --overlap-grad-reduce (default: as --overlap-comm hides dp)",
+        takes="switch",
+    ),
+    Flag(
+        "overlap_param_gather",
+        "time",
+        "ZeRO-1/2: the parameter all-gather hidden behind the next step's forward, as Megatron's "
+        "--overlap-param-gather (default: as --overlap-comm hides dp)",
+        takes="switch",
+    ),
+    Flag(
         "mfu_basis",
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "

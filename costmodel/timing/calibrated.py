@@ -13,14 +13,17 @@ the planner, so the planner compiles this very derivation once)::
   the ``tp`` ranks sends 1/tp; interleaving sends ``v`` times as often). ``t_i`` is that stage's time; the first
   stage also runs what precedes the layers (embeddings), the last what follows (final norm, head, loss).
 * The schedule (:mod:`costmodel.memory.schedules`) sets the bubble: ``β · (Σ t_i − t_max)``.
-* Data-parallel gradient reduction (ZeRO-3: also the parameter all-gathers) runs once per step; when hidden it
-  overlaps the last micro-batch's backward (ZeRO-3's prefetched gathers: the whole step), and only what
-  sticks out is exposed.
-* The optimizer step reads and writes the states of the fuller stage at the memory efficiency.
+* Data-parallel collectives (:func:`dp_seconds`) each in their own window: the gradient all-reduce (no ZeRO)
+  or reduce-scatter (ZeRO-1/2) behind the last micro-batch's backward, ZeRO-1/2's parameter all-gather behind
+  the next step's forward, ZeRO-3's per-unit gathers and reduce-scatters behind the units they prefetch for;
+  only what sticks out is exposed.
+* The optimizer step reads and writes the states of the fuller stage at the memory efficiency, under ZeRO
+  only the device's 1/dp shard (:func:`optimizer_step_bytes`).
 
 What hides behind compute is a choice (``overlap_comm``): by default data-parallel reduction (bucketed, as
 PyTorch DDP/FSDP and Megatron-Core with ``--overlap-grad-reduce`` do) and context-parallel ring passes (ring
-attention overlaps them with the blocks of attention); tensor-parallel all-reduces, pipeline sends and expert
+attention overlaps them with the blocks of attention), and with ``dp`` ZeRO's parameter all-gather
+(``param_gather``; Megatron's ``--overlap-grad-reduce`` and ``--overlap-param-gather`` set the two apart); tensor-parallel all-reduces, pipeline sends and expert
 all-to-alls are exposed (DualPipe hides the all-to-alls). A hidden kind costs ``max(0, its time − the compute
 it hides behind)``.
 """
@@ -37,7 +40,7 @@ from .. import units
 from ..devices.efficiency import Efficiency
 from ..devices.network import bus_bandwidth, collective_seconds, latency, strides
 from ..devices.table import Device
-from ..formulas.quantities import Quantities, maximum
+from ..formulas.quantities import Quantities, maximum, roundup
 from ..graph.analysis import op_nodes, repeated_blocks
 from ..graph.cost import Zero
 from ..graph.passes import fuse_elementwise
@@ -75,6 +78,7 @@ class Knobs:
     stage_layers: tuple[int, int] | None = None  # uneven stages: layers of the first and the last
     pp_number: int | None = None  # pp when it is a number (a 2-stage pipeline has no middle stage)
     dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
+    sharded: sympy.Expr = Zero  # 1 under ZeRO-1/2: a reduce-scatter and an all-gather instead of the all-reduce
 
 
 @dataclass
@@ -162,10 +166,32 @@ def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.
 
 def overlap_flags(kinds: Iterable[str] | None, dualpipe: sympy.Expr | int) -> dict[str, sympy.Expr]:
     """:attr:`Knobs.overlap`: the ``kinds`` given (``overlap_comm``), else :data:`DEFAULT_OVERLAP` and, under
-    DualPipe, the expert all-to-alls (``dualpipe``: 1 when it runs, 0 when not, or the planner's symbol)."""
+    DualPipe, the expert all-to-alls (``dualpipe``: 1 when it runs, 0 when not, or the planner's symbol); ZeRO's
+    parameter all-gather (``param_gather``) hides where ``dp`` does."""
     if kinds is not None:
-        return dict.fromkeys(kinds, sympy.Integer(1))
-    return {**dict.fromkeys(DEFAULT_OVERLAP, sympy.Integer(1)), "ep": sympy.sympify(dualpipe)}
+        out = dict.fromkeys(kinds, sympy.Integer(1))
+    else:
+        out = {**dict.fromkeys(DEFAULT_OVERLAP, sympy.Integer(1)), "ep": sympy.sympify(dualpipe)}
+    out.setdefault("param_gather", out.get("dp", Zero))  # ZeRO's parameter all-gather: hidden where dp is
+    return out
+
+
+def megatron_overlap(overlap: Mapping[str, sympy.Expr], options) -> dict[str, sympy.Expr]:
+    """``overlap`` with Megatron's ``--overlap-grad-reduce`` (kind ``dp``) and ``--overlap-param-gather``
+    (``param_gather``) where ``options`` gives them."""
+    out = dict(overlap)
+    for kind, chosen in (("dp", options.overlap_grad_reduce), ("param_gather", options.overlap_param_gather)):
+        if chosen is not None:
+            out[kind] = sympy.Integer(int(chosen))
+    return out
+
+
+def overlap_text(overlap: Mapping[str, sympy.Expr]) -> str:
+    """The hidden kinds, comma-separated (``time.overlap_comm``); ``param_gather`` only where it is not as
+    ``dp`` (``--overlap-param-gather`` or ``--no-overlap-param-gather`` given apart from it)."""
+    same = overlap.get("param_gather", Zero) == overlap.get("dp", Zero)
+    kinds = (kind for kind, flag in overlap.items() if flag == 1 and not (kind == "param_gather" and same))
+    return ",".join(sorted(kinds)) or "none"
 
 
 def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy.Expr:
@@ -174,6 +200,58 @@ def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy
         return seconds
     hidden = maximum(0, seconds - behind)
     return hidden if flag == 1 else flag * hidden + (1 - flag) * seconds
+
+
+def dp_seconds(
+    dev: Device,
+    eff: Efficiency,
+    k: Knobs,
+    alive: sympy.Expr,
+    all_reduce: sympy.Expr,
+    reduce_scatter: sympy.Expr,
+    all_gather: sympy.Expr,
+    mid: Mapping[str, sympy.Expr],
+    n_layers: sympy.Expr,
+) -> tuple[sympy.Expr, sympy.Expr]:
+    """(seconds, exposed seconds) of one step's data-parallel collectives, each in its overlap window.
+
+    ``mid``: the per-micro-batch forward ``f`` and backward ``b`` (recompute included) of a full stage. Each
+    collective costs ``latency + bytes / bus bandwidth`` on the tier the dp group spans.
+
+    * No ZeRO (DDP, Megatron without the distributed optimizer): the gradients' all-reduce, bucketed, behind
+      the last micro-batch's backward (overlap kind ``dp``): ``max(0, t_AR − b)``.
+    * ZeRO-1/2 (Megatron's distributed optimizer, DeepSpeed): the reduce-scatter of the gradients behind the last
+      micro-batch's backward (``--overlap-grad-reduce``: kind ``dp``), ``max(0, t_RS − b)``, and the all-gather
+      of the updated parameters behind the next step's first forward (``--overlap-param-gather``: kind
+      ``param_gather``), ``max(0, t_AG − f)``. Under interleaving each of the ``v`` model chunks hides its 1/v
+      of each behind its own 1/v of that pass, which sums to the same windows.
+    * ZeRO-3 (FSDP), per micro-batch and per unit (a layer: ``U`` = the stage's layers): each unit's parameters
+      are gathered before its forward and again before its backward, its gradients reduce-scattered after it.
+      With prefetch (kind ``dp``) unit i+1's gather runs behind unit i's forward, and behind its backward the
+      next gather with the previous reduce-scatter: exposed per micro-batch
+      ``ag + (U − 1)·max(0, ag − f/U) + ag + rs + (U − 1)·max(0, ag + rs − b/U)``, the first gathers and the
+      last reduce-scatter never hidden (``ag``, ``rs``: one unit's collective, its latency included).
+    """
+    st = strides(k.tp, k.cp, k.dp)
+    lat, bw = latency(eff, k.dp, st["dp"]), bus_bandwidth(dev, eff, k.dp, st["dp"])
+    m, plain = k.micro_batches, 1 - k.zero3 - k.sharded
+    ar = alive * (lat + all_reduce / bw)
+    rs, ag = alive * (lat + reduce_scatter / bw), alive * (lat + all_gather / bw)
+    units = n_layers / k.pp
+    ag_u = alive * (lat + all_gather / (2 * m * units * bw))  # one unit's gather in one pass of one micro-batch
+    rs_u = alive * (lat + reduce_scatter / (m * units * bw))
+    fsdp = m * (
+        2 * ag_u
+        + rs_u
+        + (units - 1) * (_hide("dp", ag_u, mid["f"] / units, k) + _hide("dp", ag_u + rs_u, mid["b"] / units, k))
+    )
+    seconds = plain * ar + k.sharded * (rs + ag) + k.zero3 * m * units * (2 * ag_u + rs_u)
+    exposed = (
+        plain * _hide("dp", ar, mid["b"], k)
+        + k.sharded * (_hide("dp", rs, mid["b"], k) + _hide("param_gather", ag, mid["f"], k))
+        + k.zero3 * fsdp
+    )
+    return seconds, exposed
 
 
 def step(
@@ -185,11 +263,13 @@ def step(
     dp_bytes: sympy.Expr,
     optimizer_bytes: sympy.Expr,
     counting: Counting = Counting(),
+    dp_parts: Mapping[str, sympy.Expr] | None = None,
 ) -> dict[str, sympy.Expr]:
     """Seconds of one step and its parts (see the module notes), as expressions of the knobs and the graph.
 
     ``dp_bytes``: what one device sends for data parallelism per step (the memory section's
-    ``communication_bytes.dp``); ``optimizer_bytes``: what its optimizer step reads and writes.
+    ``communication_bytes.dp``); ``dp_parts``: under ZeRO, its ``reduce_scatter`` and ``all_gather`` bytes
+    (``communication.dp.*``); ``optimizer_bytes``: what its optimizer step reads and writes.
     """
     eff = dev.attained
     R = regions(H, dev, eff, dtype, k, counting)
@@ -236,11 +316,11 @@ def step(
     )
     m = k.micro_batches
     bubble = (1 - k.single) * beta * (total - t_max)
-    st = strides(k.tp, k.cp, k.dp)
     alive = k.dp_sends if k.dp_sends is not None else sympy.Integer(0) if dp_bytes == 0 else 1
-    dp_s = alive * (latency(eff, k.dp, st["dp"]) + dp_bytes / bus_bandwidth(dev, eff, k.dp, st["dp"]))
-    window = k.zero3 * m * c_max + (1 - k.zero3) * mid["b"]
-    dp_exposed = _hide("dp", dp_s, window, k)
+    parts = dict(dp_parts or {})
+    dp_s, dp_exposed = dp_seconds(
+        dev, eff, k, alive, dp_bytes, parts.get("reduce_scatter", Zero), parts.get("all_gather", Zero), mid, layers(H)
+    )
     optimizer_s = optimizer_bytes / (dev.memory_bandwidth * eff.memory * eff.sustained) + eff.overhead_s
     pipeline = m * t_max + bubble
     comm = {kind: m * stages["first"][kind] for kind in ("tp", "pp", "sp", "ep")}
@@ -268,6 +348,7 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         micro, dp = micro / devices, devices
     one = sympy.Integer
     schedule = {s: one(int(lay.schedule == s)) for s in SCHEDULES}
+    overlap = megatron_overlap(overlap_flags(options.overlap_comm, schedule["dualpipe"]), options)
     return Knobs(
         one(lay.tp),
         one(lay.pp),
@@ -282,10 +363,27 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         one(int(lay.megatron_sp)),
         one(int(lay.pp == 1)),
         one(int(lay.zero == 3)),
-        overlap_flags(options.overlap_comm, schedule["dualpipe"]),
+        overlap,
         lay.stage_layers,
         lay.pp,
+        sharded=one(int(lay.zero in (1, 2) and dp > 1)),
     )
+
+
+def optimizer_step_bytes(params: object, grads: object, optimizer: object, layout) -> sympy.Expr:
+    """Bytes the optimizer step reads and writes on one device: the weights, gradients and states it updates
+    are read, the weights and states written back, ``2·(P + O) + 2·G``. Under ZeRO each device updates only its
+    1/dp shard (then all-gathers the weights): ZeRO-1 holds whole weights and gradients but steps ⌈P/dp⌉ and
+    ⌈G/dp⌉ of them (ZeRO-2 shards G already, ZeRO-3 P too; the states are sharded from ZeRO-1 on).
+
+    >>> from costmodel.options import Layout
+    >>> optimizer_step_bytes(16, 16, 8, Layout(dp=8, zero=1))  # 2·(⌈16/8⌉ + 8) + 2·⌈16/8⌉
+    24
+    """
+    n = layout.dp
+    p = roundup(sympy.sympify(params) / n) if layout.zero in (1, 2) else sympy.sympify(params)
+    g = roundup(sympy.sympify(grads) / n) if layout.zero == 1 else sympy.sympify(grads)
+    return 2 * (p + optimizer) + 2 * g
 
 
 def calibrated_quantities(
@@ -307,11 +405,22 @@ def calibrated_quantities(
     out = Quantities()
     k = knobs(options, q.exprs, n)
     get = lambda key: q.exprs.get(key, sympy.Integer(0))  # noqa: E731
-    # the optimizer step reads weights, gradients and states and writes weights and states back
-    opt_bytes = 2 * (get("memory_bytes.params") + get("memory_bytes.optimizer")) + 2 * get("memory_bytes.grads")
+    opt_bytes = optimizer_step_bytes(
+        get("memory_bytes.params"), get("memory_bytes.grads"), get("memory_bytes.optimizer"), options.layout
+    )
     # the kernels' own work: a causal FlashAttention kernel skips the masked half, a materialised one does not
     counting = Counting(causal="half" if options.flash else "full")
-    parts = step(G, dev, dtype, k, dp_bytes=get("communication_bytes.dp"), optimizer_bytes=opt_bytes, counting=counting)
+    dp_parts = {kind: get(f"communication.dp.{kind}_bytes") for kind in ("reduce_scatter", "all_gather")}
+    parts = step(
+        G,
+        dev,
+        dtype,
+        k,
+        dp_bytes=get("communication_bytes.dp"),
+        optimizer_bytes=opt_bytes,
+        counting=counting,
+        dp_parts=dp_parts,
+    )
     extra = comm_seconds(
         {key: sympy.Integer(v) for key, v in options.comm_bytes}, dev, dict(options.comm_links) or LINKS
     )
@@ -327,7 +436,7 @@ def calibrated_quantities(
             "time.basis": "calibrated",
             "time.efficiency_source": dev.attained.source,
             "time.overlap": options.overlap,
-            "time.overlap_comm": ",".join(sorted(kind for kind, flag in k.overlap.items() if flag == 1)) or "none",
+            "time.overlap_comm": overlap_text(k.overlap),
         }
     )
     if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
@@ -379,10 +488,14 @@ def layers(H: nx.DiGraph) -> sympy.Expr:
 __all__ = [
     "DEFAULT_OVERLAP",
     "calibrated_quantities",
+    "dp_seconds",
     "Knobs",
     "knobs",
     "layers",
+    "megatron_overlap",
+    "optimizer_step_bytes",
     "overlap_flags",
+    "overlap_text",
     "regions",
     "step",
     "time_graph",
