@@ -458,7 +458,9 @@ def communication(
     the copies are summed; once in forward and once (the gradients) in backward.
     """
     out: dict[str, sympy.Expr] = {}
-    out["dp"] = sympy.Add(*dp_collectives(layout, grads, params if weights is None else weights, micro_batches).values())
+    out["dp"] = sympy.Add(
+        *dp_collectives(layout, grads, params if weights is None else weights, micro_batches).values()
+    )
     tp = pp = sp = ep = Zero
     split = split_axes(G)
     col_inputs: set[tuple] = set()

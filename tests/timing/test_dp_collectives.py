@@ -6,7 +6,7 @@ per collective across nodes; scale-up 450 GB/s at 0.8378, 51.48 µs."""
 
 from __future__ import annotations
 
-from fractions import Fraction as F
+from fractions import Fraction
 
 import pytest
 import sympy
@@ -18,8 +18,8 @@ from costmodel.options import Layout
 N = 8_030_261_248  # llama3-8b's parameters
 W = 2 * N  # bf16 weights and gradients: 16,060,522,496 bytes
 # dp 48 over 8-GPU nodes crosses scale-out: bus bandwidth min(450e9 · 0.8378, 8 · 50e9 · 0.9) = 360e9 B/s
-BW_OUT, LAT_OUT = F(360 * 10**9), F(20, 10**6)
-BW_UP, LAT_UP = F(450 * 10**9) * F("0.8378"), F("51.48e-6")
+BW_OUT, LAT_OUT = Fraction(360 * 10**9), Fraction(20, 10**6)
+BW_UP, LAT_UP = Fraction(450 * 10**9) * Fraction("0.8378"), Fraction("51.48e-6")
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -53,7 +53,7 @@ def test_gradients_and_parameters_each_in_their_dtype():
 
 
 def test_each_collective_in_its_window():
-    t_one = LAT_OUT + F(15_725_928_293) / BW_OUT  # 43.703 ms: one of the two collectives
+    t_one = LAT_OUT + Fraction(15_725_928_293) / BW_OUT  # 43.703 ms: one of the two collectives
     r = run(zero=1, dp=48, batch=48, overlap_comm=())  # nothing hidden: both exposed
     assert r["time"]["comm_by_kind"]["dp"] == pytest.approx(float(2 * t_one), rel=1e-12)
     assert r["time"]["breakdown"]["exposed_communication_s"] == pytest.approx(float(2 * t_one), rel=1e-12)
@@ -76,13 +76,13 @@ def test_fsdp_pays_every_unit_every_micro_batch_unhidden():
     shard = ceil_div(W, 8)  # 2,007,565,312: 8 divides W
     rs, ag = 7 * shard * 2, 2 * 7 * shard * 2
     assert r["communication"]["dp"] == {"reduce_scatter_bytes": rs, "all_gather_bytes": ag}
-    expected = 3 * 2 * 32 * LAT_UP + F(rs + ag) / BW_UP
+    expected = 3 * 2 * 32 * LAT_UP + Fraction(rs + ag) / BW_UP
     assert r["time"]["comm_by_kind"]["dp"] == pytest.approx(float(expected), rel=1e-12)
     assert r["time"]["breakdown"]["exposed_communication_s"] == pytest.approx(float(expected), rel=1e-12)
     # with prefetch only the first gathers and the last reduce-scatter of each micro-batch stay exposed (the
     # layers' compute hides the rest): 2 micro-batches × (2 gathers + 1 reduce-scatter) of one unit
     r = run(zero=3, dp=8, batch=16, micro_batch=1)
-    unit = 2 * (2 * (LAT_UP + F(ag) / (2 * 2 * 32 * BW_UP)) + LAT_UP + F(rs) / (2 * 32 * BW_UP))
+    unit = 2 * (2 * (LAT_UP + Fraction(ag) / (2 * 2 * 32 * BW_UP)) + LAT_UP + Fraction(rs) / (2 * 32 * BW_UP))
     assert r["time"]["breakdown"]["exposed_communication_s"] == pytest.approx(float(unit), rel=1e-12)
 
 
@@ -91,6 +91,6 @@ def test_the_optimizer_steps_its_shard():
     # 2 · (334,594,219 + 2,007,565,312) + 2 · 334,594,219 = 5,353,507,500 bytes at 3.35e12 · 0.9345 · 0.72
     nbytes = 2 * (334_594_219 + 2_007_565_312) + 2 * 334_594_219
     assert nbytes == 5_353_507_500
-    expected = F(nbytes) / (F("3.35e12") * F("0.9345") * F("0.72")) + F("5.683e-6")
+    expected = Fraction(nbytes) / (Fraction("3.35e12") * Fraction("0.9345") * Fraction("0.72")) + Fraction("5.683e-6")
     r = run(zero=1, dp=48, batch=48)
     assert r["time"]["breakdown"]["optimizer_s"] == pytest.approx(float(expected), rel=1e-12)
