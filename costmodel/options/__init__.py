@@ -38,7 +38,16 @@ from .policies import (
     SCHEDULES,
     WEIGHT_FORMATS,
 )
-from .records import Counting, Layout, check_choice, check_count, check_rate, check_stack, is_price_name
+from .records import (
+    Counting,
+    Layout,
+    check_choice,
+    check_count,
+    check_rate,
+    check_stack,
+    is_price_name,
+    parse_scale_out,
+)
 
 #: How a step is predicted without a rate (see :mod:`costmodel.timing.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
@@ -75,7 +84,8 @@ class Options:
     ``efficiency.stacks``; default: the device's own factor), ``overlap_grad_reduce`` and
     ``overlap_param_gather`` (Megatron's flags of the same names: ZeRO's gradient reduce-scatter hidden behind
     the last micro-batch's backward, its parameter all-gather behind the next step's forward; None: as
-    ``overlap_comm`` hides ``dp``). Fine-tuning: ``lora`` (the rank r of LoRA
+    ``overlap_comm`` hides ``dp``), ``gpus_per_node``, ``scale_out`` and ``cluster`` (the cluster the device
+    sits in: :mod:`costmodel.devices.cluster`). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
     state); see :mod:`costmodel.graph.finetune`.
@@ -116,6 +126,9 @@ class Options:
     stack: str | None = None
     overlap_grad_reduce: bool | None = None  # None: as overlap_comm hides dp
     overlap_param_gather: bool | None = None  # None: as overlap_comm hides dp
+    gpus_per_node: int | None = None  # None: the device's network.node_size
+    scale_out: str | None = None  # GB/s per direction per device ("50") or per node ("100/node"); None: the device's
+    cluster: str | None = None  # a cluster file (costmodel.devices.cluster)
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
@@ -157,6 +170,15 @@ class Options:
         for name in ("flash", "inference", "overlap", "norm_stats"):
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
+        set_("gpus_per_node", check_count(self.gpus_per_node, "gpus_per_node"))
+        if self.scale_out is not None:
+            parse_scale_out(self.scale_out)  # refuses a float: GB/s as typed, exact
+            set_("scale_out", str(self.scale_out).strip())
+        if self.cluster is not None and (not isinstance(self.cluster, str) or not self.cluster.strip()):
+            raise CostModelError(f"cluster: expected the path of a cluster file, received {self.cluster!r}")
+        given_cluster = [n for n in ("gpus_per_node", "scale_out", "cluster") if getattr(self, n) is not None]
+        if given_cluster and self.hardware is None:
+            raise CostModelError(f"{given_cluster[0]} describes the cluster a device sits in: give --hardware NAME too")
         for name in ("overlap_grad_reduce", "overlap_param_gather"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true, false or None, received {getattr(self, name)!r}")

@@ -200,6 +200,29 @@ FLAGS: tuple[Flag, ...] = (
         takes="switch",
     ),
     Flag(
+        "gpus_per_node",
+        "time",
+        "devices in one scale-up (NVLink) domain, the node (default: the device's network.node_size, 8 for an HGX)",
+        read="count",
+        metavar="N",
+    ),
+    Flag(
+        "scale_out",
+        "time",
+        "the scale-out network in GB/s per direction: per device (50: one 400 Gb/s NIC per GPU) or per node, shared "
+        "by its devices (100/node: four 200 Gb/s NICs per node); default: the device table's",
+        takes="text",
+        metavar="GBPS[/node]",
+    ),
+    Flag(
+        "cluster",
+        "time",
+        "a JSON file of the cluster: gpus_per_node, scale_out_gbps, scale_out_per (gpu or node), source; the flags "
+        "above win over it",
+        takes="text",
+        metavar="FILE",
+    ),
+    Flag(
         "mfu_basis",
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "

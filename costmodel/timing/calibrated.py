@@ -441,6 +441,10 @@ def calibrated_quantities(
     )
     if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
         out.info["time.stack"] = options.stack
+    if any(v is not None for v in (options.gpus_per_node, options.scale_out, options.cluster)):  # on_cluster's
+        out.info["time.gpus_per_node"] = dev.attained.node_size
+        if dev.scale_out_bandwidth is not None:
+            out.add("time.scale_out_bandwidth", dev.scale_out_bandwidth, "number")
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
     out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")

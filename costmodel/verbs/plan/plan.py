@@ -27,6 +27,7 @@ import numpy as np
 import sympy
 
 from ... import units
+from ...devices.cluster import cluster_of, on_cluster
 from ...devices.table import device, with_stack
 from ...errors import CostModelError
 from ...families import Model, load
@@ -304,6 +305,8 @@ def plan(
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = with_stack(device(hardware), stack)
+    if options is not None:  # the cluster the options describe (--gpus-per-node, --scale-out, --cluster)
+        dev = on_cluster(dev, cluster_of(given))
     options = Options.make(
         batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
     )
