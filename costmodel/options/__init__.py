@@ -85,7 +85,8 @@ class Options:
     ``overlap_param_gather`` (Megatron's flags of the same names: ZeRO's gradient reduce-scatter hidden behind
     the last micro-batch's backward, its parameter all-gather behind the next step's forward; None: as
     ``overlap_comm`` hides ``dp``), ``gpus_per_node``, ``scale_out`` and ``cluster`` (the cluster the device
-    sits in: :mod:`costmodel.devices.cluster`). Fine-tuning: ``lora`` (the rank r of LoRA
+    sits in: :mod:`costmodel.devices.cluster`), ``cuda_graphs`` and ``launch_us`` (the host's launch floor per
+    kernel: :mod:`costmodel.timing.host`). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
     state); see :mod:`costmodel.graph.finetune`.
@@ -129,6 +130,8 @@ class Options:
     gpus_per_node: int | None = None  # None: the device's network.node_size
     scale_out: str | None = None  # GB/s per direction per device ("50") or per node ("100/node"); None: the device's
     cluster: str | None = None  # a cluster file (costmodel.devices.cluster)
+    cuda_graphs: bool = False  # CUDA graphs: no host launch floor (costmodel.timing.host)
+    launch_us: Fraction | None = None  # the host's launch time per kernel, µs; None: the stack's (host.json)
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
@@ -167,7 +170,7 @@ class Options:
             check_dtype(self.kv_dtype, "kv_dtype")
         if self.dtype is not None:
             check_dtype(self.dtype, "dtype")
-        for name in ("flash", "inference", "overlap", "norm_stats"):
+        for name in ("flash", "inference", "overlap", "norm_stats", "cuda_graphs"):
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
         set_("gpus_per_node", check_count(self.gpus_per_node, "gpus_per_node"))
@@ -194,7 +197,7 @@ class Options:
                 )
             set_("attention", "flash")
         set_("flash", self.attention in FUSED_ATTENTION)
-        for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
+        for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour", "launch_us"):
             if name == "price_per_hour" and is_price_name(self.price_per_hour):
                 continue  # a price table entry, read with the device (costmodel.devices.prices)
             set_(name, check_rate(getattr(self, name), name))

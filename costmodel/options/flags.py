@@ -223,6 +223,20 @@ FLAGS: tuple[Flag, ...] = (
         metavar="FILE",
     ),
     Flag(
+        "cuda_graphs",
+        "time",
+        "CUDA graphs: the step's kernels replayed from one launch, so no kernel waits on the host's dispatch "
+        "(default: each op at least its kernels' launches, costmodel/devices/data/host.json)",
+        takes="on",
+    ),
+    Flag(
+        "launch_us",
+        "time",
+        "the host's dispatch time per kernel in µs (default: the stack's in costmodel/devices/data/host.json, 5)",
+        read="rate",
+        metavar="US",
+    ),
+    Flag(
         "mfu_basis",
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "

@@ -49,6 +49,7 @@ from ..memory.parallel import split_axes, stage_of
 from ..memory.schedules import SCHEDULES, bubble_share
 from ..options import Counting
 from ..symbols import B
+from .host import Host, host_of
 from .kernels import Split, divisors, kv_bytes, on_device, op_time, routed_bytes, tp_bytes, tp_collectives
 from .links import LINKS, comm_seconds
 
@@ -79,6 +80,7 @@ class Knobs:
     pp_number: int | None = None  # pp when it is a number (a 2-stage pipeline has no middle stage)
     dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
     sharded: sympy.Expr = Zero  # 1 under ZeRO-1/2: a reduce-scatter and an all-gather instead of the all-reduce
+    host: Host = field(default_factory=host_of)  # the host's launch floor and overheads (costmodel.timing.host)
 
 
 @dataclass
@@ -117,13 +119,16 @@ def regions(
     out = {r: _Region() for r in ("first", "block", "last")}
     for name, data in op_nodes(F):
         op = data["op"]
-        t = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting)
+        t = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s)
         where = out[stage_of(F, name)]
         count = data["count"]
         where.forward += t.forward * count
         where.backward += t.backward * count
         if name in cores or any(n in cores for n in (op.attr("names") or ())):
             where.selective += t.forward * count
+    if k.host.layer_s != 0:  # the host's own time per layer, in each pass of each micro-batch
+        out["block"].forward += k.host.layer_s * layers(H)
+        out["block"].backward += k.host.layer_s * layers(H)
     st = strides(k.tp, k.cp, k.dp)
     for name, items in tp_collectives(H, split).items():
         where = out[stage_of(H, name)]
@@ -326,6 +331,7 @@ def step(
     comm = {kind: m * stages["first"][kind] for kind in ("tp", "pp", "sp", "ep")}
     comm["dp"] = dp_s
     exposed = m * t_max - m * c_max + dp_exposed
+    optimizer_s = optimizer_s + k.host.step_s  # the host's per-step time, with the step's end
     return {
         "step_s": pipeline + dp_exposed + optimizer_s,
         "compute_s": m * c_max,
@@ -367,6 +373,7 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         lay.stage_layers,
         lay.pp,
         sharded=one(int(lay.zero in (1, 2) and dp > 1)),
+        host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
     )
 
 

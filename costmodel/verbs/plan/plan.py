@@ -41,6 +41,7 @@ from ...render.plot import check_path, plan_chart  # matplotlib itself only insi
 from ...sections.run import resolve
 from ...symbols import B
 from ...timing.calibrated import Knobs, megatron_overlap, overlap_flags, step
+from ...timing.host import host_of
 from ..estimate import estimate
 from .memory import MemoryTable, memory, table
 from .rank import RECOMPUTE, check_reference, pareto, rank
@@ -108,6 +109,7 @@ def derive(
         megatron_overlap(overlap_flags(overlap, schedule["dualpipe"]), options),  # as estimate's knobs
         dp_sends=dpon,
         sharded=sharded,
+        host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
     )
     sub = {s: v for s, v in values.items() if s is not B}
     experts = next((int(v) for s, v in values.items() if str(s) == "n_experts"), 1)
