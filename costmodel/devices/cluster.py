@@ -31,7 +31,7 @@ import sympy
 from ..errors import CostModelError
 from ..options.records import SCALE_OUT_PER as PER
 from ..options.records import parse_scale_out
-from .table import Device, device, with_stack
+from .table import Device
 
 _KEYS = ("gpus_per_node", "scale_out_gbps", "scale_out_per", "source")
 
@@ -114,9 +114,4 @@ def on_cluster(dev: Device, cluster: Cluster) -> Device:
     )
 
 
-def run_device(options) -> Device:
-    """The device of ``options``: the table's (or a file's), sustaining its ``stack``'s rate, in its cluster."""
-    return on_cluster(with_stack(device(options.hardware), options.stack), cluster_of(options))
-
-
-__all__ = ["Cluster", "PER", "cluster_of", "on_cluster", "parse_scale_out", "read_cluster", "run_device"]
+__all__ = ["Cluster", "PER", "cluster_of", "on_cluster", "parse_scale_out", "read_cluster"]

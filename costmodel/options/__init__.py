@@ -29,6 +29,7 @@ from ..sizes import parse_count, parse_rate
 from .flags import FLAGS, GROUPS, PARSERS, Flag
 from .policies import (
     ATTENTION,
+    ATTENTION_KERNELS,
     FUSED_ATTENTION,
     LOGITS,
     MFU_BASES,
@@ -86,7 +87,9 @@ class Options:
     the last micro-batch's backward, its parameter all-gather behind the next step's forward; None: as
     ``overlap_comm`` hides ``dp``), ``gpus_per_node``, ``scale_out`` and ``cluster`` (the cluster the device
     sits in: :mod:`costmodel.devices.cluster`), ``cuda_graphs`` and ``launch_us`` (the host's launch floor per
-    kernel: :mod:`costmodel.timing.host`). Fine-tuning: ``lora`` (the rank r of LoRA
+    kernel: :mod:`costmodel.timing.host`), ``attention_kernel`` (``flash2``, ``flash3``, ``cudnn``, ``sdpa``:
+    the fused kernel whose measured share of peak attention runs at, :mod:`costmodel.devices.attention`; it
+    implies fused attention). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
     state); see :mod:`costmodel.graph.finetune`.
@@ -132,6 +135,7 @@ class Options:
     cluster: str | None = None  # a cluster file (costmodel.devices.cluster)
     cuda_graphs: bool = False  # CUDA graphs: no host launch floor (costmodel.timing.host)
     launch_us: Fraction | None = None  # the host's launch time per kernel, µs; None: the stack's (host.json)
+    attention_kernel: str | None = None  # a fused kernel's measured share of peak (costmodel.devices.attention)
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
@@ -196,6 +200,17 @@ class Options:
                     "attention='eager' (give one of them)"
                 )
             set_("attention", "flash")
+        if self.attention_kernel is not None:
+            check_choice(self.attention_kernel, ATTENTION_KERNELS, "attention_kernel")
+            if self.attention in ("unfused", "eager") and not default:
+                raise CostModelError(
+                    f"attention_kernel {self.attention_kernel!r} is a fused kernel; received attention="
+                    f"{self.attention!r}, which materialises the scores (drop one)"
+                )
+            if self.attention not in FUSED_ATTENTION:  # a fused kernel chosen: the attention is fused
+                set_("attention", "flash")
+            if self.hardware is None:
+                raise CostModelError("attention_kernel chooses a kernel's share of a device's peak: give --hardware")
         set_("flash", self.attention in FUSED_ATTENTION)
         for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour", "launch_us"):
             if name == "price_per_hour" and is_price_name(self.price_per_hour):
@@ -333,6 +348,7 @@ class Options:
             "embedding": ("lookup", "matmul"),
             "elementwise": ("all", "none", "softmax"),
             "attention": ATTENTION,
+            "attention_kernel": ATTENTION_KERNELS,
             "logits": LOGITS,
             "mfu_basis": MFU_BASES,
         }
@@ -350,6 +366,7 @@ class Options:
                 "time_model",
                 "overlap_comm",
                 "attention",
+                "attention_kernel",
                 "logits",
                 "mfu_basis",
             )

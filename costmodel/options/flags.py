@@ -237,6 +237,14 @@ FLAGS: tuple[Flag, ...] = (
         metavar="US",
     ),
     Flag(
+        "attention_kernel",
+        "time",
+        "the fused attention kernel whose measured share of peak attention runs at: flash2 (35% on H100), flash3 "
+        "(75%, Hopper only), cudnn (60%) or sdpa (PyTorch's flash backend); implies fused attention; default: the "
+        "device's efficiency.attention (costmodel/devices/data/attention.json)",
+        takes="choice",
+    ),
+    Flag(
         "mfu_basis",
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "

@@ -56,6 +56,8 @@ ATTENTION_ABOUT = {
 }
 #: The implementations whose kernel keeps no T×T tensor (the FlashAttention graph pass).
 FUSED_ATTENTION = ("sdpa", "flash")
+#: Fused attention kernels whose measured share of peak the calibrated step can use (costmodel.devices.attention).
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "sdpa")
 
 #: The logits an inference prefill keeps: ``last`` (generation: transformers' ``logits_to_keep=1``, the
 #: unembedding runs on the last position only) or ``all`` (scoring a text: every position's).

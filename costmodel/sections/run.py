@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..devices.cluster import run_device
+from ..devices.run import run_device
 from ..devices.table import Device
 from ..errors import CostModelError
 from ..families import Model, graph_symbols, load

@@ -37,6 +37,7 @@ import networkx as nx
 import sympy
 
 from .. import units
+from ..devices.attention import with_attention
 from ..devices.efficiency import Efficiency
 from ..devices.network import bus_bandwidth, collective_seconds, latency, strides
 from ..devices.table import Device
@@ -448,6 +449,9 @@ def calibrated_quantities(
     )
     if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
         out.info["time.stack"] = options.stack
+    if options.attention_kernel is not None:  # the fused kernel's measured share (costmodel.devices.attention)
+        out.info["time.attention_kernel"] = options.attention_kernel
+        out.info["time.attention_source"] = with_attention(dev, options.attention_kernel)[1]
     if any(v is not None for v in (options.gpus_per_node, options.scale_out, options.cluster)):  # on_cluster's
         out.info["time.gpus_per_node"] = dev.attained.node_size
         if dev.scale_out_bandwidth is not None:

@@ -25,7 +25,7 @@ import sympy
 
 from .. import units
 from ..devices import prices
-from ..devices.cluster import run_device
+from ..devices.run import run_device
 from ..devices.table import Device
 from ..errors import CostModelError
 from ..formulas.compiled import Text, verbatim

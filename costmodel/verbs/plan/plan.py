@@ -27,6 +27,7 @@ import numpy as np
 import sympy
 
 from ... import units
+from ...devices.attention import with_attention
 from ...devices.cluster import cluster_of, on_cluster
 from ...devices.table import device, with_stack
 from ...errors import CostModelError
@@ -307,8 +308,8 @@ def plan(
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = with_stack(device(hardware), stack)
-    if options is not None:  # the cluster the options describe (--gpus-per-node, --scale-out, --cluster)
-        dev = on_cluster(dev, cluster_of(given))
+    if options is not None:  # the cluster and attention kernel the options describe
+        dev = with_attention(on_cluster(dev, cluster_of(given)), given.attention_kernel)[0]
     options = Options.make(
         batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
     )
