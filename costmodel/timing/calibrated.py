@@ -30,7 +30,7 @@ it hides behind)``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -39,9 +39,9 @@ import sympy
 from .. import units
 from ..devices.attention import with_attention
 from ..devices.efficiency import Efficiency
-from ..devices.network import bus_bandwidth, collective_seconds, latency, strides
+from ..devices.network import collective_seconds, strides
 from ..devices.table import Device
-from ..formulas.quantities import Quantities, maximum, roundup
+from ..formulas.quantities import Quantities, maximum
 from ..graph.analysis import op_nodes, repeated_blocks
 from ..graph.cost import Zero
 from ..graph.passes import fuse_elementwise
@@ -50,12 +50,11 @@ from ..memory.parallel import split_axes, stage_of
 from ..memory.schedules import SCHEDULES, bubble_share
 from ..options import Counting
 from ..symbols import B
+from .data_parallel import dp_seconds, optimizer_step_bytes
 from .host import Host, host_of
 from .kernels import Split, divisors, kv_bytes, on_device, op_time, routed_bytes, tp_bytes, tp_collectives
 from .links import LINKS, comm_seconds
-
-#: Communication the calibrated model hides behind compute unless told otherwise.
-DEFAULT_OVERLAP = ("dp", "sp")
+from .overlap import DEFAULT_OVERLAP, hide, megatron_overlap, overlap_flags, overlap_text
 
 
 @dataclass(frozen=True)
@@ -170,96 +169,6 @@ def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.
     return 2 * k.vpp * (1 - k.single) * collective_seconds("p2p", nbytes, dev, eff, 2, st["pp"])
 
 
-def overlap_flags(kinds: Iterable[str] | None, dualpipe: sympy.Expr | int) -> dict[str, sympy.Expr]:
-    """:attr:`Knobs.overlap`: the ``kinds`` given (``overlap_comm``), else :data:`DEFAULT_OVERLAP` and, under
-    DualPipe, the expert all-to-alls (``dualpipe``: 1 when it runs, 0 when not, or the planner's symbol); ZeRO's
-    parameter all-gather (``param_gather``) hides where ``dp`` does."""
-    if kinds is not None:
-        out = dict.fromkeys(kinds, sympy.Integer(1))
-    else:
-        out = {**dict.fromkeys(DEFAULT_OVERLAP, sympy.Integer(1)), "ep": sympy.sympify(dualpipe)}
-    out.setdefault("param_gather", out.get("dp", Zero))  # ZeRO's parameter all-gather: hidden where dp is
-    return out
-
-
-def megatron_overlap(overlap: Mapping[str, sympy.Expr], options) -> dict[str, sympy.Expr]:
-    """``overlap`` with Megatron's ``--overlap-grad-reduce`` (kind ``dp``) and ``--overlap-param-gather``
-    (``param_gather``) where ``options`` gives them."""
-    out = dict(overlap)
-    for kind, chosen in (("dp", options.overlap_grad_reduce), ("param_gather", options.overlap_param_gather)):
-        if chosen is not None:
-            out[kind] = sympy.Integer(int(chosen))
-    return out
-
-
-def overlap_text(overlap: Mapping[str, sympy.Expr]) -> str:
-    """The hidden kinds, comma-separated (``time.overlap_comm``); ``param_gather`` only where it is not as
-    ``dp`` (``--overlap-param-gather`` or ``--no-overlap-param-gather`` given apart from it)."""
-    same = overlap.get("param_gather", Zero) == overlap.get("dp", Zero)
-    kinds = (kind for kind, flag in overlap.items() if flag == 1 and not (kind == "param_gather" and same))
-    return ",".join(sorted(kinds)) or "none"
-
-
-def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy.Expr:
-    flag = k.overlap.get(kind, Zero)  # hidden where it is 1, exposed where it is 0
-    if flag == 0:
-        return seconds
-    hidden = maximum(0, seconds - behind)
-    return hidden if flag == 1 else flag * hidden + (1 - flag) * seconds
-
-
-def dp_seconds(
-    dev: Device,
-    eff: Efficiency,
-    k: Knobs,
-    alive: sympy.Expr,
-    all_reduce: sympy.Expr,
-    reduce_scatter: sympy.Expr,
-    all_gather: sympy.Expr,
-    mid: Mapping[str, sympy.Expr],
-    n_layers: sympy.Expr,
-) -> tuple[sympy.Expr, sympy.Expr]:
-    """(seconds, exposed seconds) of one step's data-parallel collectives, each in its overlap window.
-
-    ``mid``: the per-micro-batch forward ``f`` and backward ``b`` (recompute included) of a full stage. Each
-    collective costs ``latency + bytes / bus bandwidth`` on the tier the dp group spans.
-
-    * No ZeRO (DDP, Megatron without the distributed optimizer): the gradients' all-reduce, bucketed, behind
-      the last micro-batch's backward (overlap kind ``dp``): ``max(0, t_AR − b)``.
-    * ZeRO-1/2 (Megatron's distributed optimizer, DeepSpeed): the reduce-scatter of the gradients behind the last
-      micro-batch's backward (``--overlap-grad-reduce``: kind ``dp``), ``max(0, t_RS − b)``, and the all-gather
-      of the updated parameters behind the next step's first forward (``--overlap-param-gather``: kind
-      ``param_gather``), ``max(0, t_AG − f)``. Under interleaving each of the ``v`` model chunks hides its 1/v
-      of each behind its own 1/v of that pass, which sums to the same windows.
-    * ZeRO-3 (FSDP), per micro-batch and per unit (a layer: ``U`` = the stage's layers): each unit's parameters
-      are gathered before its forward and again before its backward, its gradients reduce-scattered after it.
-      With prefetch (kind ``dp``) unit i+1's gather runs behind unit i's forward, and behind its backward the
-      next gather with the previous reduce-scatter: exposed per micro-batch
-      ``ag + (U − 1)·max(0, ag − f/U) + ag + rs + (U − 1)·max(0, ag + rs − b/U)``, the first gathers and the
-      last reduce-scatter never hidden (``ag``, ``rs``: one unit's collective, its latency included).
-    """
-    st = strides(k.tp, k.cp, k.dp)
-    lat, bw = latency(eff, k.dp, st["dp"]), bus_bandwidth(dev, eff, k.dp, st["dp"])
-    m, plain = k.micro_batches, 1 - k.zero3 - k.sharded
-    ar = alive * (lat + all_reduce / bw)
-    rs, ag = alive * (lat + reduce_scatter / bw), alive * (lat + all_gather / bw)
-    units = n_layers / k.pp
-    ag_u = alive * (lat + all_gather / (2 * m * units * bw))  # one unit's gather in one pass of one micro-batch
-    rs_u = alive * (lat + reduce_scatter / (m * units * bw))
-    fsdp = m * (
-        2 * ag_u
-        + rs_u
-        + (units - 1) * (_hide("dp", ag_u, mid["f"] / units, k) + _hide("dp", ag_u + rs_u, mid["b"] / units, k))
-    )
-    seconds = plain * ar + k.sharded * (rs + ag) + k.zero3 * m * units * (2 * ag_u + rs_u)
-    exposed = (
-        plain * _hide("dp", ar, mid["b"], k)
-        + k.sharded * (_hide("dp", rs, mid["b"], k) + _hide("param_gather", ag, mid["f"], k))
-        + k.zero3 * fsdp
-    )
-    return seconds, exposed
-
-
 def step(
     H: nx.DiGraph,
     dev: Device,
@@ -304,7 +213,12 @@ def step(
         cp = sympy.Add(*(r.cp * w for r, w in own))
         ep = sympy.Add(*(r.ep * w for r, w in own))
         c = f + b + rec
-        exposed = _hide("tp", tp, c, k) + _hide("sp", cp, c, k) + _hide("ep", ep, c, k) + _hide("pp", p2p, c, k)
+        exposed = (
+            hide("tp", tp, c, k.overlap)
+            + hide("sp", cp, c, k.overlap)
+            + hide("ep", ep, c, k.overlap)
+            + hide("pp", p2p, c, k.overlap)
+        )
         stages[stage] = {"f": f, "b": b + rec, "c": c, "t": c + exposed, "tp": tp, "sp": cp, "ep": ep, "pp": p2p}
     names = ("first", "last") if k.pp_number == 2 else ("first", "middle", "last")
     t_max = maximum(*(stages[s]["t"] for s in names))
@@ -376,22 +290,6 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         sharded=one(int(lay.zero in (1, 2) and dp > 1)),
         host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
     )
-
-
-def optimizer_step_bytes(params: object, grads: object, optimizer: object, layout) -> sympy.Expr:
-    """Bytes the optimizer step reads and writes on one device: the weights, gradients and states it updates
-    are read, the weights and states written back, ``2·(P + O) + 2·G``. Under ZeRO each device updates only its
-    1/dp shard (then all-gathers the weights): ZeRO-1 holds whole weights and gradients but steps ⌈P/dp⌉ and
-    ⌈G/dp⌉ of them (ZeRO-2 shards G already, ZeRO-3 P too; the states are sharded from ZeRO-1 on).
-
-    >>> from costmodel.options import Layout
-    >>> optimizer_step_bytes(16, 16, 8, Layout(dp=8, zero=1))  # 2·(⌈16/8⌉ + 8) + 2·⌈16/8⌉
-    24
-    """
-    n = layout.dp
-    p = roundup(sympy.sympify(params) / n) if layout.zero in (1, 2) else sympy.sympify(params)
-    g = roundup(sympy.sympify(grads) / n) if layout.zero == 1 else sympy.sympify(grads)
-    return 2 * (p + optimizer) + 2 * g
 
 
 def calibrated_quantities(
