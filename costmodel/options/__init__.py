@@ -89,7 +89,9 @@ class Options:
     sits in: :mod:`costmodel.devices.cluster`), ``cuda_graphs`` and ``launch_us`` (the host's launch floor per
     kernel: :mod:`costmodel.timing.host`), ``attention_kernel`` (``flash2``, ``flash3``, ``cudnn``, ``sdpa``:
     the fused kernel whose measured share of peak attention runs at, :mod:`costmodel.devices.attention`; it
-    implies fused attention). Fine-tuning: ``lora`` (the rank r of LoRA
+    implies fused attention), ``tp_comm_overlap`` (tensor-parallel collectives pipelined with their GEMMs) and
+    ``comm_sm_share`` (the share of compute an overlapped collective takes while it runs; see
+    :mod:`costmodel.timing.calibrated`). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
     state); see :mod:`costmodel.graph.finetune`.
@@ -136,6 +138,8 @@ class Options:
     cuda_graphs: bool = False  # CUDA graphs: no host launch floor (costmodel.timing.host)
     launch_us: Fraction | None = None  # the host's launch time per kernel, µs; None: the stack's (host.json)
     attention_kernel: str | None = None  # a fused kernel's measured share of peak (costmodel.devices.attention)
+    tp_comm_overlap: bool = False  # TP collectives pipelined with their GEMMs (Megatron's --tp-comm-overlap)
+    comm_sm_share: Fraction | None = None  # the share of compute an overlapped collective takes; None: 0
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
@@ -174,7 +178,7 @@ class Options:
             check_dtype(self.kv_dtype, "kv_dtype")
         if self.dtype is not None:
             check_dtype(self.dtype, "dtype")
-        for name in ("flash", "inference", "overlap", "norm_stats", "cuda_graphs"):
+        for name in ("flash", "inference", "overlap", "norm_stats", "cuda_graphs", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
         set_("gpus_per_node", check_count(self.gpus_per_node, "gpus_per_node"))
@@ -212,10 +216,22 @@ class Options:
             if self.hardware is None:
                 raise CostModelError("attention_kernel chooses a kernel's share of a device's peak: give --hardware")
         set_("flash", self.attention in FUSED_ATTENTION)
-        for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour", "launch_us"):
+        for name in (
+            "achieved_flops",
+            "mfu",
+            "tokens_per_s",
+            "recompute_fraction",
+            "price_per_hour",
+            "launch_us",
+            "comm_sm_share",
+        ):
             if name == "price_per_hour" and is_price_name(self.price_per_hour):
                 continue  # a price table entry, read with the device (costmodel.devices.prices)
             set_(name, check_rate(getattr(self, name), name))
+        if self.comm_sm_share is not None and not 0 < self.comm_sm_share < 1:
+            raise CostModelError(
+                f"comm_sm_share is a share of the compute: expected 0 < F < 1, received {float(self.comm_sm_share):g}"
+            )
         if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
             raise CostModelError(
                 f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "

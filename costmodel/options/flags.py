@@ -245,6 +245,22 @@ FLAGS: tuple[Flag, ...] = (
         takes="choice",
     ),
     Flag(
+        "tp_comm_overlap",
+        "time",
+        "tensor-parallel collectives pipelined with their GEMMs, as Megatron's --tp-comm-overlap (Transformer "
+        "Engine): forward in tp chunks (the first chunk's exposed), backward behind the op's other GEMM; a partial "
+        "hide (see docs/hardware.md)",
+        takes="on",
+    ),
+    Flag(
+        "comm_sm_share",
+        "time",
+        "the share F of compute an overlapped collective takes while it runs (NCCL's kernels occupy SMs): hidden "
+        "communication then costs F × its time (default 0: overlap is free)",
+        read="rate",
+        metavar="F",
+    ),
+    Flag(
         "mfu_basis",
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "

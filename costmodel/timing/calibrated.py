@@ -81,6 +81,8 @@ class Knobs:
     dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
     sharded: sympy.Expr = Zero  # 1 under ZeRO-1/2: a reduce-scatter and an all-gather instead of the all-reduce
     host: Host = field(default_factory=host_of)  # the host's launch floor and overheads (costmodel.timing.host)
+    tp_comm_overlap: sympy.Expr = Zero  # 1: TP collectives pipelined with their GEMMs (:func:`tp_overlapped`)
+    sm_share: sympy.Expr = Zero  # the share of compute an overlapped collective takes while it runs
 
 
 @dataclass
@@ -94,6 +96,8 @@ class _Region:
     tp_backward: sympy.Expr = Zero
     cp: sympy.Expr = Zero
     ep: sympy.Expr = Zero
+    tp_overlapped_forward: sympy.Expr = Zero  # exposed TP seconds under --tp-comm-overlap (:func:`tp_overlapped`)
+    tp_overlapped_backward: sympy.Expr = Zero
     parts: dict = field(default_factory=dict)
 
 
@@ -117,9 +121,10 @@ def regions(
     F = time_graph(H)
     cores = {n for chain, context in attention_cores(H) for n in (*chain, context)}
     out = {r: _Region() for r in ("first", "block", "last")}
+    times = {}
     for name, data in op_nodes(F):
         op = data["op"]
-        t = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s)
+        t = times[name] = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s)
         where = out[stage_of(F, name)]
         count = data["count"]
         where.forward += t.forward * count
@@ -139,6 +144,12 @@ def regions(
                 where.tp_forward += sec * count
             else:
                 where.tp_backward += sec * count
+            if k.tp_comm_overlap != 0 and name in times:
+                hidden = tp_overlapped(sec, phase, times[name], k) * count
+                if phase == "forward":
+                    where.tp_overlapped_forward += hidden
+                else:
+                    where.tp_overlapped_backward += hidden
     sent: set[tuple] = set()
     for name, data in op_nodes(H):
         op, count, where = data["op"], data["count"], out[stage_of(H, name)]
@@ -158,6 +169,26 @@ def regions(
             nbytes = routed_bytes(op, k.micro) / (seq_tp * k.cp)
             where.ep += 2 * count * collective_seconds("all_to_all", nbytes, dev, eff, k.ep, st["ep"])
     return out
+
+
+def tp_overlapped(sec: sympy.Expr, phase: str, t, k: Knobs) -> sympy.Expr:
+    """Exposed seconds of one tensor-parallel collective (``sec`` in all) under ``--tp-comm-overlap``.
+
+    * Forward (a row-parallel output's all-reduce, or Megatron SP's reduce-scatter and next all-gather): the GEMM it
+      depends on is split into ``tp`` chunks and each chunk's exchange runs behind the next chunk's GEMM
+      (Transformer Engine's pipelined and ring-exchange overlap; Wang et al., ASPLOS 2023, decomposition): the
+      first chunk's exchange is exposed, the rest where it exceeds the GEMM, ``sec/n + max(0, (n − 1)/n·(sec −
+      t_GEMM))``.
+    * Backward (a column-parallel input gradient): Megatron runs it asynchronously behind that op's other
+      backward GEMM — the weight gradient's (half the backward's two GEMMs) without sequence parallelism; with it
+      the re-gather of the input behind the input-gradient GEMM and the reduce-scatter behind the weight
+      gradient's, so behind the whole backward: ``max(0, sec − window)``.
+    """
+    n = k.tp
+    if phase == "forward":
+        return sec / n + maximum(0, (n - 1) / n * (sec - t.forward))
+    window = t.backward * (1 + k.megatron_sp) / 2
+    return maximum(0, sec - window)
 
 
 def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.Expr:
@@ -213,12 +244,20 @@ def step(
         cp = sympy.Add(*(r.cp * w for r, w in own))
         ep = sympy.Add(*(r.ep * w for r, w in own))
         c = f + b + rec
+        tp_exposed = hide("tp", tp, c, k.overlap)
+        if k.tp_comm_overlap != 0:  # pipelined with the GEMMs (recomputed forwards all-reduce again)
+            piped = sympy.Add(
+                *(
+                    w * (r.tp_overlapped_forward * (1 + (rec_full if r is blk else 0)) + r.tp_overlapped_backward)
+                    for r, w in own
+                )
+            )
+            tp_exposed = k.tp_comm_overlap * piped + (1 - k.tp_comm_overlap) * tp_exposed
         exposed = (
-            hide("tp", tp, c, k.overlap)
-            + hide("sp", cp, c, k.overlap)
-            + hide("ep", ep, c, k.overlap)
-            + hide("pp", p2p, c, k.overlap)
+            tp_exposed + hide("sp", cp, c, k.overlap) + hide("ep", ep, c, k.overlap) + hide("pp", p2p, c, k.overlap)
         )
+        if k.sm_share != 0:  # a collective behind compute takes its share of the SMs while it runs
+            exposed += k.sm_share * (tp + cp + ep + p2p - exposed)
         stages[stage] = {"f": f, "b": b + rec, "c": c, "t": c + exposed, "tp": tp, "sp": cp, "ep": ep, "pp": p2p}
     names = ("first", "last") if k.pp_number == 2 else ("first", "middle", "last")
     t_max = maximum(*(stages[s]["t"] for s in names))
@@ -241,6 +280,8 @@ def step(
     dp_s, dp_exposed = dp_seconds(
         dev, eff, k, alive, dp_bytes, parts.get("reduce_scatter", Zero), parts.get("all_gather", Zero), mid, layers(H)
     )
+    if k.sm_share != 0:  # the hidden part of the dp collectives slows the compute it hides behind
+        dp_exposed += k.sm_share * (dp_s - dp_exposed)
     optimizer_s = optimizer_bytes / (dev.memory_bandwidth * eff.memory * eff.sustained) + eff.overhead_s
     pipeline = m * t_max + bubble
     comm = {kind: m * stages["first"][kind] for kind in ("tp", "pp", "sp", "ep")}
@@ -289,6 +330,8 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         lay.pp,
         sharded=one(int(lay.zero in (1, 2) and dp > 1)),
         host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
+        tp_comm_overlap=one(int(options.tp_comm_overlap)),
+        sm_share=sympy.Rational(options.comm_sm_share or 0),
     )
 
 

@@ -111,6 +111,8 @@ def derive(
         dp_sends=dpon,
         sharded=sharded,
         host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
+        tp_comm_overlap=sympy.Integer(int(options.tp_comm_overlap)),
+        sm_share=sympy.Rational(options.comm_sm_share or 0),
     )
     sub = {s: v for s, v in values.items() if s is not B}
     experts = next((int(v) for s, v in values.items() if str(s) == "n_experts"), 1)
