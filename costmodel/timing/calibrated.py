@@ -39,7 +39,7 @@ import sympy
 from .. import units
 from ..devices.attention import with_attention
 from ..devices.efficiency import Efficiency
-from ..devices.network import collective_seconds, strides
+from ..devices.network import collective_seconds, per_node, strides
 from ..devices.table import Device
 from ..formulas.quantities import Quantities, maximum
 from ..graph.analysis import op_nodes, repeated_blocks
@@ -411,6 +411,7 @@ def calibrated_quantities(
         "dp": get("communication_bytes.dp") != 0,
     }
     comm = {kind: parts[f"comm.{kind}"] for kind, used in kinds.items() if used}
+    out.info.update({f"time.tier.{kind}": tier(dev, kind, k) for kind in comm})
     comm.update(extra)
     out.add("time.comm_s", sympy.Add(*comm.values()), "float")
     out.add("time.step_s", step_s, "float")
@@ -436,6 +437,17 @@ def calibrated_quantities(
     return out
 
 
+def tier(dev: Device, kind: str, k: Knobs) -> str:
+    """The network tier a group of ``kind`` crosses (``time.tier.*``): ``scale-up`` inside a node, else
+    ``scale-out`` with its members per node (TP 16 over 8-GPU nodes: ``scale-out, 8 of 16 a node``)."""
+    n = {"tp": k.tp, "pp": k.pp, "sp": k.cp, "ep": k.ep, "dp": k.dp}[kind]
+    n = 2 if kind == "pp" else n  # a pipeline send goes between two neighbouring stages
+    g = per_node(n, strides(k.tp, k.cp, k.dp)[kind], dev.attained.node_size)
+    if g >= n:
+        return "scale-up"
+    return f"scale-out, {g} of {n} a node" if g > 1 else "scale-out, one a node"
+
+
 def layers(H: nx.DiGraph) -> sympy.Expr:
     """Layers of the repeated blocks (what the pipeline splits)."""
     return sympy.Add(*repeated_blocks(H).values()) if repeated_blocks(H) else sympy.Integer(1)
@@ -454,5 +466,6 @@ __all__ = [
     "overlap_text",
     "regions",
     "step",
+    "tier",
     "time_graph",
 ]

@@ -56,6 +56,9 @@ def test_the_estimate_prices_tp16_on_the_tier_it_crosses():
     assert ta["gpus_per_node"] == 8 and ta["scale_out_bandwidth"] == 12_500_000_000
     c, _, tc = tp_seconds(gpus_per_node=16)  # inside one node: NVLink, its own latency
     assert tc["gpus_per_node"] == 16
+    # the report names the tier each group crosses: TP 16 has 8 members in each 8-GPU node, DP one
+    assert ta["tier"] == {"tp": "scale-out, 8 of 16 a node", "dp": "scale-out, one a node"}
+    assert tc["tier"]["tp"] == "scale-up"
     assert c < b < a
 
 
