@@ -443,6 +443,8 @@ def tier(dev: Device, kind: str, k: Knobs) -> str:
     n = {"tp": k.tp, "pp": k.pp, "sp": k.cp, "ep": k.ep, "dp": k.dp}[kind]
     n = 2 if kind == "pp" else n  # a pipeline send goes between two neighbouring stages
     g = per_node(n, strides(k.tp, k.cp, k.dp)[kind], dev.attained.node_size)
+    if not (g.is_number and sympy.sympify(n).is_number):  # a degree left as a symbol (a live report's devices)
+        return "as the degrees put it"
     if g >= n:
         return "scale-up"
     return f"scale-out, {g} of {n} a node" if g > 1 else "scale-out, one a node"
