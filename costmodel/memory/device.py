@@ -33,6 +33,7 @@ from .parallel import (
     activation_shares,
     communication,
     device_states,
+    dp_collectives,
     layout_checks,
     layout_in_flight,
     split_share,
@@ -275,9 +276,13 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
             else "not modelled under tp/pp/sp > 1 (see memory_bytes.total)"
         )
     q.add("flops.recompute", acts.recompute_flops)
-    comm = communication(H, layout, states["grads"], states["params"], m)
+    comm = communication(H, layout, states["grads"], states["params"], m, states["weights"])
     for k, v in comm.items():
         q.add(f"communication_bytes.{k}", put(v.xreplace(on_device)))
+    if layout.zero and layout.dp > 1:  # ZeRO's two collectives, each priced on its own in the calibrated step
+        for k, v in dp_collectives(layout, states["grads"], states["weights"], m).items():
+            if k != "all_reduce":
+                q.add(f"communication.dp.{k}_bytes", put(v.xreplace(on_device)))
     q.info.update({f"memory.layout.{k}": getattr(layout, k) for k in LAYOUT_KEYS})
     q.add("memory.layout.micro_batch", micro)
     q.add("memory.layout.micro_batches", n_micro)

@@ -400,17 +400,53 @@ def _ring(n: int) -> sympy.Rational:
     return sympy.Rational(2 * (n - 1), n)
 
 
+def dp_collectives(
+    layout: Layout, grads: sympy.Expr, weights: sympy.Expr, micro_batches: sympy.Expr
+) -> dict[str, sympy.Expr]:
+    """Bytes one device sends for data parallelism per step, by collective (ring): ``all_reduce`` (no ZeRO),
+    ``reduce_scatter`` and ``all_gather`` (ZeRO; 0 where the collective does not run).
+
+    ``grads``/``weights``: the device's gradient bytes (the gradients' dtype) and weight bytes (the parameters'
+    dtype, without a cached low-precision copy) before ZeRO shards them. ZeRO pads each flat buffer to a
+    multiple of ``n = dp`` (Megatron's distributed optimizer, DeepSpeed): a member's shard is ⌈X/n⌉ bytes and a
+    ring reduce-scatter or all-gather sends ``(n − 1)·⌈X/n⌉``, the padding included. ZeRO-1/2 reduce-scatter the
+    gradients and all-gather the updated parameters once per step; ZeRO-3 (FSDP) gathers the parameters for
+    forward and again for backward and reduce-scatters the gradients in every micro-batch (Rajbhandari et al.
+    2020, Sec. 7.2.3: 3Ψ per forward-backward). Without ZeRO the gradients are all-reduced, ``2(n − 1)/n·G``.
+
+    >>> from costmodel.options import Layout
+    >>> c = dp_collectives(Layout(dp=48, zero=1), sympy.Integer(16060522496), sympy.Integer(16060522496), 1)
+    >>> c["reduce_scatter"], c["all_gather"]  # 47 × ⌈16,060,522,496 / 48⌉ = 47 × 334,594,219
+    (15725928293, 15725928293)
+    """
+    n = layout.dp
+    zero = sympy.Integer(0)
+    if layout.zero == 0:
+        return {"all_reduce": _ring(n) * grads, "reduce_scatter": zero, "all_gather": zero}
+    rs = (n - 1) * roundup(grads / n)
+    ag = (n - 1) * roundup(weights / n)
+    if layout.zero == 3:
+        return {"all_reduce": zero, "reduce_scatter": rs * micro_batches, "all_gather": 2 * ag * micro_batches}
+    return {"all_reduce": zero, "reduce_scatter": rs, "all_gather": ag}
+
+
 def communication(
-    G: nx.DiGraph, layout: Layout, grads: sympy.Expr, params: sympy.Expr, micro_batches: sympy.Expr
+    G: nx.DiGraph,
+    layout: Layout,
+    grads: sympy.Expr,
+    params: sympy.Expr,
+    micro_batches: sympy.Expr,
+    weights: sympy.Expr | None = None,
 ) -> dict[str, sympy.Expr]:
     """Bytes one device sends per step, by kind of parallelism (ring collectives).
 
     ``grads``/``params``: the device's gradient and parameter bytes before ZeRO
-    sharding. DP: all-reduce of the gradients, 2(n−1)/n·Ψ (ZeRO-1/2 use a
-    reduce-scatter + all-gather: the same); ZeRO-3: reduce-scatter of gradients
-    and two all-gathers of parameters (forward, backward), (n−1)/n·(G + 2P), ≈ 3Ψ,
-    for every micro-batch (a sharded parameter is gathered again for each pass:
-    Rajbhandari et al. 2020, ZeRO, Sec. 7.2.3 counts 3Ψ per forward-backward).
+    sharding (``weights``: the parameters ZeRO gathers, without a cached fp8 copy;
+    default ``params``). DP: :func:`dp_collectives`, their sum: an all-reduce of the
+    gradients, 2(n−1)/n·G; ZeRO-1/2 a reduce-scatter of the gradients and an
+    all-gather of the parameters, (n−1)·(⌈G/n⌉ + ⌈P/n⌉) with the padding; ZeRO-3
+    the reduce-scatter and two all-gathers (forward, backward), ≈ 3Ψ, for every
+    micro-batch.
     TP (Megatron): an all-reduce of the output of every row-parallel matmul in
     forward and of the input gradient of every distinct input of column-parallel
     matmuls in backward, 2(t−1)/t each, per micro-batch. PP: one activation
@@ -422,11 +458,9 @@ def communication(
     the copies are summed; once in forward and once (the gradients) in backward.
     """
     out: dict[str, sympy.Expr] = {}
-    n = layout.dp
-    if layout.zero == 3:
-        out["dp"] = sympy.Rational(n - 1, n) * (grads + 2 * params) * micro_batches  # per micro-batch
-    else:
-        out["dp"] = _ring(n) * grads
+    out["dp"] = sympy.Add(
+        *dp_collectives(layout, grads, params if weights is None else weights, micro_batches).values()
+    )
     tp = pp = sp = ep = Zero
     split = split_axes(G)
     col_inputs: set[tuple] = set()

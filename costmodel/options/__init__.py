@@ -29,6 +29,7 @@ from ..sizes import parse_count, parse_rate
 from .flags import FLAGS, GROUPS, PARSERS, Flag
 from .policies import (
     ATTENTION,
+    ATTENTION_KERNELS,
     DEFAULT_OPTIMIZER_IMPL,
     FUSED_ATTENTION,
     IMPLEMENTATIONS,
@@ -41,7 +42,16 @@ from .policies import (
     SCHEDULES,
     WEIGHT_FORMATS,
 )
-from .records import Counting, Layout, check_choice, check_count, check_rate, check_stack, is_price_name
+from .records import (
+    Counting,
+    Layout,
+    check_choice,
+    check_count,
+    check_rate,
+    check_stack,
+    is_price_name,
+    parse_scale_out,
+)
 
 #: How a step is predicted without a rate (see :mod:`costmodel.timing.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
@@ -75,7 +85,16 @@ class Options:
     ``"roofline"``) and ``overlap_comm`` (the kinds of communication the calibrated model hides behind compute:
     ``dp``, ``tp``, ``pp``, ``sp``, ``ep``; default: see :mod:`costmodel.timing.calibrated`) and ``stack``
     (the software stack whose ``sustained`` factor the calibrated step uses, a name of the device's
-    ``efficiency.stacks``; default: the device's own factor). Fine-tuning: ``lora`` (the rank r of LoRA
+    ``efficiency.stacks``; default: the device's own factor), ``overlap_grad_reduce`` and
+    ``overlap_param_gather`` (Megatron's flags of the same names: ZeRO's gradient reduce-scatter hidden behind
+    the last micro-batch's backward, its parameter all-gather behind the next step's forward; None: as
+    ``overlap_comm`` hides ``dp``), ``gpus_per_node``, ``scale_out`` and ``cluster`` (the cluster the device
+    sits in: :mod:`costmodel.devices.cluster`), ``cuda_graphs`` and ``launch_us`` (the host's launch floor per
+    kernel: :mod:`costmodel.timing.host`), ``attention_kernel`` (``flash2``, ``flash3``, ``cudnn``, ``sdpa``:
+    the fused kernel whose measured share of peak attention runs at, :mod:`costmodel.devices.attention`; it
+    implies fused attention), ``tp_comm_overlap`` (tensor-parallel collectives pipelined with their GEMMs) and
+    ``comm_sm_share`` (the share of compute an overlapped collective takes while it runs; see
+    :mod:`costmodel.timing.calibrated`). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
     state); see :mod:`costmodel.graph.finetune`.
@@ -117,6 +136,16 @@ class Options:
     mfu_basis: str = "engine"
     price_per_hour: Fraction | str | None = None
     stack: str | None = None
+    overlap_grad_reduce: bool | None = None  # None: as overlap_comm hides dp
+    overlap_param_gather: bool | None = None  # None: as overlap_comm hides dp
+    gpus_per_node: int | None = None  # None: the device's network.node_size
+    scale_out: str | None = None  # GB/s per direction per device ("50") or per node ("100/node"); None: the device's
+    cluster: str | None = None  # a cluster file (costmodel.devices.cluster)
+    cuda_graphs: bool = False  # CUDA graphs: no host launch floor (costmodel.timing.host)
+    launch_us: Fraction | None = None  # the host's launch time per kernel, µs; None: the stack's (host.json)
+    attention_kernel: str | None = None  # a fused kernel's measured share of peak (costmodel.devices.attention)
+    tp_comm_overlap: bool = False  # TP collectives pipelined with their GEMMs (Megatron's --tp-comm-overlap)
+    comm_sm_share: Fraction | None = None  # the share of compute an overlapped collective takes; None: 0
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
@@ -162,9 +191,21 @@ class Options:
             check_dtype(self.kv_dtype, "kv_dtype")
         if self.dtype is not None:
             check_dtype(self.dtype, "dtype")
-        for name in ("flash", "inference", "overlap", "norm_stats"):
+        for name in ("flash", "inference", "overlap", "norm_stats", "cuda_graphs", "tp_comm_overlap"):
             if not isinstance(getattr(self, name), bool):
                 raise CostModelError(f"{name}: expected true or false, received {getattr(self, name)!r}")
+        set_("gpus_per_node", check_count(self.gpus_per_node, "gpus_per_node"))
+        if self.scale_out is not None:
+            parse_scale_out(self.scale_out)  # refuses a float: GB/s as typed, exact
+            set_("scale_out", str(self.scale_out).strip())
+        if self.cluster is not None and (not isinstance(self.cluster, str) or not self.cluster.strip()):
+            raise CostModelError(f"cluster: expected the path of a cluster file, received {self.cluster!r}")
+        given_cluster = [n for n in ("gpus_per_node", "scale_out", "cluster") if getattr(self, n) is not None]
+        if given_cluster and self.hardware is None:
+            raise CostModelError(f"{given_cluster[0]} describes the cluster a device sits in: give --hardware NAME too")
+        for name in ("overlap_grad_reduce", "overlap_param_gather"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), bool):
+                raise CostModelError(f"{name}: expected true, false or None, received {getattr(self, name)!r}")
         if self.hardware is not None and not isinstance(self.hardware, str) and not hasattr(self.hardware, "peak"):
             raise CostModelError(
                 f"hardware: expected a device name, a .toml/.json file or a Device, received {self.hardware!r}"
@@ -176,11 +217,34 @@ class Options:
                     "attention='eager' (give one of them)"
                 )
             set_("attention", "flash")
+        if self.attention_kernel is not None:
+            check_choice(self.attention_kernel, ATTENTION_KERNELS, "attention_kernel")
+            if self.attention in ("unfused", "eager") and not default:
+                raise CostModelError(
+                    f"attention_kernel {self.attention_kernel!r} is a fused kernel; received attention="
+                    f"{self.attention!r}, which materialises the scores (drop one)"
+                )
+            if self.attention not in FUSED_ATTENTION:  # a fused kernel chosen: the attention is fused
+                set_("attention", "flash")
+            if self.hardware is None:
+                raise CostModelError("attention_kernel chooses a kernel's share of a device's peak: give --hardware")
         set_("flash", self.attention in FUSED_ATTENTION)
-        for name in ("achieved_flops", "mfu", "tokens_per_s", "recompute_fraction", "price_per_hour"):
+        for name in (
+            "achieved_flops",
+            "mfu",
+            "tokens_per_s",
+            "recompute_fraction",
+            "price_per_hour",
+            "launch_us",
+            "comm_sm_share",
+        ):
             if name == "price_per_hour" and is_price_name(self.price_per_hour):
                 continue  # a price table entry, read with the device (costmodel.devices.prices)
             set_(name, check_rate(getattr(self, name), name))
+        if self.comm_sm_share is not None and not 0 < self.comm_sm_share < 1:
+            raise CostModelError(
+                f"comm_sm_share is a share of the compute: expected 0 < F < 1, received {float(self.comm_sm_share):g}"
+            )
         if self.recompute_fraction is not None and not 0 <= self.recompute_fraction <= 1:
             raise CostModelError(
                 f"recompute_fraction is a share of the layers: expected 0 <= F <= 1, received "
@@ -315,6 +379,7 @@ class Options:
             "attention": ATTENTION,
             "implementation": IMPLEMENTATIONS,
             "optimizer_impl": OPTIMIZER_IMPLS,
+            "attention_kernel": ATTENTION_KERNELS,
             "logits": LOGITS,
             "mfu_basis": MFU_BASES,
         }
@@ -334,6 +399,7 @@ class Options:
                 "attention",
                 "implementation",
                 "optimizer_impl",
+                "attention_kernel",
                 "logits",
                 "mfu_basis",
             )

@@ -209,6 +209,81 @@ FLAGS: tuple[Flag, ...] = (
         metavar="NAME",
     ),
     Flag(
+        "overlap_grad_reduce",
+        "time",
+        "ZeRO/DDP: the gradient reduce-scatter (all-reduce without ZeRO) hidden behind the last micro-batch's "
+        "backward, as Megatron's --overlap-grad-reduce (default: as --overlap-comm hides dp)",
+        takes="switch",
+    ),
+    Flag(
+        "overlap_param_gather",
+        "time",
+        "ZeRO-1/2: the parameter all-gather hidden behind the next step's forward, as Megatron's "
+        "--overlap-param-gather (default: as --overlap-comm hides dp)",
+        takes="switch",
+    ),
+    Flag(
+        "gpus_per_node",
+        "time",
+        "devices in one scale-up (NVLink) domain, the node (default: the device's network.node_size, 8 for an HGX)",
+        read="count",
+        metavar="N",
+    ),
+    Flag(
+        "scale_out",
+        "time",
+        "the scale-out network in GB/s per direction: per device (50: one 400 Gb/s NIC per GPU) or per node, shared "
+        "by its devices (100/node: four 200 Gb/s NICs per node); default: the device table's",
+        takes="text",
+        metavar="GBPS[/node]",
+    ),
+    Flag(
+        "cluster",
+        "time",
+        "a JSON file of the cluster: gpus_per_node, scale_out_gbps, scale_out_per (gpu or node), source; the flags "
+        "above win over it",
+        takes="text",
+        metavar="FILE",
+    ),
+    Flag(
+        "cuda_graphs",
+        "time",
+        "CUDA graphs: the step's kernels replayed from one launch, so no kernel waits on the host's dispatch "
+        "(default: each op at least its kernels' launches, costmodel/devices/data/host.json)",
+        takes="on",
+    ),
+    Flag(
+        "launch_us",
+        "time",
+        "the host's dispatch time per kernel in µs (default: the stack's in costmodel/devices/data/host.json, 5)",
+        read="rate",
+        metavar="US",
+    ),
+    Flag(
+        "attention_kernel",
+        "time",
+        "the fused attention kernel whose measured share of peak attention runs at: flash2 (35% on H100), flash3 "
+        "(75%, Hopper only), cudnn (60%) or sdpa (PyTorch's flash backend); implies fused attention; default: the "
+        "device's efficiency.attention (costmodel/devices/data/attention.json)",
+        takes="choice",
+    ),
+    Flag(
+        "tp_comm_overlap",
+        "time",
+        "tensor-parallel collectives pipelined with their GEMMs, as Megatron's --tp-comm-overlap (Transformer "
+        "Engine): forward in tp chunks (the first chunk's exposed), backward behind the op's other GEMM; a partial "
+        "hide (see docs/hardware.md)",
+        takes="on",
+    ),
+    Flag(
+        "comm_sm_share",
+        "time",
+        "the share F of compute an overlapped collective takes while it runs (NCCL's kernels occupy SMs): hidden "
+        "communication then costs F × its time (default 0: overlap is free)",
+        read="rate",
+        metavar="F",
+    ),
+    Flag(
         "mfu_basis",
         "time",
         "the model FLOPs an MFU counts: engine (every op, default), 6n (PaLM's 6N, a tied unembedding included) "

@@ -56,6 +56,8 @@ ATTENTION_ABOUT = {
 }
 #: The implementations whose kernel keeps no T×T tensor (the FlashAttention graph pass).
 FUSED_ATTENTION = ("sdpa", "flash")
+#: Fused attention kernels whose measured share of peak the calibrated step can use (costmodel.devices.attention).
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "sdpa")
 
 #: Whose kernels and training loop a training step's memory describes (:mod:`costmodel.memory.implementation`):
 #: ``fused`` (Megatron-LM / Transformer Engine style: fused norms and losses keep what Korthikanti et al. 2022

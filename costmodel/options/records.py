@@ -119,6 +119,30 @@ class Layout:
         return self.dp * self.tp * self.pp * self.sp
 
 
+#: ``scale_out_per``: the bandwidth is each device's (``gpu``) or a node's, shared by its devices (``node``).
+SCALE_OUT_PER = ("gpu", "node")
+
+
+def parse_scale_out(text: object) -> tuple[Fraction, str]:
+    """``"50"`` → (50, ``"gpu"``); ``"100/node"`` → (100, ``"node"``); ``"50/gpu"`` as the first. GB/s per direction.
+
+    >>> parse_scale_out("100/node")
+    (Fraction(100, 1), 'node')
+    """
+    raw = str(text).strip()
+    value, _, per = raw.partition("/")
+    per = per.strip().lower() or "gpu"
+    try:
+        gbps = Fraction(value.strip())
+    except (ValueError, ZeroDivisionError):
+        gbps = None
+    if gbps is None or gbps <= 0 or per not in SCALE_OUT_PER or isinstance(text, float):
+        raise CostModelError(
+            f"--scale-out: expected GB/s per direction per GPU (e.g. 50) or per node (e.g. 100/node), received {text!r}"
+        )
+    return gbps, per
+
+
 def check_choice(value: object, allowed, what: str) -> str:
     """``value`` if it is one of ``allowed``, else an error naming the closest."""
     if not isinstance(value, str) or value not in allowed:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from ..devices.table import Device, device, with_stack
+from ..devices.run import run_device
+from ..devices.table import Device
 from ..errors import CostModelError
 from ..families import Model, graph_symbols, load
 from ..formulas.compiled import Formulas
@@ -72,7 +73,7 @@ def prepare(model: Model | str, settings: Mapping[str, object] | None, options: 
     from the table, not derived), then the model loaded (:func:`model_for`)."""
     dev = None
     if options.hardware is not None:
-        dev = with_stack(device(options.hardware), options.stack)
+        dev = run_device(options)  # the table's device, its stack's sustained factor, its cluster
     return Run(model_for(model, settings, options), options, dev)
 
 

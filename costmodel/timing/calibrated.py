@@ -13,29 +13,33 @@ the planner, so the planner compiles this very derivation once)::
   the ``tp`` ranks sends 1/tp; interleaving sends ``v`` times as often). ``t_i`` is that stage's time; the first
   stage also runs what precedes the layers (embeddings), the last what follows (final norm, head, loss).
 * The schedule (:mod:`costmodel.memory.schedules`) sets the bubble: ``β · (Σ t_i − t_max)``.
-* Data-parallel gradient reduction (ZeRO-3: also the parameter all-gathers) runs once per step; when hidden it
-  overlaps the last micro-batch's backward (ZeRO-3's prefetched gathers: the whole step), and only what
-  sticks out is exposed.
-* The optimizer step reads and writes the states of the fuller stage at the memory efficiency.
+* Data-parallel collectives (:func:`dp_seconds`) each in their own window: the gradient all-reduce (no ZeRO)
+  or reduce-scatter (ZeRO-1/2) behind the last micro-batch's backward, ZeRO-1/2's parameter all-gather behind
+  the next step's forward, ZeRO-3's per-unit gathers and reduce-scatters behind the units they prefetch for;
+  only what sticks out is exposed.
+* The optimizer step reads and writes the states of the fuller stage at the memory efficiency, under ZeRO
+  only the device's 1/dp shard (:func:`optimizer_step_bytes`).
 
 What hides behind compute is a choice (``overlap_comm``): by default data-parallel reduction (bucketed, as
 PyTorch DDP/FSDP and Megatron-Core with ``--overlap-grad-reduce`` do) and context-parallel ring passes (ring
-attention overlaps them with the blocks of attention); tensor-parallel all-reduces, pipeline sends and expert
+attention overlaps them with the blocks of attention), and with ``dp`` ZeRO's parameter all-gather
+(``param_gather``; Megatron's ``--overlap-grad-reduce`` and ``--overlap-param-gather`` set the two apart); tensor-parallel all-reduces, pipeline sends and expert
 all-to-alls are exposed (DualPipe hides the all-to-alls). A hidden kind costs ``max(0, its time − the compute
 it hides behind)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import networkx as nx
 import sympy
 
 from .. import units
+from ..devices.attention import with_attention
 from ..devices.efficiency import Efficiency
-from ..devices.network import bus_bandwidth, collective_seconds, latency, strides
+from ..devices.network import collective_seconds, per_node, strides
 from ..devices.table import Device
 from ..formulas.quantities import Quantities, maximum
 from ..graph.analysis import op_nodes, repeated_blocks
@@ -46,11 +50,11 @@ from ..memory.parallel import split_axes, stage_of
 from ..memory.schedules import SCHEDULES, bubble_share
 from ..options import Counting
 from ..symbols import B
+from .data_parallel import dp_seconds, optimizer_step_bytes
+from .host import Host, host_of
 from .kernels import Split, divisors, kv_bytes, on_device, op_time, routed_bytes, tp_bytes, tp_collectives
 from .links import LINKS, comm_seconds
-
-#: Communication the calibrated model hides behind compute unless told otherwise.
-DEFAULT_OVERLAP = ("dp", "sp")
+from .overlap import DEFAULT_OVERLAP, hide, megatron_overlap, overlap_flags, overlap_text
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,10 @@ class Knobs:
     stage_layers: tuple[int, int] | None = None  # uneven stages: layers of the first and the last
     pp_number: int | None = None  # pp when it is a number (a 2-stage pipeline has no middle stage)
     dp_sends: sympy.Expr | None = None  # 0/1: whether dp sends anything (default: whether dp_bytes is not 0)
+    sharded: sympy.Expr = Zero  # 1 under ZeRO-1/2: a reduce-scatter and an all-gather instead of the all-reduce
+    host: Host = field(default_factory=host_of)  # the host's launch floor and overheads (costmodel.timing.host)
+    tp_comm_overlap: sympy.Expr = Zero  # 1: TP collectives pipelined with their GEMMs (:func:`tp_overlapped`)
+    sm_share: sympy.Expr = Zero  # the share of compute an overlapped collective takes while it runs
 
 
 @dataclass
@@ -88,6 +96,8 @@ class _Region:
     tp_backward: sympy.Expr = Zero
     cp: sympy.Expr = Zero
     ep: sympy.Expr = Zero
+    tp_overlapped_forward: sympy.Expr = Zero  # exposed TP seconds under --tp-comm-overlap (:func:`tp_overlapped`)
+    tp_overlapped_backward: sympy.Expr = Zero
     parts: dict = field(default_factory=dict)
 
 
@@ -111,15 +121,19 @@ def regions(
     F = time_graph(H)
     cores = {n for chain, context in attention_cores(H) for n in (*chain, context)}
     out = {r: _Region() for r in ("first", "block", "last")}
+    times = {}
     for name, data in op_nodes(F):
         op = data["op"]
-        t = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting)
+        t = times[name] = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s)
         where = out[stage_of(F, name)]
         count = data["count"]
         where.forward += t.forward * count
         where.backward += t.backward * count
         if name in cores or any(n in cores for n in (op.attr("names") or ())):
             where.selective += t.forward * count
+    if k.host.layer_s != 0:  # the host's own time per layer, in each pass of each micro-batch
+        out["block"].forward += k.host.layer_s * layers(H)
+        out["block"].backward += k.host.layer_s * layers(H)
     st = strides(k.tp, k.cp, k.dp)
     for name, items in tp_collectives(H, split).items():
         where = out[stage_of(H, name)]
@@ -130,6 +144,12 @@ def regions(
                 where.tp_forward += sec * count
             else:
                 where.tp_backward += sec * count
+            if k.tp_comm_overlap != 0 and name in times:
+                hidden = tp_overlapped(sec, phase, times[name], k) * count
+                if phase == "forward":
+                    where.tp_overlapped_forward += hidden
+                else:
+                    where.tp_overlapped_backward += hidden
     sent: set[tuple] = set()
     for name, data in op_nodes(H):
         op, count, where = data["op"], data["count"], out[stage_of(H, name)]
@@ -151,6 +171,26 @@ def regions(
     return out
 
 
+def tp_overlapped(sec: sympy.Expr, phase: str, t, k: Knobs) -> sympy.Expr:
+    """Exposed seconds of one tensor-parallel collective (``sec`` in all) under ``--tp-comm-overlap``.
+
+    * Forward (a row-parallel output's all-reduce, or Megatron SP's reduce-scatter and next all-gather): the GEMM it
+      depends on is split into ``tp`` chunks and each chunk's exchange runs behind the next chunk's GEMM
+      (Transformer Engine's pipelined and ring-exchange overlap; Wang et al., ASPLOS 2023, decomposition): the
+      first chunk's exchange is exposed, the rest where it exceeds the GEMM, ``sec/n + max(0, (n − 1)/n·(sec −
+      t_GEMM))``.
+    * Backward (a column-parallel input gradient): Megatron runs it asynchronously behind that op's other
+      backward GEMM — the weight gradient's (half the backward's two GEMMs) without sequence parallelism; with it
+      the re-gather of the input behind the input-gradient GEMM and the reduce-scatter behind the weight
+      gradient's, so behind the whole backward: ``max(0, sec − window)``.
+    """
+    n = k.tp
+    if phase == "forward":
+        return sec / n + maximum(0, (n - 1) / n * (sec - t.forward))
+    window = t.backward * (1 + k.megatron_sp) / 2
+    return maximum(0, sec - window)
+
+
 def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.Expr:
     """Pipeline sends per micro-batch on one stage: the layer input forward and its gradient backward, once per
     chunk (``vpp``); each tensor-parallel rank sends 1/tp of it (Megatron's scatter/gather)."""
@@ -158,22 +198,6 @@ def p2p_seconds(H: nx.DiGraph, dev: Device, eff: Efficiency, k: Knobs) -> sympy.
     nbytes = nbytes.xreplace({B: k.micro}) / (k.tp * k.cp)
     st = strides(k.tp, k.cp, k.dp)
     return 2 * k.vpp * (1 - k.single) * collective_seconds("p2p", nbytes, dev, eff, 2, st["pp"])
-
-
-def overlap_flags(kinds: Iterable[str] | None, dualpipe: sympy.Expr | int) -> dict[str, sympy.Expr]:
-    """:attr:`Knobs.overlap`: the ``kinds`` given (``overlap_comm``), else :data:`DEFAULT_OVERLAP` and, under
-    DualPipe, the expert all-to-alls (``dualpipe``: 1 when it runs, 0 when not, or the planner's symbol)."""
-    if kinds is not None:
-        return dict.fromkeys(kinds, sympy.Integer(1))
-    return {**dict.fromkeys(DEFAULT_OVERLAP, sympy.Integer(1)), "ep": sympy.sympify(dualpipe)}
-
-
-def _hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, k: Knobs) -> sympy.Expr:
-    flag = k.overlap.get(kind, Zero)  # hidden where it is 1, exposed where it is 0
-    if flag == 0:
-        return seconds
-    hidden = maximum(0, seconds - behind)
-    return hidden if flag == 1 else flag * hidden + (1 - flag) * seconds
 
 
 def step(
@@ -185,11 +209,13 @@ def step(
     dp_bytes: sympy.Expr,
     optimizer_bytes: sympy.Expr,
     counting: Counting = Counting(),
+    dp_parts: Mapping[str, sympy.Expr] | None = None,
 ) -> dict[str, sympy.Expr]:
     """Seconds of one step and its parts (see the module notes), as expressions of the knobs and the graph.
 
     ``dp_bytes``: what one device sends for data parallelism per step (the memory section's
-    ``communication_bytes.dp``); ``optimizer_bytes``: what its optimizer step reads and writes.
+    ``communication_bytes.dp``); ``dp_parts``: under ZeRO, its ``reduce_scatter`` and ``all_gather`` bytes
+    (``communication.dp.*``); ``optimizer_bytes``: what its optimizer step reads and writes.
     """
     eff = dev.attained
     R = regions(H, dev, eff, dtype, k, counting)
@@ -218,7 +244,20 @@ def step(
         cp = sympy.Add(*(r.cp * w for r, w in own))
         ep = sympy.Add(*(r.ep * w for r, w in own))
         c = f + b + rec
-        exposed = _hide("tp", tp, c, k) + _hide("sp", cp, c, k) + _hide("ep", ep, c, k) + _hide("pp", p2p, c, k)
+        tp_exposed = hide("tp", tp, c, k.overlap)
+        if k.tp_comm_overlap != 0:  # pipelined with the GEMMs (recomputed forwards all-reduce again)
+            piped = sympy.Add(
+                *(
+                    w * (r.tp_overlapped_forward * (1 + (rec_full if r is blk else 0)) + r.tp_overlapped_backward)
+                    for r, w in own
+                )
+            )
+            tp_exposed = k.tp_comm_overlap * piped + (1 - k.tp_comm_overlap) * tp_exposed
+        exposed = (
+            tp_exposed + hide("sp", cp, c, k.overlap) + hide("ep", ep, c, k.overlap) + hide("pp", p2p, c, k.overlap)
+        )
+        if k.sm_share != 0:  # a collective behind compute takes its share of the SMs while it runs
+            exposed += k.sm_share * (tp + cp + ep + p2p - exposed)
         stages[stage] = {"f": f, "b": b + rec, "c": c, "t": c + exposed, "tp": tp, "sp": cp, "ep": ep, "pp": p2p}
     names = ("first", "last") if k.pp_number == 2 else ("first", "middle", "last")
     t_max = maximum(*(stages[s]["t"] for s in names))
@@ -236,16 +275,19 @@ def step(
     )
     m = k.micro_batches
     bubble = (1 - k.single) * beta * (total - t_max)
-    st = strides(k.tp, k.cp, k.dp)
     alive = k.dp_sends if k.dp_sends is not None else sympy.Integer(0) if dp_bytes == 0 else 1
-    dp_s = alive * (latency(eff, k.dp, st["dp"]) + dp_bytes / bus_bandwidth(dev, eff, k.dp, st["dp"]))
-    window = k.zero3 * m * c_max + (1 - k.zero3) * mid["b"]
-    dp_exposed = _hide("dp", dp_s, window, k)
+    parts = dict(dp_parts or {})
+    dp_s, dp_exposed = dp_seconds(
+        dev, eff, k, alive, dp_bytes, parts.get("reduce_scatter", Zero), parts.get("all_gather", Zero), mid, layers(H)
+    )
+    if k.sm_share != 0:  # the hidden part of the dp collectives slows the compute it hides behind
+        dp_exposed += k.sm_share * (dp_s - dp_exposed)
     optimizer_s = optimizer_bytes / (dev.memory_bandwidth * eff.memory * eff.sustained) + eff.overhead_s
     pipeline = m * t_max + bubble
     comm = {kind: m * stages["first"][kind] for kind in ("tp", "pp", "sp", "ep")}
     comm["dp"] = dp_s
     exposed = m * t_max - m * c_max + dp_exposed
+    optimizer_s = optimizer_s + k.host.step_s  # the host's per-step time, with the step's end
     return {
         "step_s": pipeline + dp_exposed + optimizer_s,
         "compute_s": m * c_max,
@@ -268,6 +310,7 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         micro, dp = micro / devices, devices
     one = sympy.Integer
     schedule = {s: one(int(lay.schedule == s)) for s in SCHEDULES}
+    overlap = megatron_overlap(overlap_flags(options.overlap_comm, schedule["dualpipe"]), options)
     return Knobs(
         one(lay.tp),
         one(lay.pp),
@@ -282,9 +325,13 @@ def knobs(options, q_exprs: Mapping[str, sympy.Expr], devices: int) -> Knobs:
         one(int(lay.megatron_sp)),
         one(int(lay.pp == 1)),
         one(int(lay.zero == 3)),
-        overlap_flags(options.overlap_comm, schedule["dualpipe"]),
+        overlap,
         lay.stage_layers,
         lay.pp,
+        sharded=one(int(lay.zero in (1, 2) and dp > 1)),
+        host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
+        tp_comm_overlap=one(int(options.tp_comm_overlap)),
+        sm_share=sympy.Rational(options.comm_sm_share or 0),
     )
 
 
@@ -307,11 +354,22 @@ def calibrated_quantities(
     out = Quantities()
     k = knobs(options, q.exprs, n)
     get = lambda key: q.exprs.get(key, sympy.Integer(0))  # noqa: E731
-    # the optimizer step reads weights, gradients and states and writes weights and states back
-    opt_bytes = 2 * (get("memory_bytes.params") + get("memory_bytes.optimizer")) + 2 * get("memory_bytes.grads")
+    opt_bytes = optimizer_step_bytes(
+        get("memory_bytes.params"), get("memory_bytes.grads"), get("memory_bytes.optimizer"), options.layout
+    )
     # the kernels' own work: a causal FlashAttention kernel skips the masked half, a materialised one does not
     counting = Counting(causal="half" if options.flash else "full")
-    parts = step(G, dev, dtype, k, dp_bytes=get("communication_bytes.dp"), optimizer_bytes=opt_bytes, counting=counting)
+    dp_parts = {kind: get(f"communication.dp.{kind}_bytes") for kind in ("reduce_scatter", "all_gather")}
+    parts = step(
+        G,
+        dev,
+        dtype,
+        k,
+        dp_bytes=get("communication_bytes.dp"),
+        optimizer_bytes=opt_bytes,
+        counting=counting,
+        dp_parts=dp_parts,
+    )
     extra = comm_seconds(
         {key: sympy.Integer(v) for key, v in options.comm_bytes}, dev, dict(options.comm_links) or LINKS
     )
@@ -327,11 +385,18 @@ def calibrated_quantities(
             "time.basis": "calibrated",
             "time.efficiency_source": dev.attained.source,
             "time.overlap": options.overlap,
-            "time.overlap_comm": ",".join(sorted(kind for kind, flag in k.overlap.items() if flag == 1)) or "none",
+            "time.overlap_comm": overlap_text(k.overlap),
         }
     )
     if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
         out.info["time.stack"] = options.stack
+    if options.attention_kernel is not None:  # the fused kernel's measured share (costmodel.devices.attention)
+        out.info["time.attention_kernel"] = options.attention_kernel
+        out.info["time.attention_source"] = with_attention(dev, options.attention_kernel)[1]
+    if any(v is not None for v in (options.gpus_per_node, options.scale_out, options.cluster)):  # on_cluster's
+        out.info["time.gpus_per_node"] = dev.attained.node_size
+        if dev.scale_out_bandwidth is not None:
+            out.add("time.scale_out_bandwidth", dev.scale_out_bandwidth, "number")
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")
     out.add("time.hardware_flops_per_s", hardware_flops / (step_s * n), "number")
@@ -346,6 +411,7 @@ def calibrated_quantities(
         "dp": get("communication_bytes.dp") != 0,
     }
     comm = {kind: parts[f"comm.{kind}"] for kind, used in kinds.items() if used}
+    out.info.update({f"time.tier.{kind}": tier(dev, kind, k) for kind in comm})
     comm.update(extra)
     out.add("time.comm_s", sympy.Add(*comm.values()), "float")
     out.add("time.step_s", step_s, "float")
@@ -371,6 +437,19 @@ def calibrated_quantities(
     return out
 
 
+def tier(dev: Device, kind: str, k: Knobs) -> str:
+    """The network tier a group of ``kind`` crosses (``time.tier.*``): ``scale-up`` inside a node, else
+    ``scale-out`` with its members per node (TP 16 over 8-GPU nodes: ``scale-out, 8 of 16 a node``)."""
+    n = {"tp": k.tp, "pp": k.pp, "sp": k.cp, "ep": k.ep, "dp": k.dp}[kind]
+    n = 2 if kind == "pp" else n  # a pipeline send goes between two neighbouring stages
+    g = per_node(n, strides(k.tp, k.cp, k.dp)[kind], dev.attained.node_size)
+    if not (g.is_number and sympy.sympify(n).is_number):  # a degree left as a symbol (a live report's devices)
+        return "as the degrees put it"
+    if g >= n:
+        return "scale-up"
+    return f"scale-out, {g} of {n} a node" if g > 1 else "scale-out, one a node"
+
+
 def layers(H: nx.DiGraph) -> sympy.Expr:
     """Layers of the repeated blocks (what the pipeline splits)."""
     return sympy.Add(*repeated_blocks(H).values()) if repeated_blocks(H) else sympy.Integer(1)
@@ -379,11 +458,16 @@ def layers(H: nx.DiGraph) -> sympy.Expr:
 __all__ = [
     "DEFAULT_OVERLAP",
     "calibrated_quantities",
+    "dp_seconds",
     "Knobs",
     "knobs",
     "layers",
+    "megatron_overlap",
+    "optimizer_step_bytes",
     "overlap_flags",
+    "overlap_text",
     "regions",
     "step",
+    "tier",
     "time_graph",
 ]

@@ -28,6 +28,7 @@ import sympy
 
 from ..devices.efficiency import Efficiency, gemm_seconds, kernel_seconds
 from ..devices.table import Device
+from ..formulas.quantities import maximum
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, op_cost, weight_operand, weight_use
@@ -107,8 +108,38 @@ class OpTime:
     backward: sympy.Expr
 
 
-def op_time(op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Counting) -> OpTime:
-    """Forward and backward time of ``op`` (already sized for the device)."""
+def op_time(
+    op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Counting, launch_s: sympy.Expr = Zero
+) -> OpTime:
+    """Forward and backward time of ``op`` (already sized for the device), each at least its kernels' host
+    launches, ``kernels × launch_s`` (:mod:`costmodel.timing.host`)."""
+    t = _op_time(op, dev, eff, dtype, counting)
+    if launch_s == 0:
+        return t
+    return OpTime(
+        _floor(t.forward, 1, launch_s, eff), _floor(t.backward, _backward_kernels(op, counting), launch_s, eff)
+    )
+
+
+def _floor(seconds: sympy.Expr, kernels: int, launch_s: sympy.Expr, eff: Efficiency) -> sympy.Expr:
+    """``max(seconds, kernels × launch_s)``. A kernel's time already holds its overhead t₀ (≥ every curve's), so
+    a launch no longer than the shortest t₀ never binds and the expression is left as it is."""
+    t0 = min([eff.overhead_s, *(c.overhead_s for c in eff.gemm.values())])
+    if seconds == 0 or launch_s <= t0:
+        return seconds
+    return maximum(seconds, kernels * launch_s)
+
+
+def _backward_kernels(op: Op, counting: Counting) -> int:
+    """Kernels of an op's backward: one per fused part and one more, two for a GEMM with a weight gradient."""
+    n = 1 + len(op.attr("parts") or ())
+    c = op_cost(op, counting)
+    if c.forward.matmul_flops != 0 and _gemm(op, counting) is not None:
+        n += 1 if sympy.expand(c.backward.matmul_flops - 2 * c.forward.matmul_flops) == 0 else 0
+    return n
+
+
+def _op_time(op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Counting) -> OpTime:
     c = op_cost(op, counting)
     f, b = c.forward, c.backward
     peak = dev.peak(dtype)

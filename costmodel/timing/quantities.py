@@ -25,7 +25,8 @@ import sympy
 
 from .. import units
 from ..devices import prices
-from ..devices.table import Device, device, with_stack
+from ..devices.run import run_device
+from ..devices.table import Device
 from ..errors import CostModelError
 from ..formulas.compiled import Text, verbatim
 from ..formulas.quantities import Quantities, maximum
@@ -190,7 +191,7 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
     out = Quantities()
     if options.hardware is None:
         return out
-    dev = with_stack(device(options.hardware), options.stack)  # a stack's sustained factor, or the default
+    dev = run_device(options)  # the table's device, its stack's sustained factor, its cluster
     n, pipe = _devices(q, options)
     if devices is not None and options.layout.devices == 1:
         n = devices

@@ -10,6 +10,7 @@ import sympy
 
 from costmodel import estimate, load
 from costmodel.cli import main
+from costmodel.formulas.quantities import roundup
 from costmodel.graph.passes import flash_attention
 from costmodel.kit import evaluate
 from costmodel.kit import symbols as s
@@ -134,7 +135,9 @@ def test_communication_volumes():
     G = load("gpt").graph
     grads = params = sympy.Symbol("P", positive=True)
     assert communication(G, Layout(dp=8), grads, params, 1)["dp"] == 2 * sympy.Rational(7, 8) * grads  # ≈ 2Ψ
-    assert communication(G, Layout(dp=8, zero=3), grads, params, 1)["dp"] == 3 * sympy.Rational(7, 8) * grads
+    # ZeRO-3: a reduce-scatter and two all-gathers, each 7 shards of the buffer padded to ⌈P/8⌉ (≈ 3Ψ)
+    assert communication(G, Layout(dp=8, zero=3), grads, params, 1)["dp"] == 3 * 7 * roundup(grads / 8)
+    assert communication(G, Layout(dp=8, zero=3), grads, params, 1)["dp"].subs(grads, 8 * 10**9) == 3 * 7 * 10**9
     tp = communication(G, Layout(tp=4), grads, params, 1)["tp"]
     # per layer 2 all-reduces forward (attention and MLP outputs) + 2 backward (their inputs), each
     # 2(t-1)/t · B·T·d · 2 bytes; the vocab-parallel embedding (forward) and unembedding input (backward) add 2

@@ -19,7 +19,7 @@ checks the result against ``estimate`` layout by layout.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -51,6 +51,7 @@ class MemoryTable:
 
     states: Mapping[tuple, tuple[float, float, float]]
     acts: Mapping[str, Mapping[tuple, tuple[float, float]]]
+    weights: Mapping[tuple, float] = field(default_factory=dict)  # the weights' own bytes (what ZeRO gathers)
 
 
 def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str, ...]) -> MemoryTable:
@@ -70,12 +71,13 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
     classes = {weight_class(w) for w in weights(H)}
     autocast = precision(options.precision).copy_of == "matrices"
     casts_are_activations = options.implementation == "transformers" and autocast  # as training_memory counts
-    states = {}
+    states, own = {}, {}
     for c in classes:
         s = model_state(H, options.precision, options.optimizer, lambda w, c=c: int(weight_class(w) == c))
         if casts_are_activations:
             s = {**s, "params": s["params"] - s["compute_copy"]}
         states[c] = tuple(float(sympy.sympify(s[k]).xreplace(sub)) for k in STATE_KEYS)
+        own[c] = float(sympy.sympify(s["weights"]).xreplace(sub))
     acts: dict[str, dict[tuple, tuple[float, float]]] = {}
     for r in recompute:
         a = activations(
@@ -105,7 +107,7 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
                     "with every other size a number"
                 )
             acts[r][key] = (float(poly.coeff_monomial(1)), float(poly.coeff_monomial(B)))
-    return MemoryTable(states, acts)
+    return MemoryTable(states, acts, own)
 
 
 def _in_flight(stage: str, s: np.ndarray, pp: np.ndarray, m: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -151,7 +153,7 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
     zero_div = {k: np.where(z >= n, 1.0, 0.0) for k, n in (("optimizer", 1), ("grads", 2), ("params", 3))}
     per_stage = []
     for stage in STAGES:
-        raw = {k: np.zeros(tp.shape) for k in STATE_KEYS}
+        raw = {k: np.zeros(tp.shape) for k in (*STATE_KEYS, "weights")}
         sharded = {k: np.zeros(tp.shape) for k in STATE_KEYS}
         for (where, layers, tsplit, expert), nbytes in t.states.items():
             share = _stage_share(where, layers, stage, pp, copies)
@@ -163,6 +165,7 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
             for k, x in zip(STATE_KEYS, nbytes):
                 raw[k] += x * share
                 sharded[k] += x * share / np.where(zero_div[k] > 0, over, 1.0)
+            raw["weights"] += t.weights.get((where, layers, tsplit, expert), 0.0) * share
         flight = _in_flight(stage, s, pp, m, v)
         act = np.zeros(tp.shape)
         for r, name in enumerate(("none", "selective", "full")):
@@ -191,11 +194,15 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
     pick = lambda key, i=0: np.choose(full, [p[i][key] for p in per_stage])  # noqa: E731
     out = {k: pick(k) for k in (*STATE_KEYS, "activations")}
     out["total"] = np.max(totals, axis=0)
-    grads, params = pick("grads", 1), pick("params", 1)
-    # communication_bytes.dp (costmodel.memory.parallel.communication): a ring all-reduce of the gradients,
-    # 2(n−1)/n; ZeRO 3 reduce-scatters them and gathers the weights twice, (n−1)/n·(G + 2P), every micro-batch
-    dpb = np.where(z == 3, (dp - 1) / dp * (grads + 2 * params) * m, 2 * (dp - 1) / dp * grads)
-    out["dp_bytes"] = np.ceil(dpb - 1e-9 * np.abs(dpb))
+    grads, own = pick("grads", 1), pick("weights", 1)
+    # communication_bytes.dp (costmodel.memory.parallel.dp_collectives): a ring all-reduce of the gradients,
+    # 2(n−1)/n; ZeRO a reduce-scatter of them and an all-gather of the weights, (n − 1)·⌈X/n⌉ each (the padding
+    # counted); ZeRO 3 gathers the weights twice and runs all three every micro-batch
+    up = lambda x: np.ceil(x - 1e-9 * np.abs(x))  # noqa: E731
+    rs = np.where(z > 0, (dp - 1) * up(grads / dp), 0.0) * np.where(z == 3, m, 1.0)
+    ag = np.where(z > 0, (dp - 1) * up(own / dp), 0.0) * np.where(z == 3, 2 * m, 1.0)
+    out["dp_bytes"] = np.where(z > 0, rs + ag, up(2 * (dp - 1) / dp * grads))
+    out["dp_reduce_scatter"], out["dp_all_gather"] = rs, ag
     return out
 
 

@@ -27,6 +27,8 @@ import numpy as np
 import sympy
 
 from ... import units
+from ...devices.attention import with_attention
+from ...devices.cluster import cluster_of, on_cluster
 from ...devices.table import device, with_stack
 from ...errors import CostModelError
 from ...families import Model, load
@@ -39,7 +41,8 @@ from ...options import Counting, Options
 from ...render.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
 from ...sections.run import resolve
 from ...symbols import B
-from ...timing.calibrated import Knobs, overlap_flags, step
+from ...timing.calibrated import Knobs, megatron_overlap, overlap_flags, step
+from ...timing.host import host_of
 from ..estimate import estimate
 from .memory import MemoryTable, memory, table
 from .rank import RECOMPUTE, check_reference, pareto, rank
@@ -51,7 +54,7 @@ from .search import search as run_search
 KNOBS = sympy.symbols(
     "tp pp dp cp ep vpp b m sel full msp single zero3 "
     + " ".join(f"s_{s.replace('-', '_')}" for s in SCHEDULES)
-    + " dpon dpb optb",
+    + " dpon dpb optb sharded dprs dpag",
     positive=True,
 )
 
@@ -87,7 +90,7 @@ def derive(
     runs (:func:`costmodel.timing.calibrated.calibrated_quantities`), with its inputs from the memory
     section taken from :func:`.memory.memory` at evaluation. ``overlap``: the kinds of communication
     hidden behind compute (``estimate``'s ``overlap_comm``; by default its default)."""
-    tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags, dpon, dpb, optb = KNOBS
+    tp, pp, dp, cp, ep, vpp, b, m_, sel, full, msp, single, zero3, *flags, dpon, dpb, optb, sharded, dprs, dpag = KNOBS
     G = prepared(m.graph, options)
     schedule = dict(zip(SCHEDULES, flags))
     k = Knobs(
@@ -104,15 +107,21 @@ def derive(
         msp,
         single,
         zero3,
-        overlap_flags(overlap, schedule["dualpipe"]),  # as estimate's knobs
+        megatron_overlap(overlap_flags(overlap, schedule["dualpipe"]), options),  # as estimate's knobs
         dp_sends=dpon,
+        sharded=sharded,
+        host=host_of(options.stack, cuda_graphs=options.cuda_graphs, launch_us=options.launch_us),
+        tp_comm_overlap=sympy.Integer(int(options.tp_comm_overlap)),
+        sm_share=sympy.Rational(options.comm_sm_share or 0),
     )
     sub = {s: v for s, v in values.items() if s is not B}
     experts = next((int(v) for s, v in values.items() if str(s) == "n_experts"), 1)
     # the kernels' own work, as estimate counts it: a causal FlashAttention kernel skips the masked half
     counting = Counting(causal="half" if options.flash else "full")
     dtype = options.dtype or G.graph.get("dtype", "bf16")
-    s = step(G, dev, dtype, k, dp_bytes=dpb, optimizer_bytes=optb, counting=counting)["step_s"].xreplace(sub)
+    parts = {"reduce_scatter": dprs, "all_gather": dpag}
+    s = step(G, dev, dtype, k, dp_bytes=dpb, optimizer_bytes=optb, counting=counting, dp_parts=parts)
+    s = s["step_s"].xreplace(sub)
     layers = sum(int(sympy.sympify(c).xreplace(sub)) for c in repeated_blocks(G).values())
     # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
@@ -177,11 +186,16 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     )
     mem = memory(c.memory, lay, c.megatron_sp)
     flags = [f(s == i) for i in range(len(SCHEDULES))]
-    # the optimizer reads weights, states and gradients and writes weights and states back
-    opt = 2 * (mem["params"] + mem["optimizer"]) + 2 * mem["grads"]
+    # the optimizer reads weights, states and gradients and writes weights and states back: under ZeRO its
+    # 1/dp shard of them (costmodel.timing.calibrated.optimizer_step_bytes)
+    up = lambda x: np.ceil(x - 1e-9 * np.abs(x))  # noqa: E731
+    params = np.where((z == 1) | (z == 2), up(mem["params"] / dp), mem["params"])
+    grads = np.where(z == 1, up(mem["grads"] / dp), mem["grads"])
+    opt = 2 * (params + mem["optimizer"]) + 2 * grads
     msp = f((tp > 1) & c.megatron_sp)
     args = (tp, pp, dp, cp, ep, v, b, m, f(r == 1), f(r == 2), msp, f(pp == 1), f(z == 3), *flags)
-    args += (f(dp > 1), mem["dp_bytes"], opt)
+    args += (f(dp > 1), mem["dp_bytes"], opt, f((z > 0) & (z < 3) & (dp > 1)), mem["dp_reduce_scatter"])
+    args += (mem["dp_all_gather"],)
     mode, many = float_mode(), pp > 1
     t = np.empty(tp.shape)
     for sel, fn in ((many, c.f), (~many, c.single)):
@@ -300,6 +314,8 @@ def plan(
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
     dev = with_stack(device(hardware), stack)
+    if options is not None:  # the cluster and attention kernel the options describe
+        dev = with_attention(on_cluster(dev, cluster_of(given)), given.attention_kernel)[0]
     options = Options.make(
         batch=batch,
         seq=seq,
