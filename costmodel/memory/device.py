@@ -33,6 +33,7 @@ from .parallel import (
     device_states,
     layout_checks,
     layout_in_flight,
+    layout_share,
     split_share,
     stages,
 )
@@ -225,9 +226,18 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     q.add("memory.states_unsharded_bytes", put(sympy.Add(*(states[k] for k in STATE_KEYS)).xreplace(on_device)))
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
-    if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
+    if layout.pp == 1 and not options.recompute_fraction:
         states_sum = sympy.Add(*(nums[k] for k in STATE_KEYS))
-        p = peak(H, options.recompute, states_sum, counting, options.norm_stats, acts, every_point=every_point)
+        p = peak(
+            H,
+            options.recompute,
+            states_sum,
+            counting,
+            options.norm_stats,
+            acts,
+            every_point=every_point,
+            share=layout_share(H, layout),
+        )
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = _substituted(p.candidates, on_device, final)
         q.add("memory_bytes.peak", put(p.states) + maximum(*cands))
@@ -238,7 +248,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
         q.info["memory.peak_at"] = (
             "not modelled with a recompute fraction (see memory_bytes.total)"
             if options.recompute_fraction
-            else "not modelled under tp/pp/sp > 1 (see memory_bytes.total)"
+            else "not modelled under pp > 1 (see memory_bytes.total)"
         )
     q.add("flops.recompute", acts.recompute_flops)
     comm = communication(H, layout, states["grads"], states["params"], m)

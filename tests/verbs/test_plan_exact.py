@@ -29,6 +29,8 @@ RUN = ["--hardware", "h100-sxm", "--devices", "16", "--batch", "32", "--seq", "2
 SAMPLE = {
     "gpt": [
         {"pp": 1, "zero": 3, "recompute": "none"},
+        {"pp": 1, "tp": 2, "recompute": "selective"},  # the peak of one device under tp (issue 30, item 12)
+        {"pp": 1, "tp": 4, "cp": 2, "recompute": "full"},
         {"schedule": "1f1b", "pp": 4, "tp": 2, "zero": 1, "recompute": "selective"},
         {"schedule": "interleaved", "vpp": 2, "recompute": "full"},
         {"schedule": "gpipe", "cp": 2, "zero": 2},
@@ -37,6 +39,7 @@ SAMPLE = {
     ],
     "llama": [
         {"schedule": "interleaved", "cp": 2, "zero": 1},
+        {"pp": 1, "cp": 2, "tp": 2, "recompute": "none"},
         {"schedule": "1f1b", "pp": 2, "tp": 1, "recompute": "full"},
     ],
     "mixtral-8x7b": [
@@ -72,6 +75,13 @@ def _estimate_argv(model: str, row: dict, stack: list[str] = []) -> list[str]:  
     return argv
 
 
+def _judged(e: dict) -> int:
+    """What a fit is judged by (one rule, every verb): the liveness peak on one pipeline stage, else the sum."""
+    m = e["memory_bytes"]
+    assert (m.get("peak") is not None) == (e["memory"]["layout"]["pp"] == 1), m
+    return m["peak"] if m.get("peak") is not None else m["total"]
+
+
 @pytest.mark.parametrize("model", list(MODELS))
 def test_plan_step_and_memory_are_estimates(model, capsys):
     rows = _json(["plan", *_flags(model), *RUN, "--top", "100000"], capsys)["layouts"]
@@ -82,7 +92,7 @@ def test_plan_step_and_memory_are_estimates(model, capsys):
         assert e["time"]["basis"] == "calibrated"
         # float rounding: the planner sums in float64 what the estimate sums exactly
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
-        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+        assert row["memory_bytes"] == pytest.approx(float(_judged(e)), rel=1e-12), (want, row)
 
 
 #: A software stack's features (Megatron-LM 2021: no sequence parallelism, no ZeRO, the DP all-reduce after the
@@ -98,4 +108,4 @@ def test_plan_under_a_software_stack_is_estimate(capsys):
         row = next(r for r in rows if all(r[k] == v for k, v in want.items()))
         e = _json(_estimate_argv("gpt", row, STACK), capsys)
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
-        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+        assert row["memory_bytes"] == pytest.approx(float(_judged(e)), rel=1e-12), (want, row)

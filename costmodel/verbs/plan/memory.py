@@ -14,21 +14,31 @@ The planner's layouts hold only what this replays: even stages (``layers % pp ==
 ``stage_layers``), Megatron sequence parallelism whenever ``tp > 1`` (every kept tensor ÷ tp) or never,
 the memory section's default norm statistics and no recompute fraction. ``tests/verbs/test_plan_exact.py``
 checks the result against ``estimate`` layout by layout.
+
+A layout fits by the rule of every verb (:func:`costmodel.sections.fits.judged`): on one pipeline stage the
+liveness peak, else the sum. The peak's walk (:func:`costmodel.memory.peak.peak`) is derived once per recompute
+policy with tp and cp symbols (each tensor's share ÷ tp, ÷ cp as the walk of one device splits it) and the
+micro-batch ``B``, compiled, and evaluated on the arrays of layouts: the states plus the largest live point.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 import sympy
 
 from ...errors import CostModelError
+from ...formulas.chunks import _fn  # the engine's cache of compiled sources (a worker compiles each once)
+from ...formulas.compiled import float_mode
+from ...formulas.python import source
+from ...formulas.quantities import maximum
 from ...graph.analysis import structure
 from ...memory.activations import activations
-from ...memory.parallel import is_expert, split_axes
+from ...memory.parallel import is_expert, split_axes, tensor_share
+from ...memory.peak import peak
 from ...memory.schedules import SCHEDULES
 from ...memory.states import model_state, weights
 from ...options import Options
@@ -50,11 +60,15 @@ class MemoryTable:
 
     states: Mapping[tuple, tuple[float, float, float]]
     acts: Mapping[str, Mapping[tuple, tuple[float, float]]]
+    peaks: Mapping[str, str] = field(default_factory=dict)  # recompute → source of the walk's live peak (tp, cp, B)
 
 
-def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str, ...]) -> MemoryTable:
+def table(
+    H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str, ...], megatron_sp: bool = True
+) -> MemoryTable:
     """The :class:`MemoryTable` of the prepared graph ``H`` under ``options`` (precision, optimizer,
-    counting) with the model's ``values`` put in (every symbol but the batch)."""
+    counting) with the model's ``values`` put in (every symbol but the batch); ``megatron_sp`` as :func:`memory`'s
+    (how the peak's walk splits a tensor without a split axis)."""
     st = structure(H)
     split = split_axes(H)
     sub = {s: v for s, v in values.items() if s is not B}
@@ -93,7 +107,31 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
                     "with every other size a number"
                 )
             acts[r][key] = (float(poly.coeff_monomial(1)), float(poly.coeff_monomial(B)))
-    return MemoryTable(states, acts)
+    share = lambda axes: tensor_share(axes, split, TP, CP, megatron_sp)  # noqa: E731
+    peaks = {}
+    for r in recompute:
+        p = peak(H, r, counting=options.counting, norm_stats=options.norm_stats, every_point=False, share=share)
+        peaks[r] = source([maximum(*(c.xreplace(sub) for c in p.candidates))], (TP, CP, B))
+    return MemoryTable(states, acts, peaks)
+
+
+#: The degrees of the peak's compiled walk (its third argument: the micro-batch, ``B`` on one device).
+TP, CP = sympy.symbols("tp cp", positive=True, integer=True)
+
+
+def peak_bytes(t: MemoryTable, lay: Mapping[str, np.ndarray], states: np.ndarray) -> np.ndarray:
+    """The liveness peak per device of each layout: ``states`` (its params + grads + optimizer bytes) plus the
+    walk's largest live point at its tp, cp, micro-batch and recompute (NaN where pp > 1: not modelled)."""
+    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    tp, cp, b, pp = (f(lay[k]) for k in ("tp", "cp", "b", "pp"))
+    rec = np.asarray(lay["recompute"])
+    out = np.full(tp.shape, np.nan)
+    for r, name in enumerate(("none", "selective", "full")):
+        pick = (rec == r) & (pp == 1)
+        if pick.any() and name in t.peaks:
+            (live,) = _fn(t.peaks[name])(float_mode(), tp[pick], cp[pick], b[pick])
+            out[pick] = states[pick] + np.broadcast_to(live, tp[pick].shape)
+    return out
 
 
 def _in_flight(stage: str, s: np.ndarray, pp: np.ndarray, m: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -127,7 +165,8 @@ def _stage_share(where: str, layers: int, stage: str, pp: np.ndarray, copies: np
 
 def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = True) -> dict[str, np.ndarray]:
     """Per device, for every layout (``megatron_sp``: Megatron sequence parallelism where tp > 1, so every kept
-    tensor is split by tp; without it only those with a split axis): ``total`` (the fullest stage's bytes), its ``params``, ``grads``,
+    tensor is split by tp; without it only those with a split axis): ``total`` (the fullest stage's bytes), ``need``
+    (what the device must hold by the rule of every verb: the peak at pp = 1, else ``total``), its ``params``, ``grads``,
     ``optimizer`` and ``activations``, and ``dp_bytes``, what it sends for data parallelism per step
     (``communication_bytes.dp``)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
@@ -179,6 +218,9 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
     pick = lambda key, i=0: np.choose(full, [p[i][key] for p in per_stage])  # noqa: E731
     out = {k: pick(k) for k in (*STATE_KEYS, "activations")}
     out["total"] = np.max(totals, axis=0)
+    peak_at = peak_bytes(t, lay, sum(out[k] for k in STATE_KEYS))
+    # the rule of every verb (costmodel.sections.fits.judged): the peak where modelled (pp = 1), else the sum
+    out["need"] = np.where(np.isnan(peak_at), out["total"], peak_at)
     grads, params = pick("grads", 1), pick("params", 1)
     # communication_bytes.dp (costmodel.memory.parallel.communication): a ring all-reduce of the gradients,
     # 2(n−1)/n; ZeRO 3 reduce-scatters them and gathers the weights twice, (n−1)/n·(G + 2P), every micro-batch
@@ -187,4 +229,4 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
     return out
 
 
-__all__ = ["MemoryTable", "memory", "table"]
+__all__ = ["MemoryTable", "memory", "peak_bytes", "table"]

@@ -37,6 +37,7 @@ from ...memory.device import prepared
 from ...memory.schedules import SCHEDULES
 from ...options import Counting, Options
 from ...render.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
+from ...sections.fits import judged
 from ...sections.run import resolve
 from ...symbols import B
 from ...timing.calibrated import Knobs, overlap_flags, step
@@ -117,7 +118,7 @@ def derive(
     # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
     one = one.xreplace({pp: 1, vpp: 1})
-    mem = table(G, options, values, RECOMPUTE)
+    mem = table(G, options, values, RECOMPUTE, megatron_sp)
     sources = (source([s.xreplace({single: 0})], KNOBS), source([one], KNOBS))
     return Compiled(run_source(sources[0]), run_source(sources[1]), layers, mem, experts, megatron_sp, sources)
 
@@ -170,7 +171,8 @@ def layout_space(
 
 def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(predicted step seconds, memory bytes per device) of every layout (vectorised): what ``estimate``
-    gives for each (``time.step_s``, ``memory_bytes.total``)."""
+    gives for each (``time.step_s``, and the bytes its fit is judged by: ``memory_bytes.peak`` on one pipeline
+    stage, else ``memory_bytes.total``; :func:`costmodel.sections.fits.judged`)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, pp, dp, cp, ep, v, b, m, r, z, s = (
         f(lay[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule")
@@ -187,7 +189,7 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     for sel, fn in ((many, c.f), (~many, c.single)):
         if sel.any():
             (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
-    return t, mem["total"]
+    return t, mem["need"]
 
 
 def _fields(fields: Mapping[str, object]) -> str:
@@ -339,6 +341,7 @@ def plan(
             step_s=float(times[j]),
             tokens_per_s=tokens_step / float(times[j]),
             memory_bytes=float(rows["memory"][j]),
+            memory_by="peak" if rows["pp"][j] == 1 else "total",  # which number memory_bytes is (sections.fits)
         )
         if tokens is not None:
             out["training_days"] = tokens / tokens_step * float(times[j]) / units.DAY
@@ -375,7 +378,8 @@ def plan(
                     else {}
                 ),
             )
-            r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
+            need, by = judged(e["memory_bytes"], "")
+            r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": need, "memory_by": by}
     extra: dict[str, object] = {}
     if reference:
         j = found.reference
