@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import sys
+import textwrap
 
 import costmodel
 from costmodel import units
@@ -143,6 +144,18 @@ def _overlap(text: str | None) -> tuple[str, ...] | None:
     return () if text.strip() in ("none", "") else tuple(k.strip() for k in text.split(",") if k.strip())
 
 
+def _same(row: dict) -> str:
+    """``+2 (recompute selective|full)``: how many layouts a distinct row stands for, and how they differ."""
+    if not row["same"]:
+        return ""
+    diff: dict[str, list] = {}
+    for other in row["same_as"]:
+        for k, v in other.items():
+            diff.setdefault(k, []).append(v)
+    what = ", ".join(f"{k} {'|'.join(str(v) for v in dict.fromkeys(vs))}" for k, vs in diff.items())
+    return f"+{row['same']} ({what})"
+
+
 def run(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise costmodel.CostModelError(f"--top: expected a positive number of layouts, received {args.top}")
@@ -184,16 +197,27 @@ def run(args: argparse.Namespace) -> int:
         + f", global batch {r['batch']} x {r['seq']} tokens\n  "
         f"{units.plural(r['searched'], 'layout')} searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
     )
+    days = args.tokens is not None
     print(
-        f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
-        f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory/dev':>10}"
+        f"{'#':>5} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
+        f"{'zero':>4} {'schedule':>11} {'step':>10}" + (f" {'days':>8}" if days else "") + f" {'memory/dev':>10} same"
     )
-    for i, row in enumerate(r["layouts"], 1):
+    for row in r["distinct"]:
         print(
-            f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} {row['ep']:>3} "
-            f"{row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
-            f"{row['schedule']:>11} {duration(row['step_s']):>10} {units.gb(int(row['memory_bytes'])):>10}"
+            f"{row['rank']:>5} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
+            f"{row['ep']:>3} {row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
+            f"{row['schedule']:>11} {duration(row['step_s']):>10}"
+            + (f" {row['training_days']:>8,.1f}" if days else "")
+            + f" {units.gb(int(row['memory_bytes'])):>10} {_same(row)}"
         )
+    folded = sum(row["same"] for row in r["distinct"])
+    note = (
+        f"#: the place in the ranking. Each row is a distinct (step, memory per device) pair: {folded:,} "
+        "layouts with a row's step and memory are folded into it (the row is the first of them in the ranking: "
+        "least recompute, lowest ZeRO, simplest schedule; 'same' says how the others differ; --json 'layouts' "
+        "is the ranking unfolded)" + ("; days: training days for --tokens at that step" if days else "")
+    )
+    print("\n".join(textwrap.wrap(note, 100, initial_indent="  ", subsequent_indent="  ")))
     print(f"Pareto front (time against memory): {units.plural(len(r['pareto']), 'layout')}")
     if args.reference:
         ref = r["reference"]

@@ -192,6 +192,31 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     return t, mem["need"]
 
 
+#: The fields in which layouts folded into one distinct row may differ (the rest are equal or follow from them).
+FOLDED = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "micro_batches", "recompute", "zero", "schedule")
+
+
+def distinct(step_rank: np.ndarray, memory: np.ndarray) -> list[tuple[int, list[int]]]:
+    """The positions (ranking order) of the first layout of each distinct (step, memory) pair, each with the
+    positions of the later ones it stands for: layouts of one step (a tie, :data:`~.rank.TIE`) and the same
+    bytes per device differ only in what neither measures (selective recompute under FlashAttention recomputes
+    nothing the step counts), and the ranking puts the preferred one first (least recompute, lowest ZeRO,
+    simplest schedule).
+
+    >>> distinct(np.array([1, 1, 1, 2]), np.array([5.0, 5.0, 6.0, 5.0]))
+    [(0, [1]), (2, []), (3, [])]
+    """
+    first: dict[tuple, int] = {}
+    out: list[tuple[int, list[int]]] = []
+    for j, key in enumerate(zip(step_rank.tolist(), memory.tolist())):
+        if key in first:
+            out[first[key]][1].append(j)
+        else:
+            first[key] = len(out)
+            out.append((j, []))
+    return out
+
+
 def _fields(fields: Mapping[str, object]) -> str:
     return ",".join(f"{k}={'|'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in fields.items())
 
@@ -256,7 +281,9 @@ def plan(
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
-    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the search (both passes). Each
+    against memory), ``distinct`` (the first ``top`` distinct layouts: those of equal step and memory folded
+    into the first, :func:`distinct`, each with ``same``, how many it stands for, and ``same_as``, the fields
+    in which they differ), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the search (both passes). Each
     layout carries its ``rank``, its step's ``step_rank`` among the distinct steps, and the ``tie_size`` and its
     ``tie_position`` within that step's tie (:func:`~costmodel.verbs.plan.rank.rank`). ``reference`` (fields
     of a layout, e.g. a published one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the
@@ -311,15 +338,20 @@ def plan(
     )
     n = sp.size
     t0 = time.perf_counter()
-    need = max(top, CHARTED if plot is not None else 1)
-    found = run_search(
-        Search(sp, c, evaluate, float(dev.memory_bytes), reference or None),
-        need,
-        workers=workers,
-        dask=dask,
-        chunk=chunk,
-        progress=(lambda done: _progress(done, n, started)) if progress else None,
-    )
+    need = max(4 * top, CHARTED if plot is not None else 1)  # more than top: duplicates fold into distinct rows
+    while True:
+        found = run_search(
+            Search(sp, c, evaluate, float(dev.memory_bytes), reference or None),
+            need,
+            workers=workers,
+            dask=dask,
+            chunk=chunk,
+            progress=(lambda done: _progress(done, n, started)) if progress else None,
+        )
+        kept = distinct(found.rows["step_rank"], found.rows["memory"])
+        if len(kept) >= top or len(found.rows["step_rank"]) >= found.fitting:
+            break
+        need *= 4
     rate = n / max(time.perf_counter() - t0, 1e-9)
     rows = found.rows
     times = rows["step_s"]
@@ -349,6 +381,12 @@ def plan(
 
     order = range(min(need, found.fitting))
     best = [row(j) for j in order[:top]]
+    folded = []  # the first top distinct layouts, each with the layouts of the same step and memory it stands for
+    for j, same in kept[:top]:
+        r = row(j)
+        r["same"] = len(same)  # layouts after it in the ranking with its step and memory
+        r["same_as"] = [{k: v for k, v in row(i).items() if k in FOLDED and v != r[k]} for i in same]
+        folded.append(r)
     if verify:
         for r in best:
             e = estimate(
@@ -398,6 +436,7 @@ def plan(
         "fitting": found.fitting,
         "layouts_per_s": rate,
         "layouts": best,
+        "distinct": folded,  # the text table's rows: layouts of equal step and memory folded into the first
         "pareto": [row(int(j)) for j in found.front],
         **extra,
         **({"stack": stack} if stack is not None else {}),  # only when chosen: the default's output is unchanged
@@ -407,4 +446,4 @@ def plan(
     return out
 
 
-__all__ = ["derive", "evaluate", "layouts", "pareto", "plan", "rank"]
+__all__ = ["derive", "distinct", "evaluate", "layouts", "pareto", "plan", "rank"]
