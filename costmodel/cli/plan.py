@@ -11,7 +11,17 @@ import textwrap
 import costmodel
 from costmodel import units
 
-from ._common import add_chunk_args, add_flag, add_model_args, chunking, duration, settings, typed
+from ._common import (
+    add_chunk_args,
+    add_finetune_args,
+    add_flag,
+    add_model_args,
+    chunking,
+    duration,
+    finetune_options,
+    settings,
+    typed,
+)
 
 COLUMNS = (
     "tp",
@@ -131,6 +141,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="chart of step time against memory per device, the Pareto front marked (.png, .svg or .pdf; "
         "needs matplotlib)",
     )
+    add_finetune_args(p)
     add_chunk_args(p, "layouts", 65536)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
@@ -169,8 +180,7 @@ def run(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         top=args.top,
         verify=args.verify,
-        flash=not args.no_flash,
-        precision=args.precision,
+        options=costmodel.Options.make(flash=not args.no_flash, precision=args.precision, **finetune_options(args)),
         reference=args.reference,
         ep=args.ep,
         plot=args.plot,

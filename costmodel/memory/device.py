@@ -24,7 +24,7 @@ from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
 from ..options import Layout, Options
-from ..options.policies import ATTENTION_ABOUT, precision
+from ..options.policies import ATTENTION_ABOUT, precision, weight_format
 from ..symbols import B
 from .activations import activations
 from .parallel import (
@@ -278,6 +278,12 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
         "memory.conventions.params": Text(
             verbatim(
                 f"{p.weights} weights"
+                + (
+                    f" (the frozen matmul weights of the layers in {options.base_dtype}: "
+                    f"{weight_format(options.base_dtype).about})"
+                    if options.base_dtype
+                    else ""
+                )
                 + (
                     f" + a cached {p.compute_copy} copy" + (" of each matmul weight" if p.copy_of == "matrices" else "")
                     if p.compute_copy

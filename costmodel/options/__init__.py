@@ -75,7 +75,9 @@ class Options:
     ``efficiency.stacks``; default: the device's own factor). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
-    state); see :mod:`costmodel.graph.finetune`.
+    state), ``base_dtype`` (how the frozen matmul weights of the layers are stored, a weight format: ``nf4`` is
+    QLoRA's, 2113/4096 bytes a weight; default the precision's weights dtype) and ``qlora`` (``base_dtype="nf4"``
+    under ``lora``); see :mod:`costmodel.graph.finetune`.
     """
 
     batch: int | None = None
@@ -114,6 +116,8 @@ class Options:
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
+    base_dtype: str | None = None  # the frozen matmul weights' storage (QLoRA: nf4); None: the precision's
+    qlora: bool = False  # LoRA over a 4-bit base: base_dtype "nf4" unless another is given
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -235,6 +239,19 @@ class Options:
             raise CostModelError("lora: expected the matmuls to adapt (lora_targets such as 'q,v'), received none")
         if self.lora is None and self.lora_targets != LORA_TARGETS:
             raise CostModelError("lora_targets names the matmuls LoRA adapts; give the rank too (--lora RANK)")
+        if not isinstance(self.qlora, bool):
+            raise CostModelError(f"qlora: expected true or false, received {self.qlora!r}")
+        if self.qlora and self.lora is None:
+            raise CostModelError("qlora: QLoRA trains LoRA adapters over a 4-bit base; give the rank (--lora RANK)")
+        if self.qlora and self.base_dtype is None:
+            set_("base_dtype", "nf4")
+        if self.base_dtype is not None:
+            check_choice(self.base_dtype, WEIGHT_FORMATS, "base_dtype")
+            if self.lora is None and not self.freeze:
+                raise CostModelError(
+                    f"base_dtype {self.base_dtype!r} stores the frozen weights; freeze some (--lora RANK, --freeze "
+                    "PATTERNS) or leave it out"
+                )
         if self.pipeline is not None:
             stages, micro = self.pipeline
             set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
@@ -294,6 +311,7 @@ class Options:
             "time_model": TIME_MODELS,
             "overlap_comm": COMM_KINDS,
             "weights_dtype": WEIGHT_FORMATS,
+            "base_dtype": WEIGHT_FORMATS,
             "kv_dtype": DTYPE_BYTES,
             "dtype": DTYPE_BYTES,
             "causal": ("full", "half"),

@@ -38,7 +38,7 @@ from ...memory.schedules import SCHEDULES
 from ...options import Counting, Options
 from ...render.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
 from ...sections.fits import judged
-from ...sections.run import resolve
+from ...sections.run import finetuned, resolve
 from ...symbols import B
 from ...timing.calibrated import Knobs, overlap_flags, step
 from ..estimate import estimate
@@ -296,7 +296,8 @@ def plan(
     stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
     communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
     Megatron sequence parallelism (it is on wherever tp > 1 by default). ``options``: an :class:`~costmodel.options.Options` as every verb takes (its device, batch, sequence,
-    flash, precision, optimizer, communication overlap and stack replace the planner's defaults). ``stack``: the software stack whose
+    flash, precision, optimizer, communication overlap and stack replace the planner's defaults; its fine-tuning
+    choices, ``lora``, ``lora_targets``, ``freeze``, ``base_dtype``, ``qlora``, rewrite the graph). ``stack``: the software stack whose
     ``sustained`` factor the step uses (:func:`~costmodel.devices.table.with_stack`; default the device's own),
     then named in the result's ``stack``.
     The layouts are searched in chunks of ``chunk`` by the sweeps' chunk
@@ -324,6 +325,8 @@ def plan(
     if plot is not None:
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
+    if options is not None:  # fine-tuning (LoRA, QLoRA, frozen weights): the graph whose states are planned
+        m = finetuned(m, given)
     dev = with_stack(device(hardware), stack)
     options = Options.make(
         batch=batch, seq=seq, flash=flash, precision=precision, optimizer=optimizer, overlap_comm=overlap_comm
