@@ -177,3 +177,18 @@ def test_qlora_options_are_checked(capsys):
         costmodel.estimate("gpt2-small", base_dtype="nf4")
     assert main(["estimate", "gpt2-small", "--qlora"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("model", ["llama3-70b", "llama2-13b", "qwen3-0.6b", "gpt2-small"])
+def test_an_estimate_of_a_kit_lora_graph_is_whole_bytes(model):
+    """The issue's Python path: ``kit.lora(m.graph, ["*.q", "*.v"], 16)`` then ``costmodel.estimate`` at batch 1."""
+    import dataclasses
+
+    from costmodel import kit
+    from costmodel.families import load
+
+    m = load(model)
+    m = dataclasses.replace(m, graph=kit.lora(m.graph, ["*.q", "*.v"], 16), key=None)
+    r = costmodel.estimate(m, batch=1)
+    assert isinstance(r["memory_bytes"]["activations_per_layer"], int)
+    assert r["memory"]["parameters_trainable"] == costmodel.estimate(model, lora=16)["memory"]["parameters_trainable"]
