@@ -64,12 +64,16 @@ def summary_section(ctx: Context) -> Section:
     return Section("Summary", (Box(tuple(rows)),))
 
 
+#: The quantities a document prints as formulas (by key prefix; shares excepted): the rest are numbers of a device.
+PRINTED = ("params.", "flops.", "bytes.", "memory_bytes.")
+
+
 def printable(exprs: Mapping[str, sympy.Expr]) -> tuple[dict[str, sympy.Expr], list[str]]:
     """The expressions a page can show (sums of terms), and the keys left out: maxima over many points
     (a liveness peak), piecewise choices and roundings, which the JSON carries in full."""
     shown, left = {}, []
     for k, v in exprs.items():
-        if not k.startswith(("params.", "flops.", "bytes.", "memory_bytes.")) or k.endswith("_share"):
+        if not k.startswith(PRINTED) or k.endswith("_share"):
             continue  # time and rates: numbers of a device, in the tables below
         if isinstance(v, sympy.Basic) and (v.atoms(sympy.Function) or v.has(sympy.Min, sympy.Max)):
             left.append(k)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 import sympy
 
 from ..devices.table import device
-from ..formulas.quantities import Quantities, choose, maximum
+from ..formulas.quantities import Quantities, choose, maximum, roundup
 from ..options import Options
 
 
@@ -48,7 +48,9 @@ def fit_quantities(model, options: Options, q: Quantities) -> Quantities:
     if "memory.states_unsharded_bytes" in q.exprs:
         states = sympy.Add(*(q.exprs[f"memory_bytes.{k}"] for k in ("params", "grads", "optimizer")))
         room = capacity - (need - states)  # what the activations (at their peak) leave for the states
-        dp = sympy.ceiling(q.exprs["memory.states_unsharded_bytes"] / sympy.Max(room, 1))
+        # ours, not sympy's Max and ceiling: those compare and factor the terms of a symbolic argument (seconds for
+        # a 2,048-device MoE step's memory); these stay as written until numbers come in
+        dp = roundup(q.exprs["memory.states_unsharded_bytes"] / maximum(room, 1))
         layout = options.layout
         out.add("memory.zero3_devices_to_fit", choose(room, 1, dp * layout.tp * layout.pp * layout.sp, 0))
     return out
