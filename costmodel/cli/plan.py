@@ -155,16 +155,14 @@ def _overlap(text: str | None) -> tuple[str, ...] | None:
     return () if text.strip() in ("none", "") else tuple(k.strip() for k in text.split(",") if k.strip())
 
 
-def _same(row: dict) -> str:
-    """``+2 (recompute selective|full)``: how many layouts a distinct row stands for, and how they differ."""
-    if not row["same"]:
-        return ""
+def _differ(rows: list[dict]) -> str:
+    """How the layouts folded into the distinct rows differ from their rows: ``recompute selective|full``."""
     diff: dict[str, list] = {}
-    for other in row["same_as"]:
-        for k, v in other.items():
-            diff.setdefault(k, []).append(v)
-    what = ", ".join(f"{k} {'|'.join(str(v) for v in dict.fromkeys(vs))}" for k, vs in diff.items())
-    return f"+{row['same']} ({what})"
+    for row in rows:
+        for other in row["same_as"]:
+            for k, v in other.items():
+                diff.setdefault(k, []).append(v)
+    return ", ".join(f"{k} {'|'.join(str(v) for v in dict.fromkeys(vs))}" for k, vs in diff.items())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -209,23 +207,26 @@ def run(args: argparse.Namespace) -> int:
     )
     days = args.tokens is not None
     print(
-        f"{'#':>5} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
-        f"{'zero':>4} {'schedule':>11} {'step':>10}" + (f" {'days':>8}" if days else "") + f" {'memory/dev':>10} same"
+        f"{'#':>4} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>4} {'recompute':>9} "
+        f"{'zero':>4} {'schedule':>11} {'step':>9}" + (f" {'days':>7}" if days else "") + f" {'memory/dev':>10} same"
     )
     for row in r["distinct"]:
         print(
-            f"{row['rank']:>5} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
-            f"{row['ep']:>3} {row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
-            f"{row['schedule']:>11} {duration(row['step_s']):>10}"
-            + (f" {row['training_days']:>8,.1f}" if days else "")
-            + f" {units.gb(int(row['memory_bytes'])):>10} {_same(row)}"
+            f"{row['rank']:>4} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
+            f"{row['ep']:>3} {row['micro_batch']:>3} {row['micro_batches']:>4} {row['recompute']:>9} {row['zero']:>4} "
+            f"{row['schedule']:>11} {duration(row['step_s']):>9}"
+            + (f" {row['training_days']:>7,.1f}" if days else "")
+            + f" {units.gb(int(row['memory_bytes'])):>10} {'+' + str(row['same']) if row['same'] else ''}"
         )
     folded = sum(row["same"] for row in r["distinct"])
     note = (
-        f"#: the place in the ranking. Each row is a distinct (step, memory per device) pair: {folded:,} "
-        "layouts with a row's step and memory are folded into it (the row is the first of them in the ranking: "
-        "least recompute, lowest ZeRO, simplest schedule; 'same' says how the others differ; --json 'layouts' "
-        "is the ranking unfolded)" + ("; days: training days for --tokens at that step" if days else "")
+        f"#: the place in the ranking. Each row is a distinct (step, memory per device) pair: "
+        f"{units.plural(folded, 'layout')} with a row's step and memory {'is' if folded == 1 else 'are'} folded "
+        "into it (the row is the first of them in the ranking: "
+        "least recompute, lowest ZeRO, simplest schedule; 'same' counts the others"
+        + (f", which differ in {_differ(r['distinct'])}" if folded else "")
+        + "; --json 'layouts' is the ranking unfolded)"
+        + ("; days: training days for --tokens at that step" if days else "")
     )
     print("\n".join(textwrap.wrap(note, 100, initial_indent="  ", subsequent_indent="  ")))
     print(f"Pareto front (time against memory): {units.plural(len(r['pareto']), 'layout')}")

@@ -46,6 +46,8 @@ TIME_MODELS = ("calibrated", "roofline")
 LORA_TARGETS = ("q", "v")
 #: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
 COMM_KINDS = ("dp", "tp", "pp", "sp", "ep")
+#: Options that count sequences: the suffixes of token counts (300B, 15T) are refused there.
+SEQUENCES = ("batch", "micro_batch")
 
 
 @dataclass(frozen=True)
@@ -121,10 +123,10 @@ class Options:
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
-        set_("batch", check_count(self.batch, "batch"))
+        set_("batch", check_count(self.batch, "batch", sequences=True))
         set_("seq", check_count(self.seq, "seq", length=True))
         set_("tokens", check_count(self.tokens, "tokens"))
-        set_("micro_batch", check_count(self.micro_batch, "micro_batch"))
+        set_("micro_batch", check_count(self.micro_batch, "micro_batch", sequences=True))
         set_("context", check_count(self.context, "context", length=True))
         set_("devices", parse_count(self.devices, "devices"))
         if not isinstance(self.counting, Counting):
@@ -288,7 +290,7 @@ class Options:
         how = cls.PARSERS.get(name)
         what = what or name
         if how == "count":
-            return parse_count(text, what)
+            return check_count(text, what, sequences=name in SEQUENCES)
         if how == "length":
             return parse_count(text, what, length=True)
         if how == "rate":

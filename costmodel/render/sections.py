@@ -275,10 +275,21 @@ def numbers_section(ctx: Context) -> Section:
     )
 
 
+def _word(v: object) -> str:
+    """A convention's value in words: yes / no / none, not Python's True / False / None."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return "none" if v is None else str(v)
+
+
 def conventions_section(ctx: Context) -> Section:
     """The model, its source, and the counting conventions the numbers follow."""
     flat = ctx.flat
-    conv = "; ".join(f"{k.removeprefix('conventions.')}: {v}" for k, v in flat.items() if k.startswith("conventions."))
+    conv = "; ".join(
+        f"{k.removeprefix('conventions.').replace('_', ' ')}: {_word(v)}"
+        for k, v in flat.items()
+        if k.startswith("conventions.")
+    )
     text = f"{flat['model']} ({flat['family']} family)." + (f" Source: {flat['source']}." if "source" in flat else "")
     return Section("Conventions", (Text(text), Text(f"Counting: {conv}.")))
 
