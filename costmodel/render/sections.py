@@ -134,7 +134,8 @@ def _row(key: str, v: object, *extra: Cell) -> tuple[Cell, ...]:
 
 
 def _plain(v: object) -> str:
-    return repr(v) if isinstance(v, float) else "-" if v is None else str(v)
+    # a float (a time, a rate) is not exact anyway: 6 significant digits, not a 17-digit repr that wraps its cell
+    return f"{v:.6g}" if isinstance(v, float) else "-" if v is None else str(v)
 
 
 def memory_section(ctx: Context) -> Section:
