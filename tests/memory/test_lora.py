@@ -99,21 +99,19 @@ def test_lora_options_are_checked():
 
 
 SMALL = {"L": "2", "d": "64", "h": "4", "n_kv": "2", "d_ff": "128", "V": "100"}
+#: the same Llama as transformers' config names it
+TORCH_SMALL = {
+    **LLAMA2_7B,
+    **dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2),
+    "vocab_size": 100,
+}
 
 
 @pytest.mark.parametrize("targets", [("q", "v"), ("q", "k", "v", "o", "gate", "up", "down")])
 def test_lora_trainable_parameters_are_peft_s(targets):
     """peft's own count: ``LoraConfig(r=16, target_modules=[...])`` on transformers' Llama built from a config."""
     peft = pytest.importorskip("peft")  # in the test extra
-    cfg = transformers.LlamaConfig(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=100,
-        tie_word_embeddings=False,
-    )
+    cfg = transformers.LlamaConfig(**TORCH_SMALL)
     names = {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"}
     model = peft.get_peft_model(
         transformers.LlamaForCausalLM(cfg),
