@@ -51,3 +51,12 @@ def test_the_rule_reads_a_peak_where_modelled_else_the_sum():
     assert judged({"total": 4}, "") == (4, "total")
     piped = costmodel.estimate("llama", settings=TINY, options=O(batch=4, pp=2, micro_batch=1, hardware="h100-sxm"))
     assert piped["memory_bytes"]["peak"] is None and piped["memory"]["fits_by"] == "total"  # pp > 1: the sum
+
+
+def test_sweep_judges_as_estimate_does():
+    # a sweep over B at tp 2 evaluates the estimate's own memory.fits: the peak's rule, at every point
+    opts = O(hardware="h100-sxm", **{k: v for k, v in CASE.items() if k != "batch"})
+    s = costmodel.sweep("llama3-8b", ["B=2,4"], ["memory.fits", "memory_bytes.peak"], options=opts)
+    assert list(s.column("memory.fits")) == [True, False]  # 77.03 GB and 89.82 GB at the peak
+    four = costmodel.estimate("llama3-8b", options=O(hardware="h100-sxm", **CASE))
+    assert list(s.column("memory_bytes.peak"))[1] == four["memory_bytes"]["peak"]
