@@ -104,7 +104,12 @@ def test_plan_under_a_software_stack_is_estimate(capsys):
     only = ["--only", "zero=0|1,cp=1,schedule=1f1b|interleaved"]
     rows = _json(["plan", *_flags("gpt"), *RUN, *STACK, *only, "--top", "100000"], capsys)["layouts"]
     assert {r["zero"] for r in rows} <= {0, 1} and {r["schedule"] for r in rows} <= {"1f1b", "interleaved"}
-    for want in ({"tp": 2, "pp": 2, "zero": 1, "recompute": "none"}, {"schedule": "interleaved", "tp": 4}):
+    wants = (
+        {"tp": 2, "pp": 2, "zero": 1, "recompute": "none"},
+        {"schedule": "interleaved", "tp": 4},
+        {"pp": 1, "tp": 2},
+    )
+    for want in wants:  # the last: the peak's walk without Megatron SP (only the tp-split tensors ÷ tp)
         row = next(r for r in rows if all(r[k] == v for k, v in want.items()))
         e = _json(_estimate_argv("gpt", row, STACK), capsys)
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
