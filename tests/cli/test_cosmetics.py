@@ -54,3 +54,9 @@ def test_short_repr_and_words_for_conventions():
 
 def test_gigabytes_never_in_exponent_form():
     assert [_gb3(x) for x in (2.04e12, 34.9e9, 0.249e9)] == ["2,040 GB", "34.9 GB", "0.249 GB"]
+
+
+def test_every_chart_says_where_it_went(tmp_path, capsys):
+    out = tmp_path / "r.svg"
+    assert main(["roofline", "gpt2-small", "--hardware", "h100-sxm", "--plot", str(out), "--json"]) == 0
+    assert f"wrote the roofline chart to {out}" in capsys.readouterr().err and out.exists()
