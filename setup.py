@@ -5,9 +5,11 @@ which handles Ctrl-C before costmodel is imported), and the architectures in ``g
 under the import name ``costmodel_graphs`` (a top-level ``graphs`` could collide with other distributions).
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
-ENGINE = find_packages(include=["costmodel", "costmodel.*"])
+# namespace packages too: the data folders (devices/data, render/assets...) are importable folders, which
+# setuptools names "Package would be ignored" unless listed (their files are package-data of costmodel)
+ENGINE = find_namespace_packages(include=["costmodel", "costmodel.*"], exclude=["*.__pycache__"])
 ARCHITECTURES = ["costmodel_graphs", *(f"costmodel_graphs.{p}" for p in find_packages("graphs"))]
 
 setup(

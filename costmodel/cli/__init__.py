@@ -55,7 +55,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise CostModelError(f"{self.prog}: {message}")
+        # the command, not the program again: main prints "costmodel: error: " before it (it said
+        # "costmodel: error: costmodel: ..." and "costmodel: error: costmodel estimate: ...")
+        command = self.prog.removeprefix("costmodel").strip()
+        raise CostModelError(f"{command}: {message}" if command else message)
 
 
 def parser() -> argparse.ArgumentParser:

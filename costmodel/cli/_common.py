@@ -142,6 +142,12 @@ def add_finetune_args(p: argparse.ArgumentParser) -> None:
     add_flags(p, "finetune")
 
 
+def finetune_options(args: argparse.Namespace) -> dict[str, object]:
+    """The fine-tuning options :func:`add_finetune_args`' flags gave (a verb with its own defaults for the rest
+    of :class:`Options`, ``plan``, passes only these)."""
+    return {f.name: getattr(args, f.dest) for f in Options.flags("finetune") if getattr(args, f.dest, None) is not None}
+
+
 def add_precision_args(p: argparse.ArgumentParser) -> None:
     """``--precision --optimizer``."""
     add_flags(p, "precision")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 import sys
 import textwrap
@@ -201,6 +202,13 @@ def fit_width(lines: list[str], width: int = WIDTH) -> list[str]:
     return out
 
 
+def _gb3(n: int | float) -> str:
+    """Bytes in GB to three significant digits, never in exponent form (``2.04e+03 GB`` was 2,040 GB)."""
+    x = n / 1e9
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x))))) if x else 0
+    return f"{x:,.{digits}f} GB"
+
+
 def fit_line(r, command: str | None = None) -> str:
     """Whether the step fits one device's memory, and if not by how much and what would hold it; ``command``:
     the ``costmodel fit`` command to name (else one made of the model, the device and ``--inference``)."""
@@ -245,7 +253,7 @@ def memory_lines(r, fit_command: str | None = None) -> list[str]:
         lines += wrap(f"  {'peak':<12} {nbytes(m['peak']):<26} ", f"{conv['peak']}; at {r['memory']['peak_at']}")
     parts = m.get("parts", {})
     if parts:
-        lines += wrap_items("  parts: ", [f"{k} {v / 1e9:,.3g} GB" for k, v in parts.items()])
+        lines += wrap_items("  parts: ", [f"{k} {_gb3(v)}" for k, v in parts.items()])
     devices = r.get("time", {}).get("devices", 1)
     if devices > r["memory"].get("layout", {}).get("devices", 1) == 1:
         lines += wrap(
@@ -271,6 +279,6 @@ def memory_lines(r, fit_command: str | None = None) -> list[str]:
     if comm and comm["total"]:
         lines += wrap_items(
             "communication per step per device (ring collectives): ",
-            [f"{k} {v / 1e9:,.3g} GB" for k, v in comm.items()],
+            [f"{k} {_gb3(v)}" for k, v in comm.items()],
         )
     return lines

@@ -24,7 +24,10 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     print("families: " + ", ".join(f"{name} ({about})" for name, about in cat["families"].items()))
+    # the columns as wide as their longest entry (vit-base-patch16-224-in21k pushed the counts right)
+    name = max((len(r["name"]) for r in cat["presets"]), default=0)
+    family = max((len(r["family"]) for r in cat["presets"]), default=0)
     for r in cat["presets"]:
         active = f"  ({r['active_params']:,} active)" if r["active_params"] != r["params"] else ""
-        print(f"  {r['name']:<18} {r['family']:<12} {r['params']:>18,}  {r['about']}{active}")
+        print(f"  {r['name']:<{name}} {r['family']:<{family}} {r['params']:>18,}  {r['about']}{active}")
     return 0

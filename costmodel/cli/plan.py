@@ -6,11 +6,22 @@ import argparse
 import csv
 import json
 import sys
+import textwrap
 
 import costmodel
 from costmodel import units
 
-from ._common import add_chunk_args, add_flag, add_model_args, chunking, duration, settings, typed
+from ._common import (
+    add_chunk_args,
+    add_finetune_args,
+    add_flag,
+    add_model_args,
+    chunking,
+    duration,
+    finetune_options,
+    settings,
+    typed,
+)
 
 COLUMNS = (
     "tp",
@@ -131,6 +142,7 @@ def add(sub: argparse._SubParsersAction) -> None:
         help="chart of step time against memory per device, the Pareto front marked (.png, .svg or .pdf; "
         "needs matplotlib)",
     )
+    add_finetune_args(p)
     add_chunk_args(p, "layouts", 65536)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true")
@@ -142,6 +154,16 @@ def _overlap(text: str | None) -> tuple[str, ...] | None:
     if text is None:
         return None
     return () if text.strip() in ("none", "") else tuple(k.strip() for k in text.split(",") if k.strip())
+
+
+def _differ(rows: list[dict]) -> str:
+    """How the layouts folded into the distinct rows differ from their rows: ``recompute selective|full``."""
+    diff: dict[str, list] = {}
+    for row in rows:
+        for other in row["same_as"]:
+            for k, v in other.items():
+                diff.setdefault(k, []).append(v)
+    return ", ".join(f"{k} {'|'.join(str(v) for v in dict.fromkeys(vs))}" for k, vs in diff.items())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,9 +179,12 @@ def run(args: argparse.Namespace) -> int:
         tokens=args.tokens,
         top=args.top,
         verify=args.verify,
-        flash=not args.no_flash,
-        precision=args.precision,
-        implementation=args.implementation or "fused",
+        options=costmodel.Options.make(
+            flash=not args.no_flash,
+            precision=args.precision,
+            implementation=args.implementation or "fused",
+            **finetune_options(args),
+        ),
         reference=args.reference,
         ep=args.ep,
         plot=args.plot,
@@ -186,16 +211,30 @@ def run(args: argparse.Namespace) -> int:
         + f", global batch {r['batch']} x {r['seq']} tokens\n  "
         f"{units.plural(r['searched'], 'layout')} searched, {r['fitting']:,} fit ({r['layouts_per_s']:,.0f} layouts/s)"
     )
+    days = args.tokens is not None
     print(
-        f"{'#':>3} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>5} {'recompute':>9} "
-        f"{'zero':>4} {'schedule':>11} {'step':>10} {'memory/dev':>10}"
+        f"{'#':>4} {'tp':>3} {'pp':>3} {'vpp':>3} {'dp':>5} {'cp':>3} {'ep':>3} {'mb':>3} {'m':>4} {'recompute':>9} "
+        f"{'zero':>4} {'schedule':>11} {'step':>9}" + (f" {'days':>7}" if days else "") + f" {'memory/dev':>10} same"
     )
-    for i, row in enumerate(r["layouts"], 1):
+    for row in r["distinct"]:
         print(
-            f"{i:>3} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} {row['ep']:>3} "
-            f"{row['micro_batch']:>3} {row['micro_batches']:>5} {row['recompute']:>9} {row['zero']:>4} "
-            f"{row['schedule']:>11} {duration(row['step_s']):>10} {units.gb(int(row['memory_bytes'])):>10}"
+            f"{row['rank']:>4} {row['tp']:>3} {row['pp']:>3} {row['vpp']:>3} {row['dp']:>5} {row['cp']:>3} "
+            f"{row['ep']:>3} {row['micro_batch']:>3} {row['micro_batches']:>4} {row['recompute']:>9} {row['zero']:>4} "
+            f"{row['schedule']:>11} {duration(row['step_s']):>9}"
+            + (f" {row['training_days']:>7,.1f}" if days else "")
+            + f" {units.gb(int(row['memory_bytes'])):>10} {'+' + str(row['same']) if row['same'] else ''}"
         )
+    folded = sum(row["same"] for row in r["distinct"])
+    note = (
+        f"#: the place in the ranking. Each row is a distinct (step, memory per device) pair: "
+        f"{units.plural(folded, 'layout')} with a row's step and memory {'is' if folded == 1 else 'are'} folded "
+        "into it (the row is the first of them in the ranking: "
+        "least recompute, lowest ZeRO, simplest schedule; 'same' counts the others"
+        + (f", which differ in {_differ(r['distinct'])}" if folded else "")
+        + "; --json 'layouts' is the ranking unfolded)"
+        + ("; days: training days for --tokens at that step" if days else "")
+    )
+    print("\n".join(textwrap.wrap(note, 100, initial_indent="  ", subsequent_indent="  ")))
     print(f"Pareto front (time against memory): {units.plural(len(r['pareto']), 'layout')}")
     if args.reference:
         ref = r["reference"]

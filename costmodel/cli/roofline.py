@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 
 import costmodel
@@ -73,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         options=opts,
     )
     print(r.to_json() if args.json else text(r))
+    if args.plot:  # as every chart says it (sweep, plan, estimate --plot-memory): on stderr, --json too
+        print(f"wrote the roofline chart to {args.plot}", file=sys.stderr)
     return 0
 
 
@@ -153,8 +156,6 @@ def text(r) -> str:
         ]
     if "ttft_s" in r:
         lines.append(f"time to first token (prefill): {_time(r['ttft_s'])}")
-    if "plot" in r:
-        lines.append(f"roofline chart written to {r['plot']}")
     # 100 columns: a long line (a config of many sizes, a total with its parts) continues indented
     return "\n".join(
         part

@@ -28,7 +28,7 @@ from .. import sizes
 from ..errors import CostModelError, closest
 from ..expr import check_budget, parse_value
 from ..files import read_capped
-from ..graph.analysis import as_int, evaluate, totals
+from ..graph.analysis import as_int, evaluate, parameters
 from ..options import check_settings
 
 ENTRY_POINT_GROUP = "costmodel.architectures"
@@ -433,9 +433,9 @@ def catalogue() -> dict[str, object]:
     for fam in families().values():
         for preset in fam.presets:
             m = load(preset.name)
-            t = totals(m.graph)
-            n = as_int(evaluate(t.params, m.values), "params")
-            active = n if t.params_active is None else as_int(evaluate(t.params_active, m.values), "active params")
+            params, params_active = parameters(m.graph)  # the counts only: the FLOPs are not listed
+            n = as_int(evaluate(params, m.values), "params")
+            active = as_int(evaluate(params_active, m.values), "active params")
             rows.append(
                 {
                     "name": preset.name,

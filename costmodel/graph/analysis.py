@@ -112,6 +112,28 @@ def totals(G: nx.DiGraph, counting: Counting = Counting()) -> Totals:
     )
 
 
+def parameters(G: nx.DiGraph) -> tuple[sympy.Expr, sympy.Expr]:
+    """(parameters, active parameters) of ``G``: :func:`totals`' ``params`` and ``params_active`` without the FLOPs
+    and bytes of both passes (a catalogue of every preset needs only the counts; expanding the costs was most of
+    ``costmodel models``).
+
+    >>> from costmodel.kit import GraphBuilder, symbols as s
+    >>> b = GraphBuilder("one", b=s.B, d=s.d)
+    >>> _ = b.matmul("w", b.input("x", "b d", dtype="bf16"), "b d, d e -> b e", e=s.d)
+    >>> parameters(b.graph)
+    (d**2, d**2)
+    """
+    groups: Counter = Counter()
+    for _, data in op_nodes(G):
+        groups[data["op"], data["count"]] += 1
+    params, active = [], []
+    for (op, count), n in groups.items():
+        cost = op_cost(op)
+        params.append(cost.params * count * n)
+        active.append(cost.active_params * count * n)
+    return sympy.expand(sympy.Add(*params)), sympy.expand(sympy.Add(*active))
+
+
 def tokens_per_step(G: nx.DiGraph) -> sympy.Expr:
     """The tokens one step of ``G`` processes: ``graph["tokens"]`` when the builder says
     (:meth:`GraphBuilder.tokens`), else B sequences of T tokens."""

@@ -1,4 +1,4 @@
-"""Fine-tuning passes: freeze weights, add LoRA adapters.
+"""Fine-tuning passes: freeze weights, add LoRA adapters, store the frozen base in a 4-bit format (QLoRA).
 
 Both return rewritten copies of a graph (like :mod:`costmodel.graph.passes`). A frozen
 weight (``trainable=False``: a matmul's, a routed expert matmul's) computes no weight gradient and, in
@@ -115,4 +115,33 @@ def lora(G: nx.DiGraph, targets: Iterable[str], rank: object, *, freeze_rest: bo
     return H
 
 
-__all__ = ["freeze", "lora"]
+def store_frozen(G: nx.DiGraph, fmt: str) -> nx.DiGraph:
+    """A copy of ``G`` whose frozen matmul weights inside the repeated blocks are stored in weight format ``fmt``
+    (:data:`~costmodel.options.policies.WEIGHT_FORMATS`; QLoRA's base: ``"nf4"``), the op's ``stored`` attribute.
+
+    As bitsandbytes' ``replace_with_bnb_linear`` converts the linear layers of the blocks and leaves the head
+    (``lm_head``), the embeddings and the norms in the compute dtype; the adapters train in the compute dtype.
+    A weight is dequantised for each matmul that reads it: that bf16 copy lives only while the op runs and is
+    not counted.
+    """
+    found = [
+        n
+        for n, d in G.nodes(data=True)
+        if "op" in d
+        and d.get("block")
+        and d["op"].attr("trainable") is False
+        and weight_use(d["op"]) in ("dense", "routed")
+        and not d["op"].attr("tied")
+    ]
+    if not found:
+        raise CostModelError(
+            f"base_dtype {fmt!r}: graph {G.graph.get('name')!r} has no frozen matmul weight in its layers to store; "
+            "freeze some (lora, freeze)"
+        )
+    H = copy_for(G, "store_frozen", (fmt, *found))
+    for name in found:
+        H.nodes[name]["op"] = G.nodes[name]["op"].with_attrs(stored=fmt)
+    return H
+
+
+__all__ = ["freeze", "lora", "store_frozen"]

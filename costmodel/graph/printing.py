@@ -12,7 +12,23 @@ from collections.abc import Mapping
 import sympy
 from sympy.printing.latex import LatexPrinter
 
-_PRINTER = LatexPrinter({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})  # _SETTINGS
+
+class _Printer(LatexPrinter):
+    """sympy's LaTeX printer; a whole number of 10 digits or more ending in at least 6 zeros is written
+    ``m \\cdot 10^{k}`` (exactly the number: a --tokens 15T substituted into 6ND gave ``180000000000000``)."""
+
+    def _print_Integer(self, expr) -> str:
+        n = int(expr)
+        digits = str(abs(n))
+        zeros = len(digits) - len(digits.rstrip("0"))
+        if len(digits) < 10 or zeros < 6:
+            return str(n)
+        mantissa = digits.rstrip("0")
+        head = mantissa[0] + ("." + mantissa[1:] if len(mantissa) > 1 else "")
+        return ("-" if n < 0 else "") + rf"{head} \cdot 10^{{{len(digits) - 1}}}"
+
+
+_PRINTER = _Printer({"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"})  # _SETTINGS
 
 
 def latex(expr: sympy.Expr) -> str:
@@ -21,11 +37,13 @@ def latex(expr: sympy.Expr) -> str:
     >>> from costmodel.symbols import B, T, d, d_ff
     >>> latex(6*B*T*d*d_ff)
     '6 \\cdot B \\cdot T \\cdot d \\cdot d_{ff}'
+    >>> latex(180000000000000*d**2)  # 6 × 15T tokens, exactly
+    '1.8 \\cdot 10^{14} \\cdot d^{2}'
     """
     names = unsafe_symbol_names(expr)
     if not names:
         return _PRINTER.doprint(expr)
-    return LatexPrinter({**_SETTINGS, "symbol_names": names}).doprint(expr)
+    return _Printer({**_SETTINGS, "symbol_names": names}).doprint(expr)
 
 
 _SETTINGS = {"mul_symbol": "dot", "fold_short_frac": False, "order": "lex"}
@@ -75,8 +93,12 @@ def escape(text: str) -> str:
 
     >>> escape("模型/config.json")
     '\\texttt{U+6A21}\\texttt{U+578B}/config.json'
+    >>> escape("--hardware")  # two hyphens, not an en dash
+    '-{}-hardware'
     """
-    return "".join(_SPECIAL.get(c) or (_code_point(c) if ord(c) > 0x17F else c) for c in str(text))
+    out = "".join(_SPECIAL.get(c) or (_code_point(c) if ord(c) > 0x17F else c) for c in str(text))
+    # TeX sets -- as an en dash and --- as an em dash: a flag (--hardware) keeps its two hyphens
+    return out.replace("--", "-{}-").replace("--", "-{}-")
 
 
 def _code_point(c: str) -> str:

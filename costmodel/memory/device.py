@@ -25,7 +25,7 @@ from ..graph.analysis import in_block, repeated_blocks, structure
 from ..graph.cost import Zero
 from ..graph.passes import attention_chains, attention_pass
 from ..options import Layout, Options
-from ..options.policies import ATTENTION_ABOUT, optimizer, precision
+from ..options.policies import ATTENTION_ABOUT, optimizer, precision, weight_format
 from ..symbols import B
 from .activations import activations
 from .loop import training_loop
@@ -36,6 +36,7 @@ from .parallel import (
     dp_collectives,
     layout_checks,
     layout_in_flight,
+    layout_share,
     split_share,
     stages,
     weight_share,
@@ -241,7 +242,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     q.add("memory.states_unsharded_bytes", put(sympy.Add(*(states[k] for k in STATE_KEYS)).xreplace(on_device)))
     q.add("memory.parameters_trainable", put(states["trainable"]))
     q.add("memory.parameters_frozen", put(states["frozen"]))
-    if layout.tp == layout.pp == layout.sp == 1 and not options.recompute_fraction:
+    if layout.pp == 1 and not options.recompute_fraction:
         loop = training_loop(H, options, weight_share(H, layout, "first"))
         if layout.zero >= 1:  # the step runs on each device's shard of the states
             loop = dataclasses.replace(loop, step=loop.step / layout.dp)
@@ -257,6 +258,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
             loop=loop,
             implementation=options.implementation,
             autocast=autocast,
+            share=layout_share(H, layout),
         )
         # each point of the walk is a sum of whole bytes (the ledger rounds up per iteration): no rounding here
         cands = _substituted(p.candidates, on_device, final)
@@ -273,7 +275,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
         q.info["memory.peak_at"] = (
             "not modelled with a recompute fraction (see memory_bytes.total)"
             if options.recompute_fraction
-            else "not modelled under tp/pp/sp > 1 (see memory_bytes.total)"
+            else "not modelled under pp > 1 (see memory_bytes.total)"
         )
     q.add("flops.recompute", acts.recompute_flops)
     comm = communication(H, layout, states["grads"], states["params"], m, states["weights"])
@@ -341,6 +343,12 @@ def _conventions(options: Options, layout: Layout, attention: str) -> dict[str, 
         "memory.conventions.params": Text(
             verbatim(
                 f"{p.weights} weights"
+                + (
+                    f" (the frozen matmul weights of the layers in {options.base_dtype}: "
+                    f"{weight_format(options.base_dtype).about})"
+                    if options.base_dtype
+                    else ""
+                )
                 + (
                     f" + a cached {p.compute_copy} copy" + (" of each matmul weight" if p.copy_of == "matrices" else "")
                     if p.compute_copy and not (options.implementation == "transformers" and p.copy_of == "matrices")

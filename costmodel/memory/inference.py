@@ -14,7 +14,7 @@ from ..graph.registry import data_operands, state_bytes, weight_use
 from ..options.policies import weight_format
 from ..symbols import C, T
 from .activations import is_view, storage, storage_bytes
-from .states import weights
+from .states import stored_bytes, weights
 
 
 def kv_cache(G: nx.DiGraph, context: sympy.Expr = C, dtype: str | None = None, share=None) -> sympy.Expr:
@@ -71,15 +71,9 @@ def inference_weights(G: nx.DiGraph, fmt: str = "bf16", share=None, checkpoint=N
         if checkpoint is not None and w.param.quantized:
             f = checkpoint.format_of(w.node, G.nodes[w.node].get("block", ""), weight_use(op) == "routed")
         if w.param.quantized and f is not None:  # a matmul's weight; a lookup table, norm gains and biases stay
-            quantised += w.elements * w.count * sympy.Rational(f.bits, 8) * part
-            quantised += w.stack * w.cols * f.index_bytes * w.count * part if f.index_bytes else Zero
-            if f.block_rows is None:  # one scale for the whole matrix
-                per_matrix = sympy.Integer(1)
-            else:
-                rows = w.rows if f.block_rows == 1 else sympy.ceiling(w.rows / f.block_rows)
-                per_matrix = rows if f.group is None else rows * sympy.ceiling(w.cols / f.group)
-            groups = w.stack * per_matrix  # each of a stack of matrices (MoE experts) has its own scales
-            scales += groups * w.count * sympy.Rational(f.scale_bytes) * part
+            packed = w.elements * sympy.Rational(f.bits, 8) + (w.stack * w.cols * f.index_bytes if f.index_bytes else 0)
+            quantised += packed * w.count * part
+            scales += (stored_bytes(w, f) - packed) * w.count * part  # each matrix of a stack has its own scales
         else:
             other += w.elements * w.count * dtype_bytes(op.dtype) * part
     return {

@@ -337,12 +337,31 @@ def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: s
 def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
     """The fraction of one copy of a kept tensor a device holds after tensor (and Megatron sequence) and
     sequence/context parallelism split it."""
+    return tensor_share(kept.axes, split_axes(G), layout.tp, layout.sp, layout.megatron_sp)
+
+
+def tensor_share(axes, split: set[str], tp, sp, megatron_sp: bool) -> sympy.Expr:
+    """The fraction of a tensor of ``axes`` (``(axis, size)`` pairs) one device holds: ÷ ``tp`` where tensor
+    parallelism splits one of its axes (``split``, :func:`split_axes`) or Megatron sequence parallelism splits
+    every activation; ÷ ``sp`` where it has the sequence axis. ``tp`` and ``sp`` may be symbols (the planner
+    derives one peak for every degree): a degree of 1 divides by 1."""
     part = sympy.Integer(1)
-    if layout.tp > 1 and (layout.megatron_sp or _split(kept.axes, split_axes(G))):
-        part /= layout.tp
-    if layout.sp > 1 and any(s == T for _, s in kept.axes):
-        part /= layout.sp
+    if tp != 1 and (megatron_sp or _split(axes, split)):
+        part /= tp
+    if sp != 1 and any(s == T for _, s in axes):
+        part /= sp
     return part
+
+
+def layout_share(G: nx.DiGraph, layout: Layout):
+    """The share function of :func:`costmodel.memory.peak.peak` under ``layout``'s tensor and sequence
+    parallelism: a kept tensor's and a running op's operands split as :func:`split_share` splits kept ones;
+    ``None`` (nothing split) at tp = sp = 1. Not counted: under Megatron SP the all-gathered input of a
+    column-parallel matmul is a full ``b t d`` copy for the op's duration; the walk counts its shard."""
+    if layout.tp == layout.sp == 1:
+        return None
+    split = split_axes(G)
+    return lambda axes: tensor_share(axes, split, layout.tp, layout.sp, layout.megatron_sp)
 
 
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:

@@ -27,6 +27,10 @@ residual stream, the running gradient of the residual stream beyond the op
 that touches it), allocator caching and fragmentation, kernels' workspaces,
 the CUDA context. Model states are added as one constant.
 
+Under tensor and sequence parallelism (one pipeline stage) the walk is one device's: every kept tensor and every
+transient is its share (``share``: ÷ tp where TP or Megatron SP splits it, ÷ sp where it has the sequence axis),
+the rule the per-device activations use.
+
 The result is symbolic: the live bytes at every point of the walk are expressions of the graph's
 sizes, and the peak is their maximum (:class:`Peak`), evaluated when numbers are known.
 """
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -53,6 +57,9 @@ from ..options import Counting
 from .activations import Activations, Kept, activations, is_view, storage, storage_bytes
 from .implementation import ROLES, loss_workspace
 from .loop import Loop
+
+#: A device's fraction of a tensor given its ``(axis, size)`` pairs (:func:`costmodel.memory.parallel.layout_share`).
+Share = Callable[[tuple], sympy.Expr]
 
 
 @dataclass(frozen=True)
@@ -236,16 +243,21 @@ def _segments(G: nx.DiGraph, ops: list[str]) -> list[tuple[str | None, list[str]
 
 
 def _ledger(
-    tensors: Mapping[tuple, Kept], iters: Mapping[str | None, sympy.Expr], block_of: Mapping[str, str]
+    tensors: Mapping[tuple, Kept],
+    iters: Mapping[str | None, sympy.Expr],
+    block_of: Mapping[str, str],
+    share: Share | None = None,
 ) -> dict[str, sympy.Expr]:
-    """Per first saver: bytes it allocates/frees per iteration of its block (rounded up to whole bytes)."""
+    """Per first saver: bytes it allocates/frees per iteration of its block (rounded up to whole bytes), of a
+    device's ``share`` of each tensor."""
     at: dict[str, list[sympy.Expr]] = {}
     for k in tensors.values():
         first = k.savers[0]
         block = block_of.get(first)
         if block is not None and any(block_of.get(s) != block for s in k.savers):
             block = None
-        at.setdefault(first, []).append(_per_iteration(k.bytes, iters[block]))
+        nbytes = k.bytes if share is None else k.bytes * share(k.axes)
+        at.setdefault(first, []).append(_per_iteration(nbytes, iters[block]))
     return {n: sympy.Add(*v) for n, v in at.items()}
 
 
@@ -262,19 +274,29 @@ def _expanded(terms: tuple[sympy.Expr, ...]) -> sympy.Expr:
     return sympy.expand(sympy.Add(*terms))
 
 
-def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr, sympy.Expr]:
-    """(forward transient bytes, backward gradient bytes) of one run of op ``name``; a view operand counts the
-    storage it views (once), a view's output nothing."""
+def _operand_bytes(
+    G: nx.DiGraph, name: str, skip: set[str], share: Share | None = None
+) -> tuple[sympy.Expr, sympy.Expr]:
+    """(forward transient bytes, backward gradient bytes) of one run of op ``name`` (a device's ``share`` of each
+    tensor); a view operand counts the storage it views (once), a view's output nothing."""
     op = G.nodes[name]["op"]
     kind = kind_of(op)
     sizes, size = op.size, dtype_bytes(op.dtype)
+
+    def part(axes, of=op) -> sympy.Expr:  # the device's share of a tensor of ``axes`` (of op ``of``'s sizes)
+        return 1 if share is None else share(tuple((a, of.size[a]) for a in axes))
+
+    def stored(node: str) -> sympy.Expr:  # a view's storage, split as the op that holds it
+        base = G.nodes[storage(G, node)]["op"]
+        return storage_bytes(G, node) * part(base.parsed.output, base)
+
     operands = []  # (storage node, bytes) of each data operand (a weight is a parameter, not a transient)
     for axes, src in zip(data_operands(op), G.nodes[name]["inputs"]):
         base = storage(G, src) if "op" in G.nodes[src] else src
-        operands.append((base, storage_bytes(G, src) if base != src else elements(axes, sizes) * size))
+        operands.append((base, stored(src) if base != src else elements(axes, sizes) * size * part(axes)))
     held = {base: nbytes for base, nbytes in operands if base not in skip}  # storage node → bytes
     own = is_view(G, name)
-    out = elements(op.parsed.output, sizes) * size
+    out = elements(op.parsed.output, sizes) * size * part(op.parsed.output)
     fwd = list(held.values())
     if name not in skip and not own:
         fwd.append(out)
@@ -282,8 +304,9 @@ def _operand_bytes(G: nx.DiGraph, name: str, skip: set[str]) -> tuple[sympy.Expr
         return _expanded(tuple(fwd)), Zero
     # a view's gradient is its storage's (accumulated in place), once per storage
     grad_of = {base: nbytes for i, (base, nbytes) in enumerate(operands) if i not in kind.no_grad}
-    grads = [storage_bytes(G, name) if own else out, *grad_of.values()]
-    return _expanded(tuple(fwd)), _expanded((*grads, kind.backward_workspace(op)))
+    grads = [stored(name) if own else out, *grad_of.values()]
+    # the kind's workspace (the loss: the gradient of its log-probs) split as the op's output
+    return _expanded(tuple(fwd)), _expanded((*grads, kind.backward_workspace(op) * part(op.parsed.output)))
 
 
 def peak(
@@ -298,6 +321,7 @@ def peak(
     loop: Loop | None = None,
     implementation: str = "fused",
     autocast: bool = False,
+    share: Share | None = None,
 ) -> Peak:
     """Peak memory of one training step of ``G`` (see the module notes), as a :class:`Peak`.
 
@@ -305,7 +329,10 @@ def peak(
     (the analysis is the larger part of a walk). ``every_point``: a candidate per point of the walk (what
     ``derive`` prints); else only the :func:`maximal` ones (the same peak and label; what ``estimate``
     evaluates: a 64-layer walk has 2,184 points and 8 maximal ones). ``loop``: the training loop's gradients
-    and step (module notes); None: none (gradients resident in ``states``, no step point).
+    and step (module notes); None: none (gradients resident in ``states``, no step point). ``share``: the fraction
+    of a tensor (its ``(axis, size)`` pairs) one device holds under tensor and sequence parallelism
+    (:func:`costmodel.memory.parallel.layout_share`), applied to every kept tensor and every transient alike;
+    ``None``: one device holds all of each.
     """
     ops = order(G)
     segs = _segments(G, ops)
@@ -324,15 +351,16 @@ def peak(
             G, "none", counting, norm_stats=norm_stats, implementation=implementation, autocast=autocast
         ).tensors
     )
-    alloc_kept = _ledger(kept, iters, structure(G).block_of)
-    alloc_full = alloc_kept if full is kept else _ledger(full, iters, structure(G).block_of)
+    block_of = structure(G).block_of
+    alloc_kept = _ledger(kept, iters, block_of, share)
+    alloc_full = alloc_kept if full is kept else _ledger(full, iters, block_of, share)
     # autocast's cache holds every weight cast until the forward ends (torch.autocast's exit clears it): a cast
     # recomputed in backward (not kept) is still alive through the rest of the forward
     cached = {k: t for k, t in full.items() if t.saved.role == "weight_cast" and k not in kept}
-    alloc_fwd = _ledger({**kept, **cached}, iters, structure(G).block_of) if cached else alloc_kept
+    alloc_fwd = _ledger({**kept, **cached}, iters, block_of, share) if cached else alloc_kept
     skip = {k.node for k in kept.values() if k.saved.role not in ROLES}
-    transient = {n: _operand_bytes(G, n, skip) for n in ops}
-    for n in ops:
+    transient = {n: _operand_bytes(G, n, skip, share) for n in ops}
+    for n in ops:  # transformers' loss workspace (fp32 logits): not split by tp here (vocab-parallel loss aside)
         fwd, bwd = loss_workspace(G, n, implementation)
         if fwd != 0 or bwd != 0:
             transient[n] = (sympy.expand(transient[n][0] + fwd), sympy.expand(transient[n][1] + bwd))

@@ -15,7 +15,8 @@ for Adam is master weights + m + v), so ZeRO-1 shards exactly that.
 frozen weights (``trainable=False``, LoRA's base weights) hold no gradient,
 master copy or optimizer state; Adafactor's factored second moment is sized
 from each weight's axes (rows + columns of a matrix); torch's per-tensor
-``step`` counters are counted per weight tensor.
+``step`` counters are counted per weight tensor. A frozen matmul weight stored in a weight format (QLoRA's
+NF4 base: :func:`costmodel.graph.finetune.store_frozen`) costs that format's bytes (:func:`stored_bytes`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,14 @@ from ..graph.analysis import op_nodes
 from ..graph.cost import Param, dtype_bytes
 from ..graph.registry import op_cost, weight_operand, weight_use
 from ..graph.rules import matrix
-from ..options.policies import OPTIMIZERS, PRECISIONS, optimizer, precision  # noqa: F401 (re-exported for readers)
+from ..options.policies import (  # noqa: F401 (OPTIMIZERS, PRECISIONS re-exported for readers)
+    OPTIMIZERS,
+    PRECISIONS,
+    WeightFormat,
+    optimizer,
+    precision,
+    weight_format,
+)
 
 
 def bytes_per_param(policy: str = "bf16-mixed", opt: str = "adamw") -> dict[str, sympy.Expr]:
@@ -95,6 +103,7 @@ class Weight:
     param: Param
     count: sympy.Expr
     trainable: bool
+    stored: str | None = None  # a weight format it is stored in (QLoRA's frozen base: nf4); None: the policy's
 
     @property
     def name(self) -> str:
@@ -128,8 +137,33 @@ def weights(G: nx.DiGraph) -> list[Weight]:
     for name, data in op_nodes(G):
         for op in data["op"].attr("parts") or (data["op"],):
             trainable = op.attr("trainable", True) is not False
-            out += [Weight(name, p, data["count"], trainable) for p in op_cost(op).weights]
+            stored = op.attr("stored")
+            out += [
+                Weight(name, p, data["count"], trainable, stored if p.quantized else None) for p in op_cost(op).weights
+            ]
     return out
+
+
+def stored_bytes(w: Weight, f: WeightFormat) -> sympy.Expr:
+    """Bytes of one copy of matmul weight ``w`` (one layer's) in format ``f``: ``f.bits`` per element, the
+    scales of each group of ``f.group`` inputs per ``f.block_rows`` outputs (one per row without a group, one
+    per matrix without block rows), ``f.index_bytes`` per input column; each of a stack (MoE experts) has its own.
+
+    >>> from costmodel.options.policies import NF4
+    >>> from costmodel.graph.cost import Param
+    >>> w = Weight("q", Param("w", ((("d", 4096), ("e", 4096))), rows=4096, cols=4096), 1, False)
+    >>> stored_bytes(w, NF4) / (4096 * 4096)  # QLoRA: 4 bits + an 8-bit absmax per 64 + an fp32 per 256 of them
+    2113/4096
+    """
+    nbytes = w.elements * sympy.Rational(f.bits, 8)
+    if f.index_bytes:
+        nbytes += w.stack * w.cols * f.index_bytes
+    if f.block_rows is None:  # one scale for the whole matrix
+        per_matrix = sympy.Integer(1)
+    else:
+        rows = w.rows if f.block_rows == 1 else sympy.ceiling(w.rows / f.block_rows)
+        per_matrix = rows if f.group is None else rows * sympy.ceiling(w.cols / f.group)
+    return nbytes + w.stack * per_matrix * sympy.Rational(f.scale_bytes)
 
 
 def tied_matrices(G: nx.DiGraph) -> list[Weight]:
@@ -190,12 +224,15 @@ def model_state(
             terms["compute_copy"].append(w.elements * w.count * part * parts["compute_copy"])
     groups: Counter = Counter()  # equal weights (unrolled identical layers) multiplied once: expanded, the same sums
     for w in weights(G):
-        groups[w.param, w.count, share(w) if share is not None else 1, w.trainable] += 1
-    for (param, count, part, trains), copies in groups.items():
-        w = Weight("", param, count * copies, trains)
+        groups[w.param, w.count, share(w) if share is not None else 1, w.trainable, w.stored] += 1
+    for (param, count, part, trains, stored), copies in groups.items():
+        w = Weight("", param, count * copies, trains, stored)
         n = w.elements * w.count * part
-        terms["weights"].append(n * parts["weights"])
-        if p.copy_of == "weights" or w.param.quantized:  # autocast casts the matmuls' weights only
+        if stored is not None:  # a frozen base in a weight format (QLoRA), dequantised per matmul: no kept copy
+            terms["weights"].append(stored_bytes(w, weight_format(stored)) * w.count * part)
+        else:
+            terms["weights"].append(n * parts["weights"])
+        if stored is None and (p.copy_of == "weights" or w.param.quantized):  # autocast casts the matmuls' only
             terms["compute_copy"].append(n * parts.get("compute_copy", 0))
         if not w.trainable:
             frozen.append(n)

@@ -59,6 +59,8 @@ TIME_MODELS = ("calibrated", "roofline")
 LORA_TARGETS = ("q", "v")
 #: Kinds of communication (``communication_bytes.*``) the calibrated model can hide behind compute.
 COMM_KINDS = ("dp", "tp", "pp", "sp", "ep")
+#: Options that count sequences: the suffixes of token counts (300B, 15T) are refused there.
+SEQUENCES = ("batch", "micro_batch")
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,9 @@ class Options:
     :mod:`costmodel.timing.calibrated`). Fine-tuning: ``lora`` (the rank r of LoRA
     adapters ``y = W x + B (A x)`` on the matmuls ``lora_targets`` names, default ``("q", "v")``; every other
     weight frozen), ``freeze`` (op names or fnmatch patterns whose weights are frozen: no gradient, no optimizer
-    state); see :mod:`costmodel.graph.finetune`.
+    state), ``base_dtype`` (how the frozen matmul weights of the layers are stored, a weight format: ``nf4`` is
+    QLoRA's, 2113/4096 bytes a weight; default the precision's weights dtype) and ``qlora`` (``base_dtype="nf4"``
+    under ``lora``); see :mod:`costmodel.graph.finetune`.
     """
 
     batch: int | None = None
@@ -149,13 +153,15 @@ class Options:
     lora: int | None = None
     lora_targets: tuple[str, ...] = LORA_TARGETS
     freeze: tuple[str, ...] = ()
+    base_dtype: str | None = None  # the frozen matmul weights' storage (QLoRA: nf4); None: the precision's
+    qlora: bool = False  # LoRA over a 4-bit base: base_dtype "nf4" unless another is given
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
-        set_("batch", check_count(self.batch, "batch"))
+        set_("batch", check_count(self.batch, "batch", sequences=True))
         set_("seq", check_count(self.seq, "seq", length=True))
         set_("tokens", check_count(self.tokens, "tokens"))
-        set_("micro_batch", check_count(self.micro_batch, "micro_batch"))
+        set_("micro_batch", check_count(self.micro_batch, "micro_batch", sequences=True))
         set_("context", check_count(self.context, "context", length=True))
         set_("devices", parse_count(self.devices, "devices"))
         if not isinstance(self.counting, Counting):
@@ -312,6 +318,19 @@ class Options:
             raise CostModelError("lora: expected the matmuls to adapt (lora_targets such as 'q,v'), received none")
         if self.lora is None and self.lora_targets != LORA_TARGETS:
             raise CostModelError("lora_targets names the matmuls LoRA adapts; give the rank too (--lora RANK)")
+        if not isinstance(self.qlora, bool):
+            raise CostModelError(f"qlora: expected true or false, received {self.qlora!r}")
+        if self.qlora and self.lora is None:
+            raise CostModelError("qlora: QLoRA trains LoRA adapters over a 4-bit base; give the rank (--lora RANK)")
+        if self.qlora and self.base_dtype is None:
+            set_("base_dtype", "nf4")
+        if self.base_dtype is not None:
+            check_choice(self.base_dtype, WEIGHT_FORMATS, "base_dtype")
+            if self.lora is None and not self.freeze:
+                raise CostModelError(
+                    f"base_dtype {self.base_dtype!r} stores the frozen weights; freeze some (--lora RANK, --freeze "
+                    "PATTERNS) or leave it out"
+                )
         if self.pipeline is not None:
             stages, micro = self.pipeline
             set_("pipeline", (parse_count(stages, "pipeline stages"), parse_count(micro, "pipeline micro-batches")))
@@ -348,7 +367,7 @@ class Options:
         how = cls.PARSERS.get(name)
         what = what or name
         if how == "count":
-            return parse_count(text, what)
+            return check_count(text, what, sequences=name in SEQUENCES)
         if how == "length":
             return parse_count(text, what, length=True)
         if how == "rate":
@@ -371,6 +390,7 @@ class Options:
             "time_model": TIME_MODELS,
             "overlap_comm": COMM_KINDS,
             "weights_dtype": WEIGHT_FORMATS,
+            "base_dtype": WEIGHT_FORMATS,
             "kv_dtype": DTYPE_BYTES,
             "dtype": DTYPE_BYTES,
             "causal": ("full", "half"),

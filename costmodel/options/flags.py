@@ -326,6 +326,14 @@ FLAGS += (
         read="names",
         metavar="PATTERNS",
     ),
+    Flag(
+        "base_dtype",
+        "finetune",
+        "how the frozen matmul weights of the layers are stored (nf4: QLoRA's 4-bit NormalFloat, double-quantised, "
+        "2113/4096 bytes a weight; default: the precision's weights dtype)",
+        takes="choice",
+    ),
+    Flag("qlora", "finetune", "QLoRA: --lora over a 4-bit base (--base-dtype nf4)", takes="on"),
 )
 
 BY_NAME = {f.name: f for f in FLAGS}

@@ -270,6 +270,18 @@ class WeightFormat:
     index_bytes: int = 0  # bytes per input element of each matrix (GPTQ's g_idx, an int32 per input column)
 
 
+#: QLoRA's frozen base (Dettmers et al. 2023, "QLoRA", Sec. 3, Double Quantization): 4-bit NormalFloat, one absmax
+#: per block of 64 weights, the absmax themselves quantised to 8 bits with one fp32 constant per 256 of them. Per
+#: weight: 4 bits + 8/64 bits + 32/(64 · 256) bits = 4 + 1/8 + 1/512 = 2113/512 bits = 2113/4096 bytes ≈ 0.516
+#: (the paper: 0.127 bits of constants per parameter, down from 32/64 = 0.5 without double quantisation).
+NF4 = WeightFormat(
+    "nf4",
+    4,
+    64,
+    1 + Fraction(4, 256),  # per block of 64: an 8-bit absmax and 1/256 of an fp32 second-level constant
+    "NF4 with double quantisation (QLoRA): 4 bits, an 8-bit absmax per 64, an fp32 constant per 256 absmax",
+)
+
 WEIGHT_FORMATS: dict[str, WeightFormat] = {
     f.name: f
     for f in (
@@ -279,6 +291,7 @@ WEIGHT_FORMATS: dict[str, WeightFormat] = {
         WeightFormat("fp8", 8, 128, 4, "fp8 e4m3 with one fp32 scale per 128 input elements"),
         WeightFormat("int8", 8, None, 2, "int8 with one fp16 scale per output channel (LLM.int8-style)"),
         WeightFormat("int4", 4, 128, 4, "int4 with an fp16 scale and fp16 zero point per 128 (GPTQ/AWQ)"),
+        NF4,
     )
 }
 

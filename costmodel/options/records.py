@@ -153,8 +153,16 @@ def check_choice(value: object, allowed, what: str) -> str:
     return value
 
 
-def check_count(value: object, what: str, *, length: bool = False) -> int | None:
-    """A positive whole number (``length``: 8k = 8192), or None left as None."""
+def check_count(value: object, what: str, *, length: bool = False, sequences: bool = False) -> int | None:
+    """A positive whole number (``length``: 8k = 8192), or None left as None; ``sequences``: a count of
+    sequences (a batch), which the token counts' suffixes B and T do not write (``--batch 7B`` read as 7e9
+    sequences was a model size typed in the wrong place)."""
+    if sequences and isinstance(value, str) and value.strip()[-1:] in ("B", "T") and value.strip()[:-1]:
+        n = parse_count(value, what)
+        raise CostModelError(
+            f"{what}: {value!r} would be {n:,} sequences; B and T write token counts (--tokens 300B), a batch "
+            "counts sequences: expected a number such as 8, 512 or 1k"
+        )
     return None if value is None else parse_count(value, what, length=length)
 
 

@@ -21,6 +21,9 @@ from ..memory.peak import maximal
 from .paper import display, fragment, whole_document
 from .results import Result, dumps, to_jsonable
 
+#: The keys of the peak's parts at its winning point (``memory.device.training_memory``).
+AT_PEAK = "memory_bytes.peak_breakdown."
+
 
 class Derivation(Result):
     """What :func:`costmodel.derive` returns: symbols, expressions (sympy) and per-op costs.
@@ -165,8 +168,26 @@ class Derivation(Result):
             for name, row in self._data["ops"].items()
         }
 
+    def displayed(self) -> dict:
+        """The shaped formulas a page prints: all but the peak's parts at its winning point
+        (``memory_bytes.peak_breakdown.*``, each a choice over the peak's points: named in :meth:`at_peak_note`)."""
+        return {k: v for k, v in self.shaped().items() if k not in self._at_peak()}
+
+    def _at_peak(self) -> list[str]:
+        return [k for k, v in self._data["expressions"].items() if k.startswith(AT_PEAK) and v.has(choose)]
+
+    def at_peak_note(self) -> str:
+        """One sentence naming the peak's parts left out of :meth:`displayed` ('' when none are)."""
+        parts = [k[len(AT_PEAK) :] for k in self._at_peak()]
+        if not parts:
+            return ""
+        return (
+            "The peak's parts at its winning point (" + ", ".join(parts) + "): each the part of the point that wins, "
+            "exact in the JSON (" + AT_PEAK + "*)."
+        )
+
     def _repr_latex_(self) -> str:  # Jupyter: the formulas shaped, as Markdown shows them
-        return "$\\begin{aligned}\n" + display(self.shaped()) + "\n\\end{aligned}$"
+        return "$\\begin{aligned}\n" + display(self.displayed()) + "\n\\end{aligned}$"
 
     def to_markdown(self) -> str:
         """Markdown: the symbols, then every formula shaped in a ``$$…$$`` block (KaTeX, MathJax)."""
@@ -175,7 +196,9 @@ class Derivation(Result):
         names = self.definitions()
         if names:
             lines += ["", "$$", "\\begin{aligned}", display(names, lambda n: n), "\\end{aligned}", "$$"]
-        lines += ["", "$$", "\\begin{aligned}", display(self.shaped()), "\\end{aligned}", "$$"]
+        lines += ["", "$$", "\\begin{aligned}", display(self.displayed()), "\\end{aligned}", "$$"]
+        if self.at_peak_note():
+            lines += ["", self.at_peak_note()]
         return "\n".join(lines) + "\n"
 
     def to_latex(self, title: str | None = None, *, standalone: bool = False, leading: bool = False) -> str:
@@ -185,11 +208,12 @@ class Derivation(Result):
         body = fragment(
             title or self.title,
             self._data["symbols"],
-            self.shaped(),
+            self.displayed(),
             self._data["ops"],
             self.ops_shaped(),
             self.at,
             self.definitions(),
             self.leading() if leading else None,
+            self.at_peak_note(),
         )
         return whole_document(body) if standalone else body

@@ -32,7 +32,7 @@ from ..formulas.quantities import Quantities
 from ..formulas.shaped import shape
 from ..graph.analysis import op_nodes
 from ..options import Options
-from ..sections.quantities import SECTIONS
+from ..sections.quantities import SECTIONS, quantities
 from ..symbols import SYMBOLS, L, L_dec, L_dense, T, describe
 from . import names, summary
 from .mathml import mathml_lines as shaped_lines
@@ -139,7 +139,9 @@ class _Page:
             and options.layout.devices == 1
             and (rate or options.time_model == "roofline" or options.inference)
         )
-        self.q = page_quantities(model, options, N_DEV if symbolic else None)
+        # without the devices control, the estimate's own quantities (derived once, shown=False: a liveness peak
+        # over its maximal points, the same value and label in a shorter formula)
+        self.q = page_quantities(model, options, N_DEV) if symbolic else quantities(model, options, shown=False)
         self.estimate = estimate
         self.flat = self.estimate.flat
         self.rows = summary.op_rows(model, options)

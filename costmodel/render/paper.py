@@ -310,11 +310,12 @@ def fragment(
     at: tuple[str, Mapping[sympy.Symbol, int]] | None = None,
     named: Mapping[str, Shaped] | None = None,
     leading: Mapping[str, Mapping[str, object]] | None = None,
+    note: str = "",
 ) -> str:
     r"""``derive --format latex``: the packages it needs (a comment), the glossary, the ``named`` quantities
     (LaTeX name → shaped definition) the formulas use, every formula by group (the
     keys that are 0 named in one line), the peak with its winning point at ``at`` (a config's name and values),
-    and the per-op table. ``leading`` (key → its leading ``expression`` and the ``share`` it covers): those
+    and the per-op table; ``note``: a sentence after the formulas. ``leading`` (key → its leading ``expression`` and the ``share`` it covers): those
     instead of the formulas, each ``≈`` with its share."""
     out = [
         f"% {title}",
@@ -349,6 +350,8 @@ def fragment(
             if isinstance(s, Peak) and at is not None:
                 out.append(winner_text(s, at[1], at[0]))
         out += _aligned(aligned)
+    if note:  # a sentence (the peak's parts at its winning point), its dotted keys breakable
+        out += ["", r"{\raggedright\noindent " + escape(note).replace(".", r".\allowbreak{}") + r"\par}"]
     if zero:
         out += ["", r"{\raggedright\noindent Zero here: " + ",\n".join(map(_op_name, zero)) + r".\par}"]
     out += ["", r"\paragraph*{Per op} (forward, one run; count = runs per step)", "", ops_tables(ops, ops_shaped)]

@@ -15,6 +15,7 @@ from ..devices.table import Device
 from ..errors import CostModelError
 from ..files import write_atomic
 from ..timing.roofline import Bound
+from .names import unit
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -208,6 +209,8 @@ def sweep_chart(
         raise CostModelError(f"sweep chart: no column {metric!r}; expected one of {', '.join(columns)}")
     plt = _pyplot()
     x_name = grid[0]
+    # bytes in decimal GB, as every report writes them (the axis read 1e11 of raw bytes)
+    scale, y_label = (1e9, f"{metric} (GB, 1e9 bytes)") if unit(metric) == "bytes" else (1, metric)
     valid = list(columns.get("valid", [True] * len(columns[x_name])))
     series: dict[object, list[tuple[float, float]]] = {}
     for i, ok in enumerate(valid):
@@ -215,7 +218,7 @@ def sweep_chart(
         if not ok or y is None:
             continue
         key = columns[grid[1]][i] if len(grid) == 2 else None
-        series.setdefault(key, []).append((float(columns[x_name][i]), float(y)))
+        series.setdefault(key, []).append((float(columns[x_name][i]), float(y) / scale))
     if not series:
         raise CostModelError("sweep chart: no valid point to draw")
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -235,7 +238,7 @@ def sweep_chart(
     if _log_helps(ys):
         ax.set_yscale("log")
     ax.set_xlabel(x_name)
-    ax.set_ylabel(metric)
+    ax.set_ylabel(y_label)
     ax.set_title(title or f"{metric} against {x_name}")
     if len(grid) == 2:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, title=grid[1], title_fontsize=8)

@@ -103,7 +103,13 @@ class Result(Mapping):
         return len(self._data)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._data!r})"
+        # one short line (the whole was a line of kilobytes): what it is of, its top-level keys; str() and
+        # to_json() give everything
+        of = self._data.get("model")
+        keys = ", ".join(self._data)
+        if len(keys) > 100:
+            keys = keys[:100].rsplit(", ", 1)[0] + ", ..."
+        return f"<{type(self).__name__}{f' of {of!r}' if isinstance(of, str) else ''}: {keys}>"
 
     @property
     def flat(self) -> dict[str, object]:

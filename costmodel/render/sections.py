@@ -64,12 +64,16 @@ def summary_section(ctx: Context) -> Section:
     return Section("Summary", (Box(tuple(rows)),))
 
 
+#: The quantities a document prints as formulas (by key prefix; shares excepted): the rest are numbers of a device.
+PRINTED = ("params.", "flops.", "bytes.", "memory_bytes.")
+
+
 def printable(exprs: Mapping[str, sympy.Expr]) -> tuple[dict[str, sympy.Expr], list[str]]:
     """The expressions a page can show (sums of terms), and the keys left out: maxima over many points
     (a liveness peak), piecewise choices and roundings, which the JSON carries in full."""
     shown, left = {}, []
     for k, v in exprs.items():
-        if not k.startswith(("params.", "flops.", "bytes.", "memory_bytes.")) or k.endswith("_share"):
+        if not k.startswith(PRINTED) or k.endswith("_share"):
             continue  # time and rates: numbers of a device, in the tables below
         if isinstance(v, sympy.Basic) and (v.atoms(sympy.Function) or v.has(sympy.Min, sympy.Max)):
             left.append(k)
@@ -141,7 +145,8 @@ def _row(key: str, v: object, *extra: Cell) -> tuple[Cell, ...]:
 
 
 def _plain(v: object) -> str:
-    return repr(v) if isinstance(v, float) else "-" if v is None else str(v)
+    # a float (a time, a rate) is not exact anyway: 6 significant digits, not a 17-digit repr that wraps its cell
+    return f"{v:.6g}" if isinstance(v, float) else "-" if v is None else str(v)
 
 
 def memory_section(ctx: Context) -> Section:
@@ -282,10 +287,21 @@ def numbers_section(ctx: Context) -> Section:
     )
 
 
+def _word(v: object) -> str:
+    """A convention's value in words: yes / no / none, not Python's True / False / None."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return "none" if v is None else str(v)
+
+
 def conventions_section(ctx: Context) -> Section:
     """The model, its source, and the counting conventions the numbers follow."""
     flat = ctx.flat
-    conv = "; ".join(f"{k.removeprefix('conventions.')}: {v}" for k, v in flat.items() if k.startswith("conventions."))
+    conv = "; ".join(
+        f"{k.removeprefix('conventions.').replace('_', ' ')}: {_word(v)}"
+        for k, v in flat.items()
+        if k.startswith("conventions.")
+    )
     text = f"{flat['model']} ({flat['family']} family)." + (f" Source: {flat['source']}." if "source" in flat else "")
     return Section("Conventions", (Text(text), Text(f"Counting: {conv}.")))
 

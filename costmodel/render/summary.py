@@ -29,6 +29,7 @@ from ..graph.analysis import breakdown
 from ..graph.decode import prefill_graph
 from ..memory.device import prepared
 from ..options import Options
+from ..sections.fits import judged
 from ..timing.roofline import op_bounds
 
 #: What binds when a part of the time breakdown is the largest.
@@ -72,8 +73,7 @@ def facts(flat: Mapping[str, object], options: Options) -> dict[str, object]:
 
 
 def _need(v: Mapping[str, object]) -> tuple[int, str]:
-    peak = v.get("memory_bytes.peak")
-    return (peak, "peak") if peak is not None else (v["memory_bytes.total"], "total")
+    return judged(v)  # the one rule of every verb (costmodel.sections.fits)
 
 
 def fits(v: Mapping[str, object], f: Mapping[str, object]) -> bool | None:

@@ -23,7 +23,7 @@ from ..errors import CostModelError
 from ..families import Model, graph_symbols, load
 from ..formulas.compiled import Formulas
 from ..graph.analysis import check_values, tokens_per_step
-from ..graph.finetune import freeze, lora
+from ..graph.finetune import freeze, lora, store_frozen
 from ..options import Options
 from ..options.policies import precision
 from ..symbols import B, T
@@ -46,7 +46,8 @@ def model_for(model: Model | str, settings: Mapping[str, object] | None, options
 def finetuned(m: Model, options: Options) -> Model:
     """``m`` with the fine-tuning options applied to its graph (:mod:`costmodel.graph.finetune`): the weights
     ``options.freeze`` names frozen, then LoRA adapters of rank ``options.lora`` on ``options.lora_targets``
-    (every other weight frozen). ``m`` itself without them."""
+    (every other weight frozen), and the frozen matmul weights of the layers stored as ``options.base_dtype``
+    (QLoRA: nf4). ``m`` itself without them."""
     if options.lora is None and not options.freeze:
         return m
     G = m.graph
@@ -54,7 +55,15 @@ def finetuned(m: Model, options: Options) -> Model:
         G = freeze(G, options.freeze)
     if options.lora is not None:
         G = lora(G, options.lora_targets, options.lora)
-    choice = ("finetune", options.freeze, options.lora, options.lora_targets if options.lora else ())
+    if options.base_dtype is not None:
+        G = store_frozen(G, options.base_dtype)
+    choice = (
+        "finetune",
+        options.freeze,
+        options.lora,
+        options.lora_targets if options.lora else (),
+        options.base_dtype,
+    )
     return dataclasses.replace(m, graph=G, key=None if m.key is None else (*m.key, choice))
 
 

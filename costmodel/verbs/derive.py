@@ -8,7 +8,7 @@ values are not, so ``derive gpt2-small`` shows the structure's formulas.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import networkx as nx
 import sympy
@@ -63,6 +63,32 @@ def _expanded(e: sympy.Basic) -> bool:
     return True
 
 
+def expanded(e: sympy.Expr) -> sympy.Expr:
+    """``e`` expanded, as a derivation prints it (an expression already in that form: itself, unwalked)."""
+    return e if _expanded(e) else sympy.expand(e)
+
+
+def expressions(
+    m: Model,
+    opts: Options,
+    fix: Callable[[sympy.Expr], sympy.Expr] = expanded,
+    keep: Callable[[str], bool] | None = None,
+    shown: bool = True,
+    q=None,
+) -> dict[str, sympy.Expr]:
+    """The expressions of :func:`derive` (the quantities of ``m`` under ``opts`` and the :func:`what_ifs`), each
+    through ``fix``; ``keep(key)``: only those keys (a report prints a few of them: expanding the time of a
+    2,048-device MoE step was most of its minutes); ``shown=False``: the quantities ``estimate`` evaluates (a
+    liveness peak over its maximal points only: the same value, one derivation for both); ``q``: those quantities
+    when the caller has them already."""
+    q = q if q is not None else quantities(m, opts, shown=shown)
+    exprs = {k: fix(v) for k, v in q.exprs.items() if keep is None or keep(k)}
+    for k, v in what_ifs(m.graph, opts.counting).items():
+        if k not in q.exprs and (keep is None or keep(k)):
+            exprs[k] = fix(v)
+    return exprs
+
+
 def derive(
     model: Model | str,
     *,
@@ -84,13 +110,10 @@ def derive(
     check_values(m.graph, given)
 
     def fix(e: sympy.Expr) -> sympy.Expr:
-        e = e.xreplace(given)
-        return e if _expanded(e) else sympy.expand(e)
+        return expanded(e.xreplace(given))
 
     q = quantities(m, opts)
-    exprs = {k: fix(v) for k, v in q.exprs.items()}
-    for k, v in what_ifs(m.graph, opts.counting).items():
-        exprs.setdefault(k, fix(v))
+    exprs = expressions(m, opts, fix, q=q)
     ops = {}
     rows = breakdown(m.graph, opts.counting)
     for name, c in rows.items():

@@ -25,6 +25,7 @@ from ..memory.activations import activations
 from ..memory.inference import kv_cache, state_cache
 from ..options import Options
 from ..render.results import Fit
+from ..sections.fits import judged
 from ..sections.quantities import quantities
 from ..sections.run import model_for, resolve
 from ..serving.memory import kv_pool
@@ -36,9 +37,8 @@ SIZE_KEYS = ("params", "grads", "optimizer", "kv_cache", "state_cache", "activat
 
 
 def _criterion(r: Mapping[str, object], by: str) -> int:
-    if by == "peak" and r.get("peak") is not None:
-        return int(r["peak"])
-    return int(r["total"])
+    """``by="peak"``: the rule of every verb (:func:`costmodel.sections.fits.judged`); ``"total"``: the sum."""
+    return int(judged(r, "")[0] if by == "peak" else r["total"])
 
 
 def _largest(fits, limit: int = 2**31) -> int:
@@ -105,11 +105,7 @@ def smallest_change(m: Model, opts: Options, values: dict, memory: int, by: str 
     v[B] = opts.layout.dp
     num = q.evaluate(v)
     states = sum(num[f"memory_bytes.{k}"] for k in ("params", "grads", "optimizer"))
-    need = (
-        num["memory_bytes.peak"]
-        if by == "peak" and num.get("memory_bytes.peak") is not None
-        else num["memory_bytes.total"]
-    )
+    need = judged(num)[0] if by == "peak" else num["memory_bytes.total"]
     room = memory - (need - states)
     if room > 0:
         layout = opts.layout

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import html
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,10 +25,10 @@ from ..options import Options
 from ..render import latex as tex
 from ..render.blocks import Box, Cell, Math, Section, Table, Text
 from ..render.results import dumps
-from ..render.sections import DOCUMENT_SECTIONS, Context, printable
+from ..render.sections import DOCUMENT_SECTIONS, PRINTED, Context, printable
 from ..sections.quantities import quantities
 from ..sections.run import prepare, resolve
-from .derive import derive
+from .derive import derive, expressions
 from .estimate import estimate
 
 
@@ -144,8 +145,8 @@ def _box_latex(b: Box) -> str:
 def _section_latex(s: Section) -> str:
     out = [rf"\section{{{tex.escape(s.title)}}}"]
     for b in s.blocks:
-        if isinstance(b, Text):
-            out.append(tex.escape(b.text))
+        if isinstance(b, Text):  # a dotted key in a sentence breaks after its dots and underscores
+            out.append(re.sub(r"(?<=\w)(\.|\\_)(?=[\w\\])", r"\1\\allowbreak{}", tex.escape(b.text)))
         elif isinstance(b, Box):
             out.append(_box_latex(b))
         elif isinstance(b, Math):
@@ -257,18 +258,23 @@ def report(
     m = prepare(model, settings, opts).model
     values = resolve(m, opts)
     r = estimate(m, options=opts)
-    d = derive(m, options=opts)
-    ctx = Context(m, values, r, d, opts, quantities(m, opts))
+    # the document prints the expressions of printable's keys (and the training FLOPs): only those are expanded,
+    # from the quantities the estimate derived (shown=False: a peak, which no page prints, over its maximal points);
+    # the JSON export, which carries every expression, derives them all when it is written
+    printed = lambda k: k.startswith(PRINTED) and not k.endswith("_share")  # noqa: E731
+    d = {"expressions": expressions(m, opts, keep=printed, shown=False)}
+    ctx = Context(m, values, r, d, opts, quantities(m, opts, shown=False))
     sections: list[Section] = []
     for build in DOCUMENT_SECTIONS:
         made = build(ctx)
         sections += made if isinstance(made, list) else [made] if made is not None else []
 
     def data() -> dict[str, object]:
-        shown, _ = printable(d["expressions"])
+        every = derive(m, options=opts)["expressions"]
+        shown, _ = printable(every)
         return {
             "estimate": r.to_dict(),
-            "expressions": {k: str(v) for k, v in d["expressions"].items()},
+            "expressions": {k: str(v) for k, v in every.items()},
             "latex": {k: tex.latex(v) for k, v in shown.items()},
         }
 

@@ -309,7 +309,7 @@ def test_nothing_overflows(browser, page, width, tmp_path):
         """
         const bad = [];
         for (const e of document.querySelectorAll('main *')) {
-          if (e.closest('.scroll, .formula') || e.closest('svg') && e.tagName !== 'svg') continue;
+          if (e.closest('.scroll, .formulas') || e.closest('svg') && e.tagName !== 'svg') continue;
           const r = e.getBoundingClientRect();
           if (r.width && (r.left < -1 || r.right > arguments[0] + 1)) bad.push(e.tagName + ' ' + e.id + ' ' + r.right);
         }
@@ -392,3 +392,17 @@ def test_deepseek_v3_page(browser, tmp_path):
     assert 1 <= labels <= 8
     for width in (1280, 390):
         test_nothing_overflows(browser, path, width, tmp_path)
+
+
+def test_one_scroll_box_for_the_formulas(browser, page):
+    """Issue 30 (cosmetic): a scroll box per formula drew a scrollbar beside each, and a broken sum's next line
+    met the denominators of the line above: one box scrolls them all, each line has room for its fractions."""
+    _open(browser, page)
+    styles = browser.execute_script("""
+        const st = (e) => getComputedStyle(e);
+        return [st(document.querySelector('.formulas')).overflowX,
+                [...document.querySelectorAll('.formula')].map((f) => st(f).overflowX + st(f).overflowY),
+                [...document.querySelectorAll('.formula .line math')].map((m) => parseFloat(st(m).paddingTop))];""")
+    box, each, pads = styles
+    assert box == "auto" and set(each) == {"visiblevisible"}
+    assert pads and min(pads) > 0

@@ -193,3 +193,12 @@ def test_plan_chart_marks_the_front_and_names_the_best(tmp_path, capsys):
     assert texts_overlap(fig) == []
     with pytest.raises(CostModelError, match="expected a name ending in .png, .svg, .pdf"):
         plan_chart(r, tmp_path / "p.jpg")
+
+
+def test_sweep_chart_of_bytes_is_in_gb(tmp_path):
+    """Issue 30 (cosmetic): a sweep of memory was drawn in raw bytes (1e11 on the axis)."""
+    r = sweep("gpt2-small", ["B=1,2,4"], ["memory_bytes.total"])
+    cols = {k: r.column(k) for k in ["B", "memory_bytes.total", "valid"]}
+    ax = sweep_chart(cols, ["B"], "memory_bytes.total", tmp_path / "m.png").axes[0]
+    assert ax.get_ylabel() == "memory_bytes.total (GB, 1e9 bytes)"
+    assert list(ax.get_lines()[0].get_ydata()) == [v / 1e9 for v in cols["memory_bytes.total"]]

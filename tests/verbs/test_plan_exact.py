@@ -29,6 +29,8 @@ RUN = ["--hardware", "h100-sxm", "--devices", "16", "--batch", "32", "--seq", "2
 SAMPLE = {
     "gpt": [
         {"pp": 1, "zero": 3, "recompute": "none"},
+        {"pp": 1, "tp": 2, "recompute": "selective"},  # the peak of one device under tp (issue 30, item 12)
+        {"pp": 1, "tp": 4, "cp": 2, "recompute": "full"},
         {"schedule": "1f1b", "pp": 4, "tp": 2, "zero": 1, "recompute": "selective"},
         {"schedule": "interleaved", "vpp": 2, "recompute": "full"},
         {"schedule": "gpipe", "cp": 2, "zero": 2},
@@ -37,6 +39,7 @@ SAMPLE = {
     ],
     "llama": [
         {"schedule": "interleaved", "cp": 2, "zero": 1},
+        {"pp": 1, "cp": 2, "tp": 2, "recompute": "none"},
         {"schedule": "1f1b", "pp": 2, "tp": 1, "recompute": "full"},
     ],
     "mixtral-8x7b": [
@@ -72,6 +75,13 @@ def _estimate_argv(model: str, row: dict, stack: list[str] = []) -> list[str]:  
     return argv
 
 
+def _judged(e: dict) -> int:
+    """What a fit is judged by (one rule, every verb): the liveness peak on one pipeline stage, else the sum."""
+    m = e["memory_bytes"]
+    assert (m.get("peak") is not None) == (e["memory"]["layout"]["pp"] == 1), m
+    return m["peak"] if m.get("peak") is not None else m["total"]
+
+
 @pytest.mark.parametrize("model", list(MODELS))
 def test_plan_step_and_memory_are_estimates(model, capsys):
     rows = _json(["plan", *_flags(model), *RUN, "--top", "100000"], capsys)["layouts"]
@@ -82,7 +92,7 @@ def test_plan_step_and_memory_are_estimates(model, capsys):
         assert e["time"]["basis"] == "calibrated"
         # float rounding: the planner sums in float64 what the estimate sums exactly
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
-        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+        assert row["memory_bytes"] == pytest.approx(float(_judged(e)), rel=1e-12), (want, row)
 
 
 #: A software stack's features (Megatron-LM 2021: no sequence parallelism, no ZeRO, the DP all-reduce after the
@@ -94,21 +104,28 @@ def test_plan_under_a_software_stack_is_estimate(capsys):
     only = ["--only", "zero=0|1,cp=1,schedule=1f1b|interleaved"]
     rows = _json(["plan", *_flags("gpt"), *RUN, *STACK, *only, "--top", "100000"], capsys)["layouts"]
     assert {r["zero"] for r in rows} <= {0, 1} and {r["schedule"] for r in rows} <= {"1f1b", "interleaved"}
-    for want in ({"tp": 2, "pp": 2, "zero": 1, "recompute": "none"}, {"schedule": "interleaved", "tp": 4}):
+    wants = (
+        {"tp": 2, "pp": 2, "zero": 1, "recompute": "none"},
+        {"schedule": "interleaved", "tp": 4},
+        {"pp": 1, "tp": 2},
+    )
+    for want in wants:  # the last: the peak's walk without Megatron SP (only the tp-split tensors ÷ tp)
         row = next(r for r in rows if all(r[k] == v for k, v in want.items()))
         e = _json(_estimate_argv("gpt", row, STACK), capsys)
         assert row["step_s"] == pytest.approx(e["time"]["step_s"], rel=1e-12), (want, row)
-        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+        assert row["memory_bytes"] == pytest.approx(float(_judged(e)), rel=1e-12), (want, row)
 
 
 def test_plan_under_the_transformers_implementation_is_estimate(capsys):
-    """``--implementation transformers`` under autocast: the weights' casts are activations (not states) and
-    transformers' own saved tensors are added; the planner's memory follows estimate's."""
+    """``--implementation transformers`` under autocast: the weights' casts are activations (not states),
+    transformers' own saved tensors are added and foreach's optimizer step has its temporary (one copy of a
+    state, on each device's shard under ZeRO); the planner's memory follows estimate's."""
     how = ["--implementation", "transformers", "--precision", "bf16-autocast"]
     only = ["--only", "cp=1,schedule=1f1b"]
     rows = _json(["plan", *_flags("llama"), *RUN, *how, *only, "--top", "100000"], capsys)["layouts"]
-    for want in ({"pp": 1, "zero": 1, "recompute": "none"}, {"pp": 2, "recompute": "full"}):
+    wants = ({"pp": 1, "zero": 1, "recompute": "none"}, {"pp": 1, "zero": 0}, {"pp": 2, "recompute": "full"})
+    for want in wants:
         row = next(r for r in rows if all(r[k] == v for k, v in want.items()))
         e = _json(_estimate_argv("llama", row, how), capsys)
         assert e["memory"]["implementation"] == "transformers"
-        assert row["memory_bytes"] == pytest.approx(float(e["memory_bytes"]["total"]), rel=1e-12), (want, row)
+        assert row["memory_bytes"] == pytest.approx(float(_judged(e)), rel=1e-12), (want, row)

@@ -14,6 +14,11 @@ The planner's layouts hold only what this replays: even stages (``layers % pp ==
 ``stage_layers``), Megatron sequence parallelism whenever ``tp > 1`` (every kept tensor ÷ tp) or never,
 the memory section's default norm statistics and no recompute fraction. ``tests/verbs/test_plan_exact.py``
 checks the result against ``estimate`` layout by layout.
+
+A layout fits by the rule of every verb (:func:`costmodel.sections.fits.judged`): on one pipeline stage the
+liveness peak, else the sum. The peak's walk (:func:`costmodel.memory.peak.peak`) is derived once per recompute
+policy with tp and cp symbols (each tensor's share ÷ tp, ÷ cp as the walk of one device splits it) and the
+micro-batch ``B``, compiled, and evaluated on the arrays of layouts: the states plus the largest live point.
 """
 
 from __future__ import annotations
@@ -26,9 +31,15 @@ import numpy as np
 import sympy
 
 from ...errors import CostModelError
+from ...formulas.chunks import _fn  # the engine's cache of compiled sources (a worker compiles each once)
+from ...formulas.compiled import float_mode
+from ...formulas.python import source
+from ...formulas.quantities import maximum
 from ...graph.analysis import structure
 from ...memory.activations import activations
-from ...memory.parallel import is_expert, split_axes
+from ...memory.loop import step_temporary
+from ...memory.parallel import is_expert, split_axes, tensor_share
+from ...memory.peak import peak
 from ...memory.schedules import SCHEDULES
 from ...memory.states import model_state, weights
 from ...options import Options
@@ -52,11 +63,16 @@ class MemoryTable:
     states: Mapping[tuple, tuple[float, float, float]]
     acts: Mapping[str, Mapping[tuple, tuple[float, float]]]
     weights: Mapping[tuple, float] = field(default_factory=dict)  # the weights' own bytes (what ZeRO gathers)
+    peaks: Mapping[str, str] = field(default_factory=dict)  # recompute → source of the walk's live peak (tp, cp, B)
+    steps: Mapping[tuple, float] = field(default_factory=dict)  # the optimizer step's temporary bytes by class
 
 
-def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str, ...]) -> MemoryTable:
+def table(
+    H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str, ...], megatron_sp: bool = True
+) -> MemoryTable:
     """The :class:`MemoryTable` of the prepared graph ``H`` under ``options`` (precision, optimizer,
-    counting) with the model's ``values`` put in (every symbol but the batch)."""
+    counting) with the model's ``values`` put in (every symbol but the batch); ``megatron_sp`` as :func:`memory`'s
+    (how the peak's walk splits a tensor without a split axis)."""
     st = structure(H)
     split = split_axes(H)
     sub = {s: v for s, v in values.items() if s is not B}
@@ -107,7 +123,61 @@ def table(H: nx.DiGraph, options: Options, values: Mapping, recompute: tuple[str
                     "with every other size a number"
                 )
             acts[r][key] = (float(poly.coeff_monomial(1)), float(poly.coeff_monomial(B)))
-    return MemoryTable(states, acts, own)
+    if options.optimizer_impl == "forloop":
+        raise CostModelError(
+            "plan: --optimizer-impl forloop (its step's temporary is a maximum over tensors, not a sum the planner "
+            "can split by class) is not searched; estimate a layout with it, or plan with foreach or fused"
+        )
+    # the optimizer step's temporary (costmodel.memory.loop.step_temporary): foreach's one copy of a state per
+    # trainable weight, summed by class as the states are; fused: none
+    steps = {
+        c: float(
+            sympy.sympify(
+                step_temporary(
+                    H,
+                    options.precision,
+                    options.optimizer,
+                    options.optimizer_impl,
+                    lambda w, c=c: int(weight_class(w) == c),
+                )
+            ).xreplace(sub)
+        )
+        for c in classes
+    }
+    share = lambda axes: tensor_share(axes, split, TP, CP, megatron_sp)  # noqa: E731
+    peaks = {}
+    for r in recompute:
+        p = peak(
+            H,
+            r,
+            counting=options.counting,
+            norm_stats=options.norm_stats,
+            every_point=False,
+            implementation=options.implementation,
+            autocast=autocast,
+            share=share,
+        )
+        peaks[r] = source([maximum(*(c.xreplace(sub) for c in p.candidates))], (TP, CP, B))
+    return MemoryTable(states, acts, own, peaks, steps)
+
+
+#: The degrees of the peak's compiled walk (its third argument: the micro-batch, ``B`` on one device).
+TP, CP = sympy.symbols("tp cp", positive=True, integer=True)
+
+
+def peak_bytes(t: MemoryTable, lay: Mapping[str, np.ndarray], states: np.ndarray) -> np.ndarray:
+    """The liveness peak per device of each layout: ``states`` (its params + grads + optimizer bytes) plus the
+    walk's largest live point at its tp, cp, micro-batch and recompute (NaN where pp > 1: not modelled)."""
+    f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
+    tp, cp, b, pp = (f(lay[k]) for k in ("tp", "cp", "b", "pp"))
+    rec = np.asarray(lay["recompute"])
+    out = np.full(tp.shape, np.nan)
+    for r, name in enumerate(("none", "selective", "full")):
+        pick = (rec == r) & (pp == 1)
+        if pick.any() and name in t.peaks:
+            (live,) = _fn(t.peaks[name])(float_mode(), tp[pick], cp[pick], b[pick])
+            out[pick] = states[pick] + np.broadcast_to(live, tp[pick].shape)
+    return out
 
 
 def _in_flight(stage: str, s: np.ndarray, pp: np.ndarray, m: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -141,7 +211,8 @@ def _stage_share(where: str, layers: int, stage: str, pp: np.ndarray, copies: np
 
 def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = True) -> dict[str, np.ndarray]:
     """Per device, for every layout (``megatron_sp``: Megatron sequence parallelism where tp > 1, so every kept
-    tensor is split by tp; without it only those with a split axis): ``total`` (the fullest stage's bytes), its ``params``, ``grads``,
+    tensor is split by tp; without it only those with a split axis): ``total`` (the fullest stage's bytes), ``need``
+    (what the device must hold by the rule of every verb: the peak at pp = 1, else ``total``), its ``params``, ``grads``,
     ``optimizer`` and ``activations``, and ``dp_bytes``, what it sends for data parallelism per step
     (``communication_bytes.dp``)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
@@ -154,6 +225,7 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
     per_stage = []
     for stage in STAGES:
         raw = {k: np.zeros(tp.shape) for k in (*STATE_KEYS, "weights")}
+        step = np.zeros(tp.shape)
         sharded = {k: np.zeros(tp.shape) for k in STATE_KEYS}
         for (where, layers, tsplit, expert), nbytes in t.states.items():
             share = _stage_share(where, layers, stage, pp, copies)
@@ -166,6 +238,7 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
                 raw[k] += x * share
                 sharded[k] += x * share / np.where(zero_div[k] > 0, over, 1.0)
             raw["weights"] += t.weights.get((where, layers, tsplit, expert), 0.0) * share
+            step += t.steps.get((where, layers, tsplit, expert), 0.0) * share / np.where(z >= 1, dp, 1.0)
         flight = _in_flight(stage, s, pp, m, v)
         act = np.zeros(tp.shape)
         for r, name in enumerate(("none", "selective", "full")):
@@ -186,14 +259,21 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
                 act += np.where(pick, (c0 + c1 * b) * part, 0.0)
         nums = {k: np.ceil(sharded[k] - 1e-9 * np.abs(sharded[k])) for k in STATE_KEYS}
         nums["activations"] = np.ceil(act - 1e-9 * np.abs(act))
+        nums["step"] = step
         per_stage.append((nums, raw))
-    totals = np.stack([sum(n.values()) for n, _ in per_stage])
+    totals = np.stack([sum(n[k] for k in (*STATE_KEYS, "activations")) for n, _ in per_stage])
     totals[1] = np.where(pp >= 3, totals[1], -np.inf)  # a middle stage only from three stages on
     totals[2] = np.where(pp >= 2, totals[2], -np.inf)
     full = np.argmax(totals, axis=0)  # the first of equal stages
     pick = lambda key, i=0: np.choose(full, [p[i][key] for p in per_stage])  # noqa: E731
     out = {k: pick(k) for k in (*STATE_KEYS, "activations")}
     out["total"] = np.max(totals, axis=0)
+    # the optimizer step's point (gradients resident: a planned layout chooses its micro-batch, as estimate
+    # --micro-batch does): the states and the step's temporary, on each device's shard under ZeRO
+    step = pick("step")
+    peak_at = np.maximum(peak_bytes(t, lay, sum(out[k] for k in STATE_KEYS)), sum(out[k] for k in STATE_KEYS) + step)
+    # the rule of every verb (costmodel.sections.fits.judged): the peak where modelled (pp = 1), else the sum
+    out["need"] = np.where(np.isnan(peak_at), out["total"], peak_at)
     grads, own = pick("grads", 1), pick("weights", 1)
     # communication_bytes.dp (costmodel.memory.parallel.dp_collectives): a ring all-reduce of the gradients,
     # 2(n−1)/n; ZeRO a reduce-scatter of them and an all-gather of the weights, (n − 1)·⌈X/n⌉ each (the padding
@@ -206,4 +286,4 @@ def memory(t: MemoryTable, lay: Mapping[str, np.ndarray], megatron_sp: bool = Tr
     return out
 
 
-__all__ = ["MemoryTable", "memory", "table"]
+__all__ = ["MemoryTable", "memory", "peak_bytes", "table"]

@@ -39,7 +39,8 @@ from ...memory.device import prepared
 from ...memory.schedules import SCHEDULES
 from ...options import Counting, Options
 from ...render.plot import check_path, plan_chart  # matplotlib itself only inside, when a chart is drawn
-from ...sections.run import resolve
+from ...sections.fits import judged
+from ...sections.run import finetuned, resolve
 from ...symbols import B
 from ...timing.calibrated import Knobs, megatron_overlap, overlap_flags, step
 from ...timing.host import host_of
@@ -126,7 +127,7 @@ def derive(
     # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
     one = s.xreplace({single: 1, **{f: int(name == "1f1b") for name, f in zip(SCHEDULES, flags)}})
     one = one.xreplace({pp: 1, vpp: 1})
-    mem = table(G, options, values, RECOMPUTE)
+    mem = table(G, options, values, RECOMPUTE, megatron_sp)
     sources = (source([s.xreplace({single: 0})], KNOBS), source([one], KNOBS))
     return Compiled(run_source(sources[0]), run_source(sources[1]), layers, mem, experts, megatron_sp, sources)
 
@@ -179,7 +180,8 @@ def layout_space(
 
 def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """(predicted step seconds, memory bytes per device) of every layout (vectorised): what ``estimate``
-    gives for each (``time.step_s``, ``memory_bytes.total``)."""
+    gives for each (``time.step_s``, and the bytes its fit is judged by: ``memory_bytes.peak`` on one pipeline
+    stage, else ``memory_bytes.total``; :func:`costmodel.sections.fits.judged`)."""
     f = lambda x: np.asarray(x, dtype=float)  # noqa: E731
     tp, pp, dp, cp, ep, v, b, m, r, z, s = (
         f(lay[k]) for k in ("tp", "pp", "dp", "cp", "ep", "vpp", "b", "m", "recompute", "zero", "schedule")
@@ -201,7 +203,32 @@ def evaluate(c: Compiled, lay: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np
     for sel, fn in ((many, c.f), (~many, c.single)):
         if sel.any():
             (t[sel],) = (np.broadcast_to(x, tp[sel].shape) for x in fn(mode, *(a[sel] for a in args)))
-    return t, mem["total"]
+    return t, mem["need"]
+
+
+#: The fields in which layouts folded into one distinct row may differ (the rest are equal or follow from them).
+FOLDED = ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "micro_batches", "recompute", "zero", "schedule")
+
+
+def distinct(step_rank: np.ndarray, memory: np.ndarray) -> list[tuple[int, list[int]]]:
+    """The positions (ranking order) of the first layout of each distinct (step, memory) pair, each with the
+    positions of the later ones it stands for: layouts of one step (a tie, :data:`~.rank.TIE`) and the same
+    bytes per device differ only in what neither measures (selective recompute under FlashAttention recomputes
+    nothing the step counts), and the ranking puts the preferred one first (least recompute, lowest ZeRO,
+    simplest schedule).
+
+    >>> distinct(np.array([1, 1, 1, 2]), np.array([5.0, 5.0, 6.0, 5.0]))
+    [(0, [1]), (2, []), (3, [])]
+    """
+    first: dict[tuple, int] = {}
+    out: list[tuple[int, list[int]]] = []
+    for j, key in enumerate(zip(step_rank.tolist(), memory.tolist())):
+        if key in first:
+            out[first[key]][1].append(j)
+        else:
+            first[key] = len(out)
+            out.append((j, []))
+    return out
 
 
 def _fields(fields: Mapping[str, object]) -> str:
@@ -269,7 +296,9 @@ def plan(
 ) -> dict[str, object]:
     """The best layouts of ``model`` on ``devices`` × ``hardware`` for a global batch of ``batch`` sequences of
     ``seq`` tokens (see the module notes). Returns ``layouts`` (the top ones, fastest first), ``pareto`` (time
-    against memory), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the search (both passes). Each
+    against memory), ``distinct`` (the first ``top`` distinct layouts: those of equal step and memory folded
+    into the first, :func:`distinct`, each with ``same``, how many it stands for, and ``same_as``, the fields
+    in which they differ), ``searched`` and ``fitting`` counts, ``layouts_per_s`` of the search (both passes). Each
     layout carries its ``rank``, its step's ``step_rank`` among the distinct steps, and the ``tie_size`` and its
     ``tie_position`` within that step's tie (:func:`~costmodel.verbs.plan.rank.rank`). ``reference`` (fields
     of a layout, e.g. a published one: ``{"tp": 8, "pp": 8, "schedule": "interleaved"}``) adds ``reference``: the
@@ -282,7 +311,8 @@ def plan(
     stack's features (Megatron-LM 2021: no ZeRO, 1F1B or interleaved). ``overlap_comm``: the kinds of
     communication hidden behind compute, as ``estimate``'s (``()``: none); ``megatron_sp=False``: no
     Megatron sequence parallelism (it is on wherever tp > 1 by default). ``options``: an :class:`~costmodel.options.Options` as every verb takes (its device, batch, sequence,
-    flash, precision, optimizer, implementation, communication overlap and stack replace the planner's defaults).
+    flash, precision, optimizer, implementation, communication overlap and stack replace the planner's defaults;
+    its fine-tuning choices, ``lora``, ``lora_targets``, ``freeze``, ``base_dtype``, ``qlora``, rewrite the graph).
     ``implementation``: whose kernels and loop the memory describes (``estimate --implementation``). ``stack``: the
     software stack whose
     ``sustained`` factor the step uses (:func:`~costmodel.devices.table.with_stack`; default the device's own),
@@ -313,6 +343,8 @@ def plan(
     if plot is not None:
         check_path(plot)  # a bad name is refused before the search
     m = model if isinstance(model, Model) else load(model, settings)
+    if options is not None:  # fine-tuning (LoRA, QLoRA, frozen weights): the graph whose states are planned
+        m = finetuned(m, given)
     dev = with_stack(device(hardware), stack)
     if options is not None:  # the cluster and attention kernel the options describe
         dev = with_attention(on_cluster(dev, cluster_of(given)), given.attention_kernel)[0]
@@ -335,15 +367,20 @@ def plan(
     )
     n = sp.size
     t0 = time.perf_counter()
-    need = max(top, CHARTED if plot is not None else 1)
-    found = run_search(
-        Search(sp, c, evaluate, float(dev.memory_bytes), reference or None),
-        need,
-        workers=workers,
-        dask=dask,
-        chunk=chunk,
-        progress=(lambda done: _progress(done, n, started)) if progress else None,
-    )
+    need = max(4 * top, CHARTED if plot is not None else 1)  # more than top: duplicates fold into distinct rows
+    while True:
+        found = run_search(
+            Search(sp, c, evaluate, float(dev.memory_bytes), reference or None),
+            need,
+            workers=workers,
+            dask=dask,
+            chunk=chunk,
+            progress=(lambda done: _progress(done, n, started)) if progress else None,
+        )
+        kept = distinct(found.rows["step_rank"], found.rows["memory"])
+        if len(kept) >= top or len(found.rows["step_rank"]) >= found.fitting:
+            break
+        need *= 4
     rate = n / max(time.perf_counter() - t0, 1e-9)
     rows = found.rows
     times = rows["step_s"]
@@ -365,6 +402,7 @@ def plan(
             step_s=float(times[j]),
             tokens_per_s=tokens_step / float(times[j]),
             memory_bytes=float(rows["memory"][j]),
+            memory_by="peak" if rows["pp"][j] == 1 else "total",  # which number memory_bytes is (sections.fits)
         )
         if tokens is not None:
             out["training_days"] = tokens / tokens_step * float(times[j]) / units.DAY
@@ -372,6 +410,12 @@ def plan(
 
     order = range(min(need, found.fitting))
     best = [row(j) for j in order[:top]]
+    folded = []  # the first top distinct layouts, each with the layouts of the same step and memory it stands for
+    for j, same in kept[:top]:
+        r = row(j)
+        r["same"] = len(same)  # layouts after it in the ranking with its step and memory
+        r["same_as"] = [{k: v for k, v in row(i).items() if k in FOLDED and v != r[k]} for i in same]
+        folded.append(r)
     if verify:
         for r in best:
             e = estimate(
@@ -402,7 +446,8 @@ def plan(
                     else {}
                 ),
             )
-            r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": e["memory_bytes"]["total"]}
+            need, by = judged(e["memory_bytes"], "")
+            r["verified"] = {"step_s": e["time"]["step_s"], "memory_bytes": need, "memory_by": by}
     extra: dict[str, object] = {}
     if reference:
         j = found.reference
@@ -421,6 +466,7 @@ def plan(
         "fitting": found.fitting,
         "layouts_per_s": rate,
         "layouts": best,
+        "distinct": folded,  # the text table's rows: layouts of equal step and memory folded into the first
         "pareto": [row(int(j)) for j in found.front],
         **extra,
         **({"stack": stack} if stack is not None else {}),  # only when chosen: the default's output is unchanged
@@ -430,4 +476,4 @@ def plan(
     return out
 
 
-__all__ = ["derive", "evaluate", "layouts", "pareto", "plan", "rank"]
+__all__ = ["derive", "distinct", "evaluate", "layouts", "pareto", "plan", "rank"]
