@@ -41,21 +41,8 @@ from ..graph.pattern import Axes, elements
 from ..graph.registry import data_operands, kind_of, op_cost
 from ..options import Counting
 from ..options.policies import RECOMPUTE
-
-
-@dataclass(frozen=True)
-class Kept:
-    """One distinct tensor kept for backward: what it is, its axes, who keeps it, how many copies."""
-
-    node: str  # the node that makes it
-    saved: Saved
-    axes: tuple[tuple[str, sympy.Expr], ...]  # (axis, size)
-    copies: sympy.Expr
-    savers: tuple[str, ...]  # ops that save it, in graph order
-
-    @functools.cached_property  # a frozen record, its bytes read by every section: multiplied once
-    def bytes(self) -> sympy.Expr:
-        return self.saved.bytes * self.copies
+from .implementation import implementation_tensors, residual
+from .kept import Kept
 
 
 def _axes_of(op, s: Saved) -> Axes:
@@ -304,8 +291,6 @@ def activations(
         return _partial(G, recompute, counting, sympy.Rational(fraction), norm_stats, implementation, autocast)
     tensors = kept_tensors(G, counting)
     if implementation != "fused":
-        from .implementation import implementation_tensors  # it reads Kept and storage from here
-
         tensors = implementation_tensors(G, tensors, implementation, autocast)
     if not norm_stats:  # the norms' statistics (Saved "stats" of a norm rule), left out as Korthikanti et al. do
         tensors = {k: v for k, v in tensors.items() if not (v.saved.role == "stats" and v.saved.name == "stats")}
@@ -331,7 +316,7 @@ def activations(
         terms = []
         for block, count in st.blocks.items():
             for src, kept in _block_inputs(G, st, block).items():
-                if implementation == "transformers" and autocast and _residual(G, src):
+                if implementation == "transformers" and autocast and residual(G, src):
                     # transformers under autocast: the residual stream is fp32, and so the checkpointed input
                     kept = dataclasses.replace(kept, saved=dataclasses.replace(kept.saved, dtype="fp32"))
                 tensors[(src, "block_input", count)] = kept
@@ -340,12 +325,6 @@ def activations(
             ]
         flops = sympy.Add(*terms)
     return Activations(tensors, recompute, sympy.expand(flops))
-
-
-def _residual(G: nx.DiGraph, src: str) -> bool:
-    """Whether ``src`` is a residual-stream tensor under autocast (an fp32 op's output: not a matmul's)."""
-    op = G.nodes[src].get("op")
-    return op is not None and op.kind not in ("matmul", "contraction", "norm")
 
 
 def _partial(

@@ -44,7 +44,7 @@ import sympy
 from ..graph.cost import Saved, Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import weight_operand, weight_use
-from .activations import Kept
+from .kept import Kept
 
 #: The roles of the tensors these rules add: tensors of their own, beside the op's output (which they do not
 #: keep: the liveness walk still counts that output as the op's transient).
@@ -58,6 +58,12 @@ def _kept(node: str, name: str, nbytes: sympy.Expr, count: sympy.Expr, savers: t
 
 def _out(op) -> sympy.Expr:
     return elements(op.parsed.output, op.size)
+
+
+def residual(G: nx.DiGraph, src: str) -> bool:
+    """Whether ``src`` is a residual-stream tensor under autocast (an fp32 op's output: not a matmul's)."""
+    op = G.nodes[src].get("op")
+    return op is not None and op.kind not in ("matmul", "contraction", "norm")
 
 
 def _readers(G: nx.DiGraph, node: str) -> list[str]:

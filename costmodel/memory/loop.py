@@ -98,6 +98,7 @@ def training_loop(G: nx.DiGraph, options, share=None) -> Loop:
 
 
 def grads_total(loop: Loop) -> sympy.Expr:
+    """Bytes of every gradient the loop makes during backward (all alive at its end)."""
     return sympy.expand(sympy.Add(Zero, *loop.grads.values()))
 
 

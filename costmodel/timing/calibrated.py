@@ -437,12 +437,12 @@ def calibrated_quantities(
     return out
 
 
-def tier(dev: Device, kind: str, k: Knobs) -> str:
-    """The network tier a group of ``kind`` crosses (``time.tier.*``): ``scale-up`` inside a node, else
+def tier(dev: Device, group: str, k: Knobs) -> str:
+    """The network tier a parallel ``group`` crosses (``time.tier.*``): ``scale-up`` inside a node, else
     ``scale-out`` with its members per node (TP 16 over 8-GPU nodes: ``scale-out, 8 of 16 a node``)."""
-    n = {"tp": k.tp, "pp": k.pp, "sp": k.cp, "ep": k.ep, "dp": k.dp}[kind]
-    n = 2 if kind == "pp" else n  # a pipeline send goes between two neighbouring stages
-    g = per_node(n, strides(k.tp, k.cp, k.dp)[kind], dev.attained.node_size)
+    n = {"tp": k.tp, "pp": k.pp, "sp": k.cp, "ep": k.ep, "dp": k.dp}[group]
+    n = 2 if group == "pp" else n  # a pipeline send goes between two neighbouring stages
+    g = per_node(n, strides(k.tp, k.cp, k.dp)[group], dev.attained.node_size)
     if not (g.is_number and sympy.sympify(n).is_number):  # a degree left as a symbol (a live report's devices)
         return "as the degrees put it"
     if g >= n:

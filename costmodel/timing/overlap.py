@@ -44,8 +44,8 @@ def overlap_text(overlap: Mapping[str, sympy.Expr]) -> str:
     """The hidden kinds, comma-separated (``time.overlap_comm``); ``param_gather`` only where it is not as
     ``dp`` (``--overlap-param-gather`` or ``--no-overlap-param-gather`` given apart from it)."""
     same = overlap.get("param_gather", Zero) == overlap.get("dp", Zero)
-    kinds = (kind for kind, flag in overlap.items() if flag == 1 and not (kind == "param_gather" and same))
-    return ",".join(sorted(kinds)) or "none"
+    hidden = (what for what, flag in overlap.items() if flag == 1 and not (what == "param_gather" and same))
+    return ",".join(sorted(hidden)) or "none"
 
 
 def hide(kind: str, seconds: sympy.Expr, behind: sympy.Expr, overlap: Mapping[str, sympy.Expr]) -> sympy.Expr:

@@ -75,7 +75,9 @@ def test_derive_llama_latex_shows_gqa_and_swiglu():
     code, out, _ = run("derive", "llama", "--format", "latex")
     assert code == 0
     assert r"n_{kv}" in out and r"d_{ff}" in out
-    assert r"\texttt{layers.mlp.gate}" in out and r"\texttt{layers.attn.k}" in out
+    # op names in type, breakable after their dots (the per-op table fits the page)
+    assert r"\texttt{layers.\allowbreak mlp.\allowbreak gate}" in out
+    assert r"\texttt{layers.\allowbreak attn.\allowbreak k}" in out
 
 
 def test_models_lists_the_architectures():

@@ -15,8 +15,9 @@ from costmodel.kit import GraphBuilder, Op, OpCost, op_cost, totals
 from costmodel.symbols import B, T, d, h
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "costmodel"
-#: Where a kind may be named: the registry and the rules themselves.
-RULE_MODULES = {"graph/registry.py", "graph/rules.py", "graph/composite.py"}
+#: Where a kind may be named: the registry and the rules themselves, and an implementation's own rules per kind
+#: (what transformers' modules keep beyond the op rules: the implementation as data, issue 28).
+RULE_MODULES = {"graph/registry.py", "graph/rules.py", "graph/composite.py", "memory/implementation.py"}
 KIND_TEST = re.compile(r"\.kind\s*(==|!=|\bin\b|\bnot in\b)|\bkind\s*(==|!=)\s*[\"']")
 
 
