@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         settings=settings(args),
         ranges=_ranges(args.ranges) or None,
+        via=args.via,
         **kwargs,
     )
     print(report.to_json() if args.json else report.text())

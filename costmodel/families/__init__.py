@@ -294,7 +294,9 @@ MAX_BUILDER_BYTES = 16 * 2**20
 _GRAPHS: dict[tuple, nx.DiGraph] = {}
 
 
-def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str | None = None) -> Model:
+def load(
+    spec: str, settings: Mapping[str, object] | None = None, *, dtype: str | None = None, via: str | None = None
+) -> Model:
     """Build the model named ``spec`` with ``settings`` on top.
 
     ``spec`` is a preset, a family, a Hugging Face ``config.json`` or
@@ -303,6 +305,9 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
     to a value: a number, a bool, a name, a sympy expression, or a string read by the restricted
     parser (``"8*d/3"``, ``"true"``, ``"fp32"``); presets' own config comes first, settings override it.
     ``dtype``: the activations' dtype when the family has a ``dtype`` option the settings leave alone.
+    ``via``: how a ``config.json`` is read, ``"family"`` (a built-in family, else an error) or ``"trace"`` (its
+    transformers model built on meta and traced: needs ``costmodel[torch]``); default: the family where one
+    reads its model type, else traced when torch is installed.
     """
     if not isinstance(spec, str):
         raise CostModelError(
@@ -317,6 +322,11 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         spec = _case_insensitive(spec, pres, fams)
     if os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "config.json")):
         spec = os.path.join(spec, "config.json")  # a Hugging Face model folder: its config.json
+    if via == "trace" and not spec.endswith(".json"):
+        raise CostModelError(
+            f"model {spec!r}: via 'trace' traces a config.json's transformers model; expected a config.json "
+            "(a module of your own: 'costmodel trace FILE.py:factory')"
+        )
     if spec in pres:
         preset = pres[spec]
         fam = fams[preset.family]
@@ -328,7 +338,9 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         from .hf import read_config  # reading a config.json is rare: its parser loads only then
 
         preset = None
-        got = read_config(spec, fams)
+        got = read_config(spec, fams, via)
+        if got.traced is not None:
+            return _traced(spec, got, settings, dtype)
         fam, config = got.family, {**got.settings, **settings}
     elif is_builder_spec(spec):
         preset, fam = None, load_builder(spec)
@@ -349,6 +361,42 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         graph.graph["checkpoint"] = got.checkpoint
         key = None if key is None else (*key, ("checkpoint", repr(got.checkpoint)))
     return Model(spec, graph, values, fam, preset, key, got.notes)
+
+
+#: Traced config.json graphs, by (the file's data, dtype): tracing takes seconds, the file is read each time.
+_TRACED: dict[str, tuple] = {}
+
+
+def _traced(spec: str, got: object, settings: Mapping[str, object], dtype: str | None) -> Model:
+    """The model of a config.json traced (:func:`costmodel.tracer.hf.trace_config`), built once per process for
+    one file content and dtype; settings may set its symbols (B, T), not the config's sizes (fixed by tracing)."""
+    import hashlib  # deferred: only a traced config needs its hash
+    import json
+
+    digest = hashlib.sha256(json.dumps([got.traced, dtype], sort_keys=True, default=str).encode()).hexdigest()
+    if digest not in _TRACED:
+        from ..tracer.hf import trace_config  # deferred: the tracer imports torch
+
+        if len(_TRACED) >= 16:
+            _TRACED.pop(next(iter(_TRACED)))
+        _TRACED[digest] = trace_config(got.traced, f"config {spec!r}", dtype)
+    traced, note = _TRACED[digest]
+    where = f"model {spec!r}"
+    used = sorted(str(s) for s in graph_symbols(traced.graph))
+    unknown = [name for name in settings if name not in used]
+    if unknown:
+        raise CostModelError(
+            f"{where}: unknown setting {unknown[0]!r}; a traced config's sizes are the file's (edit it to change "
+            f"them), its symbols are {', '.join(used)}"
+        )
+    _, values, _ = _build(traced.family, settings, where, cache=False)
+    graph = traced.graph
+    if got.checkpoint is not None:  # the shared graph stays as built: a copy carries how the checkpoint stores it
+        graph = graph.copy()
+        graph.graph["checkpoint"] = got.checkpoint
+    key = ("traced", digest, repr(got.checkpoint))
+    values = {**traced.values, **values}
+    return Model(spec, graph, values, traced.family, None, key, (note, *got.notes), via="traced")
 
 
 def _case_insensitive(spec: str, pres: Mapping[str, Preset], fams: Mapping[str, Family]) -> str:

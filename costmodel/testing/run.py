@@ -190,10 +190,11 @@ def check(
     settings: Mapping[str, object] | None = None,
     terms: tuple[str, ...] = TERMS,
     ranges: Mapping[str, tuple[int, int]] | None = None,
+    via: str | None = None,
 ) -> Report:
     """Check ``model`` (anything the verbs take) at drawn sizes: its formulas against the graph counted op by
     op, its invariants, and with ``against`` (a factory function or ``file.py:factory``) against a PyTorch
-    module built at the same sizes. Returns a :class:`~costmodel.testing.results.Report` (``passed``,
+    module built at the same sizes. ``via``: how a ``config.json`` is read (:data:`costmodel.options.VIA`). Returns a :class:`~costmodel.testing.results.Report` (``passed``,
     ``text()``, ``to_json()``); bad input (a missing file, a factory that raises) raises ``CostModelError``.
     """
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
@@ -205,7 +206,7 @@ def check(
         raise CostModelError(
             f"check: unknown term {unknown[0] if unknown else ''!r}; expected some of {', '.join(TERMS)}"
         )
-    s = subject(model, settings)
+    s = subject(model, settings, via)
     factory = Factory(against) if against is not None else None  # a bad --against fails before any draw
     if factory is not None:
         factory.check_names(set(free_names(s.graph, {})) | set(s.fixed))

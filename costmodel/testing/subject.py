@@ -79,9 +79,10 @@ class Subject:
             return None
 
 
-def subject(model: object, settings: Mapping[str, object] | None = None) -> Subject:
+def subject(model: object, settings: Mapping[str, object] | None = None, via: str | None = None) -> Subject:
     """The :class:`Subject` of ``model`` (a name the verbs take, a :class:`Model`, a graph or a Subject), with
-    ``settings``: builder options shape the graph, symbols given a whole number are pinned."""
+    ``settings``: builder options shape the graph, symbols given a whole number are pinned; ``via``: how a
+    ``config.json`` is read (:data:`costmodel.options.VIA`)."""
     if isinstance(model, Subject):
         if settings:
             raise CostModelError("check: settings apply to a model given by name; this one is already made")
@@ -97,7 +98,7 @@ def subject(model: object, settings: Mapping[str, object] | None = None) -> Subj
         raise CostModelError(
             f"check: expected a model (a preset, family, config.json, file.py:builder or a Model), received {model!r}"
         )
-    first = load(model)
+    first = load(model, via=via)
     options = first.family.options
     builder, fixed = {}, {}
     used = {str(s) for s in graph_symbols(first.graph)}
@@ -118,6 +119,6 @@ def subject(model: object, settings: Mapping[str, object] | None = None) -> Subj
         fixed[name] = number
 
     def build(dtype: str | None) -> Model:
-        return load(model, builder, dtype=dtype)
+        return load(model, builder, dtype=dtype, via=via)
 
     return Subject(model, build, fixed, builder)
