@@ -396,7 +396,7 @@ def _traced(spec: str, got: object, settings: Mapping[str, object], dtype: str |
         graph.graph["checkpoint"] = got.checkpoint
     key = ("traced", digest, repr(got.checkpoint))
     values = {**traced.values, **values}
-    return Model(spec, graph, values, traced.family, None, key, (note, *got.notes), via="traced")
+    return Model(spec, graph, values, traced.family, None, key, (note, *traced.notes, *got.notes), via="traced")
 
 
 def _case_insensitive(spec: str, pres: Mapping[str, Preset], fams: Mapping[str, Family]) -> str:

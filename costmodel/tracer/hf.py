@@ -199,7 +199,8 @@ def trace_causal_lm(
 
     model = causal_lm(config, attn=attn, dtype=dtype, experts=experts)
     inputs, dynamic, ranges = example_inputs(config, labels=labels)
-    return trace(model, inputs, dynamic, ranges=ranges, name=name or config.model_type, fold=fold)
+    name = name or config.model_type
+    return trace(model, inputs, dynamic, ranges=ranges, name=name, fold=fold, t_step=chunk_of(config))
 
 
 def as_settings(config, sizes: Mapping[str, str]) -> dict[str, int]:
@@ -274,3 +275,21 @@ def trace_config(data: Mapping[str, object], where: str, dtype: str | None = Non
         f"exported with torch.export ({info['aten_nodes']} ATen nodes); T at most the position table"
     )
     return m, note
+
+
+#: Config fields holding a length T is cut into (SSM and linear-attention chunks, chunked attention).
+CHUNKS = ("chunk_size", "attention_chunk_size", "mamba_chunk_size", "ssm_chunk_size", "block_size")
+
+
+def chunk_of(config, least: int = 16) -> int:
+    """The step of the fixed T a module torch cannot export with a symbolic T is traced at: the least common
+    multiple of ``least`` and every chunk length the config names (:data:`CHUNKS`), so a padding to a chunk is
+    exact at every traced T."""
+    import math  # deferred: only a fit over T asks
+
+    step = least
+    for name in CHUNKS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 1 < value <= 4096:
+            step = math.lcm(step, value)
+    return step
