@@ -1,12 +1,12 @@
 """How many of transformers' causal-LM model types ``costmodel`` traces exactly (issue 27's bar: 170 of 196).
 
-For each model type behind ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, in its own process (a hang or a crash is one
-type's result, bounded by ``--timeout``): its config built small from its class
+For each model type behind ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, in a child process of ``--per-process`` types
+(a hang or a crash is one type's result, bounded by ``--timeout``): its config built small from its class
 (:func:`costmodel.tracer.hf.small_config`: width 64, 2 layers, 4 heads, vocabulary 128, position tables 4096,
 and the few fields of :data:`OVERRIDES` a class needs to build), the causal LM on meta, traced by
 :func:`costmodel.tracer.hf.trace_causal_lm` (a symbolic B and T; where torch.export cannot keep T symbolic,
-exported at several fixed T and T fitted exactly: :mod:`costmodel.tracer.over_t`), then estimated at two sizes
-the fit never saw and compared with PyTorch: matmul FLOPs of one forward and of forward + backward by
+exported at several fixed T and T fitted exactly: :mod:`costmodel.tracer.over_t`), then counted at two sizes
+the fit never saw (the graph's totals with the numbers put in, as ``estimate`` derives them) and compared with PyTorch: matmul FLOPs of one forward and of forward + backward by
 ``FlopCounterMode`` under a FakeTensorMode, and parameters by ``numel``. A type counts as *exact* when all three
 agree at both sizes.
 
@@ -80,14 +80,30 @@ def one(model_type: str) -> dict:
             return {**out, "result": "no reference", "why": f"{type(exc).__name__}: {exc}"[:300]}
         theirs = (forward.get_total_flops(), forward.get_total_flops() + backward.get_total_flops(), numel)
         try:
-            r = costmodel.estimate(m, batch=batch, seq=seq)
+            ours = engine(m, batch, seq)
         except costmodel.CostModelError as exc:
             return {**out, "result": "estimate refused", "why": str(exc)[:300]}
-        ours = (r["flops"]["matmul"]["forward"], r["flops"]["matmul"]["training"], r["params"]["total"])
         if ours != theirs:
             wrong.append({"B": batch, "T": seq, "costmodel": ours, "torch": theirs})
     out["s"] = round(time.perf_counter() - t0, 1)
     return {**out, "result": "wrong" if wrong else "exact", **({"wrong": wrong} if wrong else {})}
+
+
+def engine(m, batch: int, seq: int) -> tuple[int, int, int]:
+    """costmodel's matmul FLOPs (forward, forward + backward) and parameters of ``m`` at B, T: the graph's totals
+    with the numbers put in (what ``estimate`` derives, without its memory and time sections)."""
+    from costmodel.graph.analysis import as_int, check_values, evaluate, totals
+    from costmodel.symbols import B, T
+
+    values = {**m.values, B: batch, T: seq}
+    check_values(m.graph, values)  # a fitted T must be one the graph allows (a multiple of a chunk)
+    t = totals(m.graph)
+    forward = as_int(evaluate(t.forward.matmul_flops, values), "forward")
+    return (
+        forward,
+        forward + as_int(evaluate(t.backward.matmul_flops, values), "backward"),
+        as_int(evaluate(t.params, values), "params"),
+    )
 
 
 def summary(records: list[dict]) -> str:
@@ -105,16 +121,42 @@ def summary(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+class _TimeoutError(Exception):
+    pass
+
+
+def child(types: list[str], timeout: int) -> None:
+    """Run :func:`one` on each type in this process (torch imported once), each bounded by ``timeout`` seconds."""
+    import signal
+
+    def alarm(signum, frame):
+        raise _TimeoutError
+
+    signal.signal(signal.SIGALRM, alarm)
+    for t in types:
+        signal.alarm(timeout)
+        try:
+            rec = one(t)
+        except _TimeoutError:
+            rec = {"type": t, "result": "timed out", "why": f"over {timeout} s"}
+        except Exception as exc:  # anything one() did not expect: that type's result
+            rec = {"type": t, "result": "crashed", "why": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            signal.alarm(0)
+        print(json.dumps(rec), flush=True)
+
+
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--types", help="comma-separated model types (default: every causal LM type)")
     p.add_argument("--out", default="-", help="JSON lines, one per type (default: stdout)")
     p.add_argument("--timeout", type=int, default=600, help="seconds per type (default 600)")
+    p.add_argument("--per-process", type=int, default=16, help="types per child process (default 16)")
     p.add_argument("--summary", metavar="FILE", help="print the summary of a finished --out file")
-    p.add_argument("--one", help=argparse.SUPPRESS)  # the child process
+    p.add_argument("--child", help=argparse.SUPPRESS)  # a child process: comma-separated types
     args = p.parse_args(argv)
-    if args.one:
-        print(json.dumps(one(args.one)))
+    if args.child:
+        child(args.child.split(","), args.timeout)
         return 0
     if args.summary:
         with open(args.summary, encoding="utf-8") as fh:
@@ -122,21 +164,30 @@ def main(argv: list[str]) -> int:
         return 0
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-    types = args.types.split(",") if args.types else sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    todo = args.types.split(",") if args.types else sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
     sink = sys.stdout if args.out == "-" else open(args.out, "a", encoding="utf-8")
-    records = []
-    for t in types:
-        cmd = [sys.executable, os.path.abspath(__file__), "--one", t]
-        env = {**os.environ, "PYTHONPATH": ROOT, "COSTMODEL_CACHE_DIR": "off"}
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-            lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-            rec = json.loads(lines[-1]) if lines else {"type": t, "result": "crashed", "why": done.stderr[-300:]}
-        except subprocess.TimeoutExpired:
-            rec = {"type": t, "result": "timed out", "why": f"over {args.timeout} s"}
-        records.append(rec)
-        print(json.dumps(rec), file=sink, flush=True)
-        print(f"{t}: {rec['result']}", file=sys.stderr, flush=True)
+    records: list[dict] = []
+    env = {**os.environ, "PYTHONPATH": ROOT, "COSTMODEL_CACHE_DIR": "off"}
+    while todo:
+        batch = todo[: args.per_process]
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", ",".join(batch), "--timeout", str(args.timeout)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        done = set()
+        for line in proc.stdout:
+            if line.startswith("{"):
+                rec = json.loads(line)
+                done.add(rec["type"])
+                records.append(rec)
+                print(json.dumps(rec), file=sink, flush=True)
+                print(f"{rec['type']}: {rec['result']}", file=sys.stderr, flush=True)
+        proc.wait()
+        left = [t for t in batch if t not in done]
+        if left:  # the child died on left[0] (a crash no exception caught): that type's result, then the rest
+            rec = {"type": left[0], "result": "crashed", "why": f"the process exited with {proc.returncode}"}
+            records.append(rec)
+            print(json.dumps(rec), file=sink, flush=True)
+            left = left[1:]
+        todo = left + todo[len(batch) :]
     print(summary(records))
     return 0
 
