@@ -241,6 +241,7 @@ def _build(
     same graph, built once per process.
     """
     opts = fam.options
+    traced: dict = {}
     config = _bounded(config, opts, where)
     options, sized = {}, {}
     for k, v in config.items():
@@ -258,10 +259,15 @@ def _build(
         graph = _GRAPHS[key]
     else:
         graph = fam.build(**options)
+        if _made_module(graph):  # a factory of a PyTorch module (module, example_inputs[, dynamic]): traced
+            from ..tracer import trace  # deferred: the tracer imports torch
+
+            traced_model = trace(graph[0], graph[1], graph[2] if len(graph) == 3 else "B,T", name=fam.name)
+            graph, traced = traced_model.graph, dict(traced_model.values)
         if not isinstance(graph, nx.DiGraph):
             raise CostModelError(
-                f"{where}: the builder returned {type(graph).__name__}; expected the "
-                "networkx.DiGraph of a GraphBuilder (return b.graph)"
+                f"{where}: the builder returned {type(graph).__name__}; expected the networkx.DiGraph of a "
+                "GraphBuilder (return b.graph), or (module, example_inputs) of a PyTorch module to trace"
             )
         if not nx.is_directed_acyclic_graph(graph):  # every analysis orders the ops: a cycle has no order
             cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
@@ -283,7 +289,18 @@ def _build(
             )
         values[used[name]] = value
     values.update({sym: v for sym, v in sized.items() if sym in used.values()})
+    values = {**traced, **values}  # a traced module's own values (T's bound) under the settings
     return graph, values, key
+
+
+def _made_module(made: object) -> bool:
+    """Whether a builder returned ``(module, example_inputs[, dynamic])`` of a PyTorch module (not a graph)."""
+    return (
+        isinstance(made, tuple)
+        and len(made) in (2, 3)
+        and hasattr(made[0], "named_parameters")
+        and isinstance(made[1], Mapping)
+    )
 
 
 #: A builder file larger than this is not a builder someone wrote (it is refused before Python reads it).

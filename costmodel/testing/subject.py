@@ -9,6 +9,7 @@ Builder options among the settings (``tied``, ``d_ff``) shape the graph as they 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,22 @@ class Subject:
         if dtype not in self._models:
             self._models[dtype] = self.build(dtype)
         return self._models[dtype]
+
+    def require(self, condition: sympy.Basic, why: str) -> None:
+        """A relation every drawn size must meet besides the graph's own (a transformers module's even head width),
+        as a constraint of a copy of the model's graph; before any formula is derived."""
+        build = self.build
+
+        def constrained(dtype: str | None) -> Model:
+            m = build(dtype)
+            G = m.graph.copy()
+            G.graph = {**m.graph.graph, "constraints": [*m.graph.graph.get("constraints", ()), (condition, why)]}
+            return dataclasses.replace(m, graph=G, key=None)
+
+        self.build = constrained
+        self._models.clear()
+        self._formulas.clear()
+        self.__dict__.pop("graph_symbols", None)
 
     @property
     def graph(self) -> nx.DiGraph:

@@ -238,8 +238,7 @@ def config_from_json(data: Mapping[str, object], where: str):
         )
     if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         raise CostModelError(
-            f"{where}: transformers {_version()} has no causal LM for model_type {model_type!r} "
-            "(AutoModelForCausalLM), so there is nothing to trace"
+            f"{where}: transformers {_version()} has no causal LM for model_type {model_type!r} (AutoModelForCausalLM)"
         )
     kept = {k: v for k, v in data.items() if k not in NOT_BUILT}
     try:
