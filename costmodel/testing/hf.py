@@ -28,7 +28,12 @@ def config_path(model: str) -> str:
     """The ``config.json`` of ``model``: the file (or a model folder's), or for a family name a small config of
     its first model type written to a temporary folder."""
     from ..families import families  # deferred: the kit's modules load what they use
+    from ..families import hf as hf_config  # deferred: as above
 
+    if not hf_config.can_trace():
+        raise CostModelError(
+            "checking against transformers needs torch and transformers: pip install 'costmodel[torch]'"
+        )
     if os.path.isdir(model) and os.path.isfile(os.path.join(model, "config.json")):
         return os.path.join(model, "config.json")
     if model.endswith(".json"):

@@ -76,3 +76,11 @@ def test_a_module_factory_is_a_model_every_verb_and_check_take(tmp_path):
     assert r["params"]["total"] == 16 * 64 + 64 + 64 * 16 + 16  # = 2,128, the module's numel
     assert r["flops"]["matmul"]["forward"] == 2 * 2 * 8 * (16 * 64 + 64 * 16)  # = 65,536
     assert costmodel.check(spec, examples=2).passed
+
+
+def test_without_torch_the_error_names_the_extra(monkeypatch):
+    from costmodel.families import hf as hf_config
+
+    monkeypatch.setattr(hf_config, "can_trace", lambda: False)
+    with pytest.raises(CostModelError, match=r"needs torch and transformers: pip install 'costmodel\[torch\]'"):
+        costmodel.check("llama", against="transformers", examples=1)
