@@ -145,15 +145,17 @@ def against(model: str, symbols: set[str]) -> tuple[str, object, dict[str, int],
 
 
 def _even_heads(symbols: set[str], follows: bool):
-    """The relation that keeps a head's width even (rotary embeddings rotate pairs: transformers' ``inv_freq``
-    has ceil(d_head / 2) entries, so an odd head width is no model anyone trains): ``d_head`` even, or ``d/h``
-    even where the head width follows the width."""
+    """The relations transformers' configs need of the drawn sizes besides the family's: a head's width even
+    (rotary embeddings rotate pairs: ``inv_freq`` has ceil(d_head / 2) entries), and the heads dividing the width
+    (its configs validate ``hidden_size % num_attention_heads`` even where ``head_dim`` is its own field)."""
     import sympy  # deferred: the kit's modules load what they use
 
     from ..symbols import symbol
 
+    out = []
     if "d_head" in symbols:
-        return sympy.Eq(sympy.Mod(symbol("d_head"), 2), 0)
-    if follows or {"d", "h"} <= symbols:
-        return sympy.Eq(sympy.Mod(symbol("d") / (2 * symbol("h")), 1), 0)
-    return None
+        out.append(sympy.Eq(sympy.Mod(symbol("d_head"), 2), 0))
+    if {"d", "h"} <= symbols:
+        per_head = symbol("d") / (2 * symbol("h")) if follows or "d_head" not in symbols else symbol("d") / symbol("h")
+        out.append(sympy.Eq(sympy.Mod(per_head, 1), 0))
+    return sympy.And(*out) if out else None
