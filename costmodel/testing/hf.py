@@ -153,8 +153,9 @@ def _even_heads(symbols: set[str], follows: bool):
     from ..symbols import symbol
 
     out = []
-    if "d_head" in symbols:
-        out.append(sympy.Eq(sympy.Mod(symbol("d_head"), 2), 0))
+    for rotated in ("d_head", "d_rope"):  # MLA rotates its d_rope part only
+        if rotated in symbols:
+            out.append(sympy.Eq(sympy.Mod(symbol(rotated), 2), 0))
     if {"d", "h"} <= symbols:
         per_head = symbol("d") / (2 * symbol("h")) if follows or "d_head" not in symbols else symbol("d") / symbol("h")
         out.append(sympy.Eq(sympy.Mod(per_head, 1), 0))
