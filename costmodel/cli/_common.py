@@ -37,6 +37,7 @@ def add_model_args(p: argparse.ArgumentParser, optional: bool = False) -> None:
         help="set a symbol (d=4096) or a builder option (d_ff=8*d/3, tied=false); "
         "values are numbers or expressions of symbols with + - * / ^ ( )",
     )
+    add_flags(p, "model")
 
 
 def settings(args: argparse.Namespace) -> dict[str, str]:

@@ -31,7 +31,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         "--against",
         metavar="FILE.py:FACTORY",
         help="a function factory(**sizes) -> (module, example_inputs), called with each drawn size by its "
-        "symbol's name (B, T, d, ...); the file is executed as Python",
+        "symbol's name (B, T, d, ...); the file is executed as Python. 'transformers': a family's config.json "
+        "(or a family name) against the transformers causal LM of the same config (params, matmul FLOPs)",
     )
     p.add_argument("--examples", type=int, default=20, metavar="N", help="sizes drawn per property (default 20)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="hypothesis' seed (default 0: reproducible)")
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         settings=settings(args),
         ranges=_ranges(args.ranges) or None,
+        via=args.via,
         **kwargs,
     )
     print(report.to_json() if args.json else report.text())

@@ -241,6 +241,7 @@ def _build(
     same graph, built once per process.
     """
     opts = fam.options
+    traced: dict = {}
     config = _bounded(config, opts, where)
     options, sized = {}, {}
     for k, v in config.items():
@@ -258,10 +259,15 @@ def _build(
         graph = _GRAPHS[key]
     else:
         graph = fam.build(**options)
+        if _made_module(graph):  # a factory of a PyTorch module (module, example_inputs[, dynamic]): traced
+            from ..tracer import trace  # deferred: the tracer imports torch
+
+            traced_model = trace(graph[0], graph[1], graph[2] if len(graph) == 3 else "B,T", name=fam.name)
+            graph, traced = traced_model.graph, dict(traced_model.values)
         if not isinstance(graph, nx.DiGraph):
             raise CostModelError(
-                f"{where}: the builder returned {type(graph).__name__}; expected the "
-                "networkx.DiGraph of a GraphBuilder (return b.graph)"
+                f"{where}: the builder returned {type(graph).__name__}; expected the networkx.DiGraph of a "
+                "GraphBuilder (return b.graph), or (module, example_inputs) of a PyTorch module to trace"
             )
         if not nx.is_directed_acyclic_graph(graph):  # every analysis orders the ops: a cycle has no order
             cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(graph))
@@ -283,7 +289,18 @@ def _build(
             )
         values[used[name]] = value
     values.update({sym: v for sym, v in sized.items() if sym in used.values()})
+    values = {**traced, **values}  # a traced module's own values (T's bound) under the settings
     return graph, values, key
+
+
+def _made_module(made: object) -> bool:
+    """Whether a builder returned ``(module, example_inputs[, dynamic])`` of a PyTorch module (not a graph)."""
+    return (
+        isinstance(made, tuple)
+        and len(made) in (2, 3)
+        and hasattr(made[0], "named_parameters")
+        and isinstance(made[1], Mapping)
+    )
 
 
 #: A builder file larger than this is not a builder someone wrote (it is refused before Python reads it).
@@ -294,7 +311,9 @@ MAX_BUILDER_BYTES = 16 * 2**20
 _GRAPHS: dict[tuple, nx.DiGraph] = {}
 
 
-def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str | None = None) -> Model:
+def load(
+    spec: str, settings: Mapping[str, object] | None = None, *, dtype: str | None = None, via: str | None = None
+) -> Model:
     """Build the model named ``spec`` with ``settings`` on top.
 
     ``spec`` is a preset, a family, a Hugging Face ``config.json`` or
@@ -303,6 +322,9 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
     to a value: a number, a bool, a name, a sympy expression, or a string read by the restricted
     parser (``"8*d/3"``, ``"true"``, ``"fp32"``); presets' own config comes first, settings override it.
     ``dtype``: the activations' dtype when the family has a ``dtype`` option the settings leave alone.
+    ``via``: how a ``config.json`` is read, ``"family"`` (a built-in family, else an error) or ``"trace"`` (its
+    transformers model built on meta and traced: needs ``costmodel[torch]``); default: the family where one
+    reads its model type, else traced when torch is installed.
     """
     if not isinstance(spec, str):
         raise CostModelError(
@@ -317,6 +339,11 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         spec = _case_insensitive(spec, pres, fams)
     if os.path.isdir(spec) and os.path.isfile(os.path.join(spec, "config.json")):
         spec = os.path.join(spec, "config.json")  # a Hugging Face model folder: its config.json
+    if via == "trace" and not spec.endswith(".json"):
+        raise CostModelError(
+            f"model {spec!r}: via 'trace' traces a config.json's transformers model; expected a config.json "
+            "(a module of your own: 'costmodel trace FILE.py:factory')"
+        )
     if spec in pres:
         preset = pres[spec]
         fam = fams[preset.family]
@@ -328,7 +355,9 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         from .hf import read_config  # reading a config.json is rare: its parser loads only then
 
         preset = None
-        got = read_config(spec, fams)
+        got = read_config(spec, fams, via)
+        if got.traced is not None:
+            return _traced(spec, got, settings, dtype)
         fam, config = got.family, {**got.settings, **settings}
     elif is_builder_spec(spec):
         preset, fam = None, load_builder(spec)
@@ -349,6 +378,42 @@ def load(spec: str, settings: Mapping[str, object] | None = None, *, dtype: str 
         graph.graph["checkpoint"] = got.checkpoint
         key = None if key is None else (*key, ("checkpoint", repr(got.checkpoint)))
     return Model(spec, graph, values, fam, preset, key, got.notes)
+
+
+#: Traced config.json graphs, by (the file's data, dtype): tracing takes seconds, the file is read each time.
+_TRACED: dict[str, tuple] = {}
+
+
+def _traced(spec: str, got: object, settings: Mapping[str, object], dtype: str | None) -> Model:
+    """The model of a config.json traced (:func:`costmodel.tracer.hf.trace_config`), built once per process for
+    one file content and dtype; settings may set its symbols (B, T), not the config's sizes (fixed by tracing)."""
+    import hashlib  # deferred: only a traced config needs its hash
+    import json
+
+    digest = hashlib.sha256(json.dumps([got.traced, dtype], sort_keys=True, default=str).encode()).hexdigest()
+    if digest not in _TRACED:
+        from ..tracer.hf import trace_config  # deferred: the tracer imports torch
+
+        if len(_TRACED) >= 16:
+            _TRACED.pop(next(iter(_TRACED)))
+        _TRACED[digest] = trace_config(got.traced, f"config {spec!r}", dtype)
+    traced, note = _TRACED[digest]
+    where = f"model {spec!r}"
+    used = sorted(str(s) for s in graph_symbols(traced.graph))
+    unknown = [name for name in settings if name not in used]
+    if unknown:
+        raise CostModelError(
+            f"{where}: unknown setting {unknown[0]!r}; a traced config's sizes are the file's (edit it to change "
+            f"them), its symbols are {', '.join(used)}"
+        )
+    _, values, _ = _build(traced.family, settings, where, cache=False)
+    graph = traced.graph
+    if got.checkpoint is not None:  # the shared graph stays as built: a copy carries how the checkpoint stores it
+        graph = graph.copy()
+        graph.graph["checkpoint"] = got.checkpoint
+    key = ("traced", digest, repr(got.checkpoint))
+    values = {**traced.values, **values}
+    return Model(spec, graph, values, traced.family, None, key, (note, *traced.notes, *got.notes), via="traced")
 
 
 def _case_insensitive(spec: str, pres: Mapping[str, Preset], fams: Mapping[str, Family]) -> str:

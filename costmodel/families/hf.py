@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ..errors import CostModelError, closest
 from ..files import read_capped
+from ..options import VIA
 
 MAX_CONFIG_BYTES = 4 * 2**20
 MAX_SIZE = 10**15  # no real size is near this; larger values are corrupt files
@@ -158,34 +159,67 @@ class Read:
     notes: tuple[str, ...] = ()
     checkpoint: object = None
     model_type: str = ""
+    traced: Mapping[str, object] | None = None  # the file's data, when its transformers model is to be traced
 
 
-def read_config(path: str, families: Mapping[str, object]) -> Read:
-    """The :class:`Read` of a Hugging Face config.json, read as transformers reads it (:mod:`.hf_reading`)."""
-    from .hf_reading import read  # deferred: the recorded table loads only for a config.json
-    from .quantized import checkpoint  # deferred: as above
+def can_trace() -> bool:
+    """Whether torch and transformers are installed (found, not imported: importing torch takes seconds)."""
+    import importlib.util  # deferred: only a config.json no family reads asks
 
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "transformers"))
+
+
+def read_config(path: str, families: Mapping[str, object], via: str | None = None) -> Read:
+    """The :class:`Read` of a Hugging Face config.json, read as transformers reads it (:mod:`.hf_reading`).
+
+    ``via`` (:data:`costmodel.options.VIA`): a :class:`Read` whose ``family`` is None and whose ``traced`` holds the file's data
+    is one to trace (``via="trace"``, or a model type no family reads while torch is installed)."""
+    from .hf_reading import read, table  # deferred: the recorded table loads only for a config.json
+
+    if via not in (None, *VIA):
+        raise CostModelError(f"via: expected one of {', '.join(VIA)}, received {via!r}")
     data = read_json(path)
     where = f"config {path!r}"
     check_bounds(data, where)
     supported = {t: fam for fam in families.values() for t in getattr(fam, "hf_model_types", ())}
     if not isinstance(data.get("model_type"), str):
         raise CostModelError(f"{where}: missing 'model_type'; supported: {', '.join(sorted(supported))}")
-    data, notes = read(data, supported, where)
-    model_type = data["model_type"]
+    if via == "trace":
+        return _to_trace(data, where)
+    read_data, notes = read(data, supported, where)
+    model_type = read_data["model_type"]
     same = SAME_STRUCTURE.get(model_type)
     if model_type not in supported and same and same[0] in supported:
         notes.append(f"{model_type} counted as {same[0]!r}, whose layers it has: {same[1]}")
         fam = supported[same[0]]
     elif model_type not in supported:
+        if via is None and model_type in table()["model_types"] and can_trace():  # a type transformers knows
+            return _to_trace(data, where)
+        hint = (
+            "; or install torch and transformers (pip install 'costmodel[torch]') to trace its transformers model"
+            if via is None
+            else "; --via trace traces its transformers model instead"
+        )
         raise CostModelError(
             f"{where}: unsupported model_type {model_type!r}{closest(model_type, supported)}; "
-            f"supported: {', '.join(sorted(supported))}"
+            f"supported: {', '.join(sorted(supported))}{hint}"
         )
     else:
         fam = supported[model_type]
-    stored = None
-    if data.get("quantization_config") is not None:
-        stored, more = checkpoint(data["quantization_config"], where)
-        notes += more
-    return Read(fam, fam.from_hf(data), tuple(notes), stored, model_type)
+    stored, more = _checkpoint(read_data, where)
+    return Read(fam, fam.from_hf(read_data), (*notes, *more), stored, model_type)
+
+
+def _checkpoint(data: Mapping[str, object], where: str) -> tuple[object, list[str]]:
+    from .quantized import checkpoint  # deferred: the quantization methods load only for a config.json
+
+    if data.get("quantization_config") is None:
+        return None, []
+    return checkpoint(data["quantization_config"], where)
+
+
+def _to_trace(data: dict, where: str) -> Read:
+    if not can_trace():
+        raise CostModelError(f"{where}: tracing a config needs torch and transformers: pip install 'costmodel[torch]'")
+    stored, notes = _checkpoint(data, where)
+    return Read(None, {}, tuple(notes), stored, data["model_type"], traced=data)

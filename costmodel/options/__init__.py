@@ -53,6 +53,10 @@ from .records import (
     parse_scale_out,
 )
 
+#: How a ``config.json`` becomes a graph: ``family`` (a built-in family reads its model type, else an error) or
+#: ``trace`` (its transformers model built on meta and traced: needs ``costmodel[torch]``); ``None``, the default:
+#: the family where one reads the model type, else traced when torch and transformers are installed.
+VIA = ("family", "trace")
 #: How a step is predicted without a rate (see :mod:`costmodel.timing.calibrated`).
 TIME_MODELS = ("calibrated", "roofline")
 #: The matmuls LoRA adapts unless told (peft's default for LLaMA-like models: ``q_proj``, ``v_proj``).
@@ -155,6 +159,7 @@ class Options:
     freeze: tuple[str, ...] = ()
     base_dtype: str | None = None  # the frozen matmul weights' storage (QLoRA: nf4); None: the precision's
     qlora: bool = False  # LoRA over a 4-bit base: base_dtype "nf4" unless another is given
+    via: str | None = None  # how a config.json is read (VIA); None: its family, else traced where torch is
 
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731 (normalising a frozen record)
@@ -169,6 +174,8 @@ class Options:
         if not isinstance(self.layout, Layout):
             raise CostModelError(f"layout: expected a Layout record, received {self.layout!r}")
         check_choice(self.precision, PRECISIONS, "precision")
+        if self.via is not None:
+            check_choice(self.via, VIA, "via")
         check_choice(self.optimizer, OPTIMIZERS, "optimizer")
         check_choice(self.recompute, RECOMPUTE, "recompute")
         check_choice(self.implementation, IMPLEMENTATIONS, "implementation")
@@ -402,6 +409,7 @@ class Options:
             "attention_kernel": ATTENTION_KERNELS,
             "logits": LOGITS,
             "mfu_basis": MFU_BASES,
+            "via": VIA,
         }
         if name not in table:
             raise CostModelError(f"option {name!r} has no fixed choices{closest(name, table)}")

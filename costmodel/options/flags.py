@@ -44,6 +44,7 @@ class Flag:
 
 #: The groups of ``--help``, in order, and their titles (None: listed with the command's own flags).
 GROUPS = {
+    "model": None,
     "step": None,
     "precision": None,
     "counting": None,
@@ -63,6 +64,13 @@ _PARALLEL = (
 
 #: Every option a user can type, in the order ``--help`` lists them.
 FLAGS: tuple[Flag, ...] = (
+    Flag(
+        "via",
+        "model",
+        "how a config.json is read: family (a built-in family) or trace (its transformers model traced; "
+        "costmodel[torch]); default: the family, else traced when torch is installed",
+        takes="choice",
+    ),
     Flag("batch", "step", "sequences per step, B (default {batch_default}); 1k = 1000", read="count"),
     Flag("seq", "step", "tokens per sequence, T (default: the model's context); 8k = 8192", read="length"),
     Flag("tokens", "step", "training tokens D, e.g. 3e11 or 300B", read="count"),

@@ -40,7 +40,7 @@ def model_for(model: Model | str, settings: Mapping[str, object] | None, options
                 "(load it again with the settings)"
             )
         return finetuned(model, options)
-    return finetuned(load(model, settings, dtype=precision(options.precision).activations), options)
+    return finetuned(load(model, settings, dtype=precision(options.precision).activations, via=options.via), options)
 
 
 def finetuned(m: Model, options: Options) -> Model:

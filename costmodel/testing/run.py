@@ -59,7 +59,17 @@ def run_property(
             raise _FailedError(name)
 
     try:
-        prop()
+        try:
+            prop()
+        except Exception as exc:  # an ExceptionGroup: hypothesis found several distinct failures; bad input first
+            group = getattr(exc, "exceptions", None)
+            if not isinstance(exc, _FailedError) and group is not None:
+                bad = next((e for e in group if isinstance(e, CostModelError)), None)
+                if bad is not None:
+                    raise bad from None
+                if any(isinstance(e, _FailedError) for e in group):
+                    raise _FailedError(name) from None
+            raise
     except _FailedError:
         result.counterexample, result.differences = failing[-1]
     except hypothesis.errors.Unsatisfiable:
@@ -190,10 +200,11 @@ def check(
     settings: Mapping[str, object] | None = None,
     terms: tuple[str, ...] = TERMS,
     ranges: Mapping[str, tuple[int, int]] | None = None,
+    via: str | None = None,
 ) -> Report:
     """Check ``model`` (anything the verbs take) at drawn sizes: its formulas against the graph counted op by
     op, its invariants, and with ``against`` (a factory function or ``file.py:factory``) against a PyTorch
-    module built at the same sizes. Returns a :class:`~costmodel.testing.results.Report` (``passed``,
+    module built at the same sizes. ``via``: how a ``config.json`` is read (:data:`costmodel.options.VIA`). Returns a :class:`~costmodel.testing.results.Report` (``passed``,
     ``text()``, ``to_json()``); bad input (a missing file, a factory that raises) raises ``CostModelError``.
     """
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 1:
@@ -205,12 +216,28 @@ def check(
         raise CostModelError(
             f"check: unknown term {unknown[0] if unknown else ''!r}; expected some of {', '.join(TERMS)}"
         )
-    s = subject(model, settings)
+    named = against
+    if against == "transformers":  # a family against the transformers module of the same config (testing/hf.py)
+        from .hf import TERMS as HF_TERMS  # deferred: only this comparison needs it
+        from .hf import against as transformers_factory
+        from .hf import config_path
+
+        if not isinstance(model, str):
+            raise CostModelError("check --against transformers: expected a config.json or a family name")
+        model = config_path(model)
+        s = subject(model, settings, via)
+        _, against, pinned, even = transformers_factory(model, {str(x) for x in s.graph_symbols})
+        s.fixed = {**pinned, **s.fixed}
+        if even is not None:
+            s.require(even, "a head's width is even (rotary embeddings rotate pairs)")
+        terms = HF_TERMS if terms == TERMS else terms
+    else:
+        s = subject(model, settings, via)
     factory = Factory(against) if against is not None else None  # a bad --against fails before any draw
     if factory is not None:
         factory.check_names(set(free_names(s.graph, {})) | set(s.fixed))
     name = model if isinstance(model, str) else s.name
-    report = Report(name, against if isinstance(against, str) or against is None else factory.name, examples, seed)
+    report = Report(name, named if isinstance(named, str) or named is None else factory.name, examples, seed)
     report.properties.append(numeric_property(s, examples=examples, seed=seed, ranges=ranges))
     report.properties += invariant_properties(s, examples=examples, seed=seed, ranges=ranges)
     if factory is not None:

@@ -9,6 +9,7 @@ Builder options among the settings (``tied``, ``d_ff``) shape the graph as they 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +46,22 @@ class Subject:
             self._models[dtype] = self.build(dtype)
         return self._models[dtype]
 
+    def require(self, condition: sympy.Basic, why: str) -> None:
+        """A relation every drawn size must meet besides the graph's own (a transformers module's even head width),
+        as a constraint of a copy of the model's graph; before any formula is derived."""
+        build = self.build
+
+        def constrained(dtype: str | None) -> Model:
+            m = build(dtype)
+            G = m.graph.copy()
+            G.graph = {**m.graph.graph, "constraints": [*m.graph.graph.get("constraints", ()), (condition, why)]}
+            return dataclasses.replace(m, graph=G, key=None)
+
+        self.build = constrained
+        self._models.clear()
+        self._formulas.clear()
+        self.__dict__.pop("graph_symbols", None)
+
     @property
     def graph(self) -> nx.DiGraph:
         return self.model().graph
@@ -79,9 +96,10 @@ class Subject:
             return None
 
 
-def subject(model: object, settings: Mapping[str, object] | None = None) -> Subject:
+def subject(model: object, settings: Mapping[str, object] | None = None, via: str | None = None) -> Subject:
     """The :class:`Subject` of ``model`` (a name the verbs take, a :class:`Model`, a graph or a Subject), with
-    ``settings``: builder options shape the graph, symbols given a whole number are pinned."""
+    ``settings``: builder options shape the graph, symbols given a whole number are pinned; ``via``: how a
+    ``config.json`` is read (:data:`costmodel.options.VIA`)."""
     if isinstance(model, Subject):
         if settings:
             raise CostModelError("check: settings apply to a model given by name; this one is already made")
@@ -97,7 +115,7 @@ def subject(model: object, settings: Mapping[str, object] | None = None) -> Subj
         raise CostModelError(
             f"check: expected a model (a preset, family, config.json, file.py:builder or a Model), received {model!r}"
         )
-    first = load(model)
+    first = load(model, via=via)
     options = first.family.options
     builder, fixed = {}, {}
     used = {str(s) for s in graph_symbols(first.graph)}
@@ -118,6 +136,6 @@ def subject(model: object, settings: Mapping[str, object] | None = None) -> Subj
         fixed[name] = number
 
     def build(dtype: str | None) -> Model:
-        return load(model, builder, dtype=dtype)
+        return load(model, builder, dtype=dtype, via=via)
 
     return Subject(model, build, fixed, builder)

@@ -170,6 +170,7 @@ def trace(
     ranges: Mapping[str, tuple[int | None, int | None]] | None = None,
     name: str | None = None,
     fold: bool = True,
+    t_step: int | None = 16,
 ) -> Model:
     """Trace ``module`` into a costmodel :class:`~costmodel.families.Model` with symbolic sizes.
 
@@ -191,6 +192,10 @@ def trace(
         ``T`` within a position table: meta tensors never check indices, so export cannot find it).
     fold:
         Fold structurally identical layers into one block with a count.
+    t_step:
+        When torch.export cannot keep T symbolic ("Constraints violated (T)"), export at four multiples of
+        ``t_step`` and fit every size exactly in T, checked at a fifth (:mod:`.over_t`; the model's ``notes``
+        say so); a multiple of the model's chunk. None: fail instead.
 
     Returns a model every verb accepts (``estimate``, ``derive``, ``sweep``, ``roofline``, ``report``).
     An ATen op without a mapping is an error naming every such op; nothing is counted as zero.
@@ -207,11 +212,32 @@ def trace(
         raise CostModelError("trace: expected example inputs, a dict of keyword inputs of the module's forward")
     if isinstance(dynamic, str):
         dynamic = dynamic_from(dynamic, example_inputs)
-    traced = read_module(module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold)
+    try:
+        traced = read_module(module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold)
+    except CostModelError as exc:
+        if t_step is None or not _fails_on_t(str(exc), dynamic or {}):
+            raise
+        from .over_t import trace_over_t  # deferred: only a module torch cannot export with a symbolic T
+
+        traced = trace_over_t(
+            module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold, step=t_step, why=str(exc)
+        )
     G = write(traced)
+    notes = ()
+    if "fixed_T" in traced.info:
+        from .over_t import note  # deferred: as above
+
+        notes = (note(G, t_step),)
     about = f"traced from {traced.info['module']} with torch.export ({traced.info['aten_nodes']} ATen nodes)"
     family = Family(f"traced:{traced.name}", lambda: G, about)
-    return Model(traced.name, G, dict(traced.values), family)
+    return Model(traced.name, G, dict(traced.values), family, notes=notes)
+
+
+def _fails_on_t(message: str, dynamic: Mapping[str, Mapping[int, str]]) -> bool:
+    """Whether an export failed on the sequence length: T is named, and torch could not keep it symbolic (a
+    constraint violated, a dimension specialised, or any other failure of the export itself)."""
+    named = any(sym == "T" for spec in dynamic.values() for sym in spec.values())
+    return named and ("torch.export could not export" in message or "torch.export specialised" in message)
 
 
 __all__ = ["trace", "read_module", "write", "Traced"]

@@ -199,9 +199,96 @@ def trace_causal_lm(
 
     model = causal_lm(config, attn=attn, dtype=dtype, experts=experts)
     inputs, dynamic, ranges = example_inputs(config, labels=labels)
-    return trace(model, inputs, dynamic, ranges=ranges, name=name or config.model_type, fold=fold)
+    name = name or config.model_type
+    return trace(model, inputs, dynamic, ranges=ranges, name=name, fold=fold, t_step=chunk_of(config))
 
 
 def as_settings(config, sizes: Mapping[str, str]) -> dict[str, int]:
     """The values of ``sizes`` (field → symbol name) in ``config``, by symbol name."""
     return {sym: int(getattr(config, field)) for field, sym in sizes.items()}
+
+
+#: A ``config.json``'s model dtype (``dtype``; ``torch_dtype`` before transformers 4.56) by costmodel's name.
+TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+#: Fields of a ``config.json`` left out of the config a model is built from here: how a checkpoint is stored
+#: (``quantization_config``: counted from the file's reading, never quantized on meta), the remote code a
+#: file may name (``auto_map``: never run) and the class names a file lists (``architectures``).
+NOT_BUILT = ("quantization_config", "auto_map", "architectures")
+
+
+def config_from_json(data: Mapping[str, object], where: str):
+    """The transformers config of a ``config.json``'s data, by its ``model_type`` (``CONFIG_MAPPING``, no hub,
+    no remote code), and the name of its causal-LM class; the language model's config of a wrapper whose own
+    type has no causal LM (``text_config``...)."""
+    from transformers import CONFIG_MAPPING  # deferred: torch is optional, imported only when tracing
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # deferred: as above
+
+    model_type = data.get("model_type")
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        from ..families.hf_reading import language_model  # deferred: the tracer's modules import each other
+
+        inner, _ = language_model(data, {}, where)
+        if inner.get("model_type") != model_type and inner.get("model_type") in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+            data, model_type = inner, inner["model_type"]
+    if model_type not in CONFIG_MAPPING:
+        raise CostModelError(
+            f"{where}: unsupported model_type {model_type!r}: no built-in family reads it, and transformers "
+            f"{_version()} has no such model type to trace (CONFIG_MAPPING)"
+        )
+    if model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        raise CostModelError(
+            f"{where}: transformers {_version()} has no causal LM for model_type {model_type!r} (AutoModelForCausalLM)"
+        )
+    kept = {k: v for k, v in data.items() if k not in NOT_BUILT}
+    try:
+        config = CONFIG_MAPPING[model_type].from_dict(kept)
+    except Exception as exc:  # transformers' validation of the file's fields: one line
+        raise CostModelError(f"{where}: transformers refused the config: {type(exc).__name__}: {exc}") from None
+    return config, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
+
+
+def _version() -> str:
+    import transformers  # deferred: torch is optional, imported only when tracing
+
+    return transformers.__version__
+
+
+def trace_config(data: Mapping[str, object], where: str, dtype: str | None = None):
+    """The :class:`~costmodel.families.Model` of a ``config.json`` traced: its transformers causal LM built from
+    the config on meta (eager attention, batched-MM experts, no cache), exported with symbolic B and T (T at
+    most the position table) and read into a graph; ``dtype`` (costmodel's name) is the weights' and
+    activations' dtype it is built in (default fp32)."""
+    import torch  # deferred: torch is optional, imported only when tracing
+
+    config, cls = config_from_json(data, where)
+    torch_dtype = getattr(torch, TORCH_DTYPES.get(dtype or "fp32", "float32"))
+    try:
+        m = trace_causal_lm(config, name=config.model_type, dtype=torch_dtype)
+    except CostModelError as exc:
+        raise CostModelError(f"{where}: tracing {cls} failed: {exc}") from None
+    info = m.graph.graph["traced"]
+    note = (
+        f"{config.model_type}: traced, no built-in family reads it — {cls} built from the config on meta "
+        f"(transformers {_version()}, eager attention, {TORCH_DTYPES.get(dtype or 'fp32', 'float32')}) and "
+        f"exported with torch.export ({info['aten_nodes']} ATen nodes); T at most the position table"
+    )
+    return m, note
+
+
+#: Config fields holding a length T is cut into (SSM and linear-attention chunks, chunked attention).
+CHUNKS = ("chunk_size", "attention_chunk_size", "mamba_chunk_size", "ssm_chunk_size", "block_size")
+
+
+def chunk_of(config, least: int = 16) -> int:
+    """The step of the fixed T a module torch cannot export with a symbolic T is traced at: the least common
+    multiple of ``least`` and every chunk length the config names (:data:`CHUNKS`), so a padding to a chunk is
+    exact at every traced T."""
+    import math  # deferred: only a fit over T asks
+
+    step = least
+    for name in CHUNKS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 1 < value <= 4096:
+            step = math.lcm(step, value)
+    return step

@@ -220,6 +220,52 @@ def _fit_value(names, points, values) -> sympy.Expr | None:
     return total
 
 
+def fit_across(
+    traced: Sequence, points: Sequence[Mapping[str, int]], names: Sequence[str], samples: int, what: str, by: str
+) -> tuple[object, list[str]]:
+    """One Traced whose every size is fitted exactly in ``names`` across ``traced`` (traced at ``points``): the
+    first ``samples`` fit, the rest check; and the sizes no fit reproduces (left at the first trace's value).
+
+    The traces must have one structure, op by op (else an error naming the first op that differs: an op or a
+    layer pattern depends on ``by``)."""
+    reference = _structure(traced[0])
+    for values, t in zip(points[1:], traced[1:]):
+        other = _structure(t)
+        if other != reference:
+            where = next(
+                (
+                    f"op {i} ({a[1] if len(a) > 1 else a})"
+                    for i, (a, b) in enumerate(zip(reference[0], other[0]))
+                    if a != b
+                ),
+                "the layer pattern",
+            )
+            raise CostModelError(
+                f"recover: the traced structure of {what} changes with {by} (at {dict(values)} against "
+                f"{dict(points[0])}, first at {where}): an op or a layer pattern depends on them, so one "
+                f"symbolic graph cannot describe them all; fix {by} that change it"
+            )
+    slots = [_slots(t) for t in traced]
+    fitted, missing, cache = [], [], {}
+    for j, (label, _) in enumerate(slots[0]):
+        values = tuple(s[j][1] for s in slots)
+        if values not in cache:
+            expr = _fit_value(names, points[:samples], values[:samples])
+            if expr is not None:  # checked on the points the fit did not see
+                subs = [{sympy.Symbol(n, positive=True, integer=True): p[n] for n in names} for p in points[samples:]]
+                if any(sympy.expand(expr.xreplace(s) - v) != 0 for s, v in zip(subs, values[samples:])):
+                    expr = None
+            cache[values] = expr
+        expr = cache[values]
+        if expr is None:
+            missing.append(f"{label}: {', '.join(map(str, values))} at the sample points")
+            expr = values[0]
+        fitted.append(expr.xreplace({sympy.Symbol(n, positive=True, integer=True): symbol(n) for n in names}))
+    result = copy.deepcopy(traced[0])
+    _set_slots(result, fitted)
+    return result, missing
+
+
 #: At most this many traced configs (each takes seconds: 100,000 ran for hours).
 MAX_SAMPLES = 64
 
@@ -265,49 +311,14 @@ def recover(
         model = causal_lm(cfg, attn=attn)
         inputs, dynamic, ranges = example_inputs(cfg, labels=labels)
         traced.append(read_module(model, inputs, dynamic, ranges=ranges, name=cls.__name__.removesuffix("Config")))
-    reference = _structure(traced[0])
-    for values, t in zip(configs[1:], traced[1:]):
-        other = _structure(t)
-        if other != reference:
-            where = next(
-                (
-                    f"op {i} ({a[1] if len(a) > 1 else a})"
-                    for i, (a, b) in enumerate(zip(reference[0], other[0]))
-                    if a != b
-                ),
-                "the layer pattern",
-            )
-            raise CostModelError(
-                f"recover: the traced structure of {cls.__name__} changes with the sizes (at "
-                f"{values} against {configs[0]}, first at {where}): an op or a layer pattern "
-                "depends on them, so "
-                "one symbolic graph cannot describe every config; fix the sizes that change it"
-            )
-    slots = [_slots(t) for t in traced]
     points = [{names[k]: v for k, v in c.items()} for c in configs]
     fit_names = [names[s] for s in sizes]
-    fitted, missing, cache = [], [], {}
-    for j, (label, _) in enumerate(slots[0]):
-        values = tuple(s[j][1] for s in slots)
-        if values not in cache:
-            expr = _fit_value(fit_names, points[:samples], values[:samples])
-            if expr is not None:  # checked on the configs the fit did not see
-                subs = [{symbol(n): p[n] for n in fit_names} for p in points[samples:]]
-                if any(sympy.expand(expr.xreplace(s) - v) != 0 for s, v in zip(subs, values[samples:])):
-                    expr = None
-            cache[values] = expr
-        expr = cache[values]
-        if expr is None:
-            missing.append(f"{label}: {', '.join(map(str, values))} at the sample configs")
-            expr = values[0]
-        fitted.append(expr.xreplace({sympy.Symbol(n, positive=True, integer=True): symbol(n) for n in fit_names}))
+    result, missing = fit_across(traced, points, fit_names, samples, cls.__name__, "the sizes")
     if missing and strict:
         raise CostModelError(
             f"recover: {len(missing)} size(s) of {cls.__name__} are not polynomial in "
             f"{', '.join(sizes)} (a ceil, a min, or a size not listed): " + "; ".join(missing[:5])
         )
-    result = copy.deepcopy(traced[0])
-    _set_slots(result, fitted)
     result.values = {symbol(names[s]): default[s] for s in sizes if isinstance(default[s], int)}
     G = write(result)
     family = Family(

@@ -1,0 +1,196 @@
+"""How many of transformers' causal-LM model types ``costmodel`` traces exactly (issue 27's bar: 170 of 196).
+
+For each model type behind ``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``, in a child process of ``--per-process`` types
+(a hang or a crash is one type's result, bounded by ``--timeout``): its config built small from its class
+(:func:`costmodel.tracer.hf.small_config`: width 64, 2 layers, 4 heads, vocabulary 128, position tables 4096,
+and the few fields of :data:`OVERRIDES` a class needs to build), the causal LM on meta, traced by
+:func:`costmodel.tracer.hf.trace_causal_lm` (a symbolic B and T; where torch.export cannot keep T symbolic,
+exported at several fixed T and T fitted exactly: :mod:`costmodel.tracer.over_t`), then counted at two sizes
+the fit never saw (the graph's totals with the numbers put in, as ``estimate`` derives them) and compared with PyTorch: matmul FLOPs of one forward and of forward + backward by
+``FlopCounterMode`` under a FakeTensorMode, and parameters by ``numel``. A type counts as *exact* when all three
+agree at both sizes.
+
+    python scripts/trace_reach.py --out /tmp/reach.jsonl            # every type, minutes to an hour
+    python scripts/trace_reach.py --types llama,aria_text --out -   # some
+
+Each line of ``--out`` is one type's JSON record; the summary is printed at the end (and can be printed again
+from the file with ``--summary FILE``). Needs ``costmodel[torch]`` (torch 2.13.0, transformers 5.24.0).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: Fields a config class needs besides the small sizes to build (its own validation) or to export.
+OVERRIDES: dict[str, dict] = {
+    "mamba2": {"num_heads": 4, "head_dim": 32, "n_groups": 1},
+    "bamba": {"mamba_n_heads": 8, "mamba_d_head": 16},
+    "mistral": {"sliding_window": None},
+    "mixtral": {"sliding_window": None},
+}
+
+
+def one(model_type: str) -> dict:
+    """Trace ``model_type`` and compare it with PyTorch (run in a child process)."""
+    sys.path.insert(0, ROOT)
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import costmodel
+    from costmodel.tracer.hf import causal_lm, chunk_of, small_config, trace_causal_lm
+    from tests.trace.models import _conv_backward
+
+    out: dict = {"type": model_type}
+    t0 = time.perf_counter()
+    try:
+        config = small_config(model_type, max_position_embeddings=4096, **OVERRIDES.get(model_type, {}))
+        model = causal_lm(config)
+    except Exception as exc:  # a config or model transformers cannot build small on meta
+        return {**out, "result": "not built", "why": f"{type(exc).__name__}: {exc}"[:300]}
+    try:
+        m = trace_causal_lm(config)
+    except costmodel.CostModelError as exc:
+        text = str(exc)
+        last = text.rpartition("failed too: ")[2]  # the fixed-T exports' own reason, when they were tried
+        stage = "torch.export" if "torch.export could not export" in last else "costmodel"
+        return {**out, "result": f"refused ({stage})", "why": text[:600], "s": round(time.perf_counter() - t0, 1)}
+    out["fixed_T"] = "fixed_T" in m.graph.graph["traced"]
+    step = chunk_of(config)
+    fixed = {torch.ops.aten.convolution_backward: _conv_backward}
+    numel = sum(p.numel() for p in model.parameters())
+    wrong = []
+    for batch, seq in ((2, 10 * step), (3, 13 * step)):  # multiples of the chunk, never a fitted T
+        ids = torch.zeros(batch, seq, dtype=torch.long, device="meta")
+        try:
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                with FlopCounterMode(display=False, custom_mapping=fixed) as forward:
+                    loss = model(input_ids=ids, labels=ids.clone()).loss
+                with FlopCounterMode(display=False, custom_mapping=fixed) as backward:
+                    loss.backward()
+        except Exception as exc:
+            return {**out, "result": "no reference", "why": f"{type(exc).__name__}: {exc}"[:300]}
+        theirs = (forward.get_total_flops(), forward.get_total_flops() + backward.get_total_flops(), numel)
+        try:
+            ours = engine(m, batch, seq)
+        except costmodel.CostModelError as exc:
+            return {**out, "result": "estimate refused", "why": str(exc)[:300]}
+        if ours != theirs:
+            wrong.append({"B": batch, "T": seq, "costmodel": ours, "torch": theirs})
+    out["s"] = round(time.perf_counter() - t0, 1)
+    return {**out, "result": "wrong" if wrong else "exact", **({"wrong": wrong} if wrong else {})}
+
+
+def engine(m, batch: int, seq: int) -> tuple[int, int, int]:
+    """costmodel's matmul FLOPs (forward, forward + backward) and parameters of ``m`` at B, T: the graph's totals
+    with the numbers put in (what ``estimate`` derives, without its memory and time sections)."""
+    from costmodel.graph.analysis import as_int, check_values, evaluate, totals
+    from costmodel.symbols import B, T
+
+    values = {**m.values, B: batch, T: seq}
+    check_values(m.graph, values)  # a fitted T must be one the graph allows (a multiple of a chunk)
+    t = totals(m.graph)
+    forward = as_int(evaluate(t.forward.matmul_flops, values), "forward")
+    return (
+        forward,
+        forward + as_int(evaluate(t.backward.matmul_flops, values), "backward"),
+        as_int(evaluate(t.params, values), "params"),
+    )
+
+
+def summary(records: list[dict]) -> str:
+    total = len(records)
+    exact = [r for r in records if r["result"] == "exact"]
+    by = collections.Counter(r["result"] for r in records)
+    lines = [
+        f"{len(exact)} of {total} causal-LM model types traced with exact FLOPs (forward, training) and parameters"
+        f" ({sum(1 for r in exact if not r.get('fixed_T'))} with T symbolic,"
+        f" {sum(1 for r in exact if r.get('fixed_T'))} with T fitted from fixed-T exports)",
+    ]
+    for kind, n in sorted(by.items(), key=lambda kv: -kv[1]):
+        if kind != "exact":
+            lines.append(f"  {kind} ({n}): " + ", ".join(sorted(r["type"] for r in records if r["result"] == kind)))
+    return "\n".join(lines)
+
+
+class _TimeoutError(Exception):
+    pass
+
+
+def child(types: list[str], timeout: int) -> None:
+    """Run :func:`one` on each type in this process (torch imported once), each bounded by ``timeout`` seconds."""
+    import signal
+
+    def alarm(signum, frame):
+        raise _TimeoutError
+
+    signal.signal(signal.SIGALRM, alarm)
+    for t in types:
+        signal.alarm(timeout)
+        try:
+            rec = one(t)
+        except _TimeoutError:
+            rec = {"type": t, "result": "timed out", "why": f"over {timeout} s"}
+        except Exception as exc:  # anything one() did not expect: that type's result
+            rec = {"type": t, "result": "crashed", "why": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            signal.alarm(0)
+        print(json.dumps(rec), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--types", help="comma-separated model types (default: every causal LM type)")
+    p.add_argument("--out", default="-", help="JSON lines, one per type (default: stdout)")
+    p.add_argument("--timeout", type=int, default=600, help="seconds per type (default 600)")
+    p.add_argument("--per-process", type=int, default=16, help="types per child process (default 16)")
+    p.add_argument("--summary", metavar="FILE", help="print the summary of a finished --out file")
+    p.add_argument("--child", help=argparse.SUPPRESS)  # a child process: comma-separated types
+    args = p.parse_args(argv)
+    if args.child:
+        child(args.child.split(","), args.timeout)
+        return 0
+    if args.summary:
+        with open(args.summary, encoding="utf-8") as fh:
+            print(summary([json.loads(line) for line in fh if line.strip()]))
+        return 0
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    todo = args.types.split(",") if args.types else sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    sink = sys.stdout if args.out == "-" else open(args.out, "a", encoding="utf-8")
+    records: list[dict] = []
+    env = {**os.environ, "PYTHONPATH": ROOT, "COSTMODEL_CACHE_DIR": "off"}
+    while todo:
+        batch = todo[: args.per_process]
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", ",".join(batch), "--timeout", str(args.timeout)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+        done = set()
+        for line in proc.stdout:
+            if line.startswith("{"):
+                rec = json.loads(line)
+                done.add(rec["type"])
+                records.append(rec)
+                print(json.dumps(rec), file=sink, flush=True)
+                print(f"{rec['type']}: {rec['result']}", file=sys.stderr, flush=True)
+        proc.wait()
+        left = [t for t in batch if t not in done]
+        if left:  # the child died on left[0] (a crash no exception caught): that type's result, then the rest
+            rec = {"type": left[0], "result": "crashed", "why": f"the process exited with {proc.returncode}"}
+            records.append(rec)
+            print(json.dumps(rec), file=sink, flush=True)
+            left = left[1:]
+        todo = left + todo[len(batch) :]
+    print(summary(records))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
