@@ -72,4 +72,11 @@ def test_measured_times_from_throughput_match_the_sources_arithmetic():
     assert validation.measured_step(by_id["narayanan21-1008.0B"]) == pytest.approx(102.63, abs=0.01)
     # 175B-class row (145.6B, 1536 GPUs, 148 TFLOP/s): 24.82 s
     assert validation.measured_step(by_id["narayanan21-145.6B"]) == pytest.approx(24.82, abs=0.01)
+    # Megatron-Bridge 25.11, Qwen3 235B-A22B on 256 GB200 at 4916 tokens/s/GPU, GBS 8192 x 4096 tokens:
+    # 33,554,432 / (4916 x 256 = 1,258,496) = 26.662 s
+    assert validation.measured_step(by_id["mbridge2511-qwen3-235b-a22b-256-gb200-bf16"]) == pytest.approx(
+        26.662, abs=1e-3
+    )
+    # GPT OSS 120B on 64 B200 at 8213 tokens/s/GPU, GBS 512 x 4096: 2,097,152 / 525,632 = 3.990 s
+    assert validation.measured_step(by_id["mbridge2511-gpt-oss-120b-64-b200-bf16"]) == pytest.approx(3.990, abs=1e-3)
     assert all(r.get("source") and r.get("flop_convention") and r.get("status") for r in by_id.values())

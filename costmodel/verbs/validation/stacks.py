@@ -147,6 +147,7 @@ RECORDED: dict[str, tuple[float, float]] = {
     "megascale-baseline": (0.0570, 0.1191),
     "dgxc-h100-bf16": (0.0465, 0.0958),
     "llama3-405b": (0.1546, 0.2406),
+    "megatron-bridge-25.11": (0.4692, 0.7235),
 }
 
 #: The pooled labels of the stack view (:func:`pooled`), recorded in ``validation.RECORDED_POOLED``.
