@@ -32,6 +32,11 @@ from ..graph.analysis import as_int, evaluate, parameters
 from ..options import check_settings
 
 ENTRY_POINT_GROUP = "costmodel.architectures"
+#: Where a model that is no family's graph is traced: ``module`` (a PyTorch module and its inputs,
+#: :func:`costmodel.tracer.trace`) and ``config`` (a config.json transformers knows,
+#: :func:`costmodel.tracer.hf.trace_config`). A plug-in point, as the architectures are: the tracer sits a layer
+#: above this package (it builds Family and Model records), so this package finds it by its entry points.
+TRACER_GROUP = "costmodel.tracers"
 
 
 @dataclass(frozen=True)
@@ -260,8 +265,7 @@ def _build(
     else:
         graph = fam.build(**options)
         if _made_module(graph):  # a factory of a PyTorch module (module, example_inputs[, dynamic]): traced
-            from ..tracer import trace  # deferred: the tracer imports torch
-
+            trace = tracer("module")
             traced_model = trace(graph[0], graph[1], graph[2] if len(graph) == 3 else "B,T", name=fam.name)
             graph, traced = traced_model.graph, dict(traced_model.values)
         if not isinstance(graph, nx.DiGraph):
@@ -291,6 +295,17 @@ def _build(
     values.update({sym: v for sym, v in sized.items() if sym in used.values()})
     values = {**traced, **values}  # a traced module's own values (T's bound) under the settings
     return graph, values, key
+
+
+def tracer(name: str):
+    """The tracer registered as ``name`` under the ``costmodel.tracers`` entry-point group (:data:`TRACER_GROUP`)."""
+    found = [ep for ep in entry_points(group=TRACER_GROUP) if ep.name == name]
+    if not found:
+        raise CostModelError(
+            f"no tracer {name!r} is registered (entry-point group {TRACER_GROUP!r}): reinstall costmodel "
+            "(pip install 'costmodel[torch]')"
+        )
+    return found[0].load()
 
 
 def _made_module(made: object) -> bool:
@@ -388,12 +403,11 @@ def _traced(spec: str, got: object, settings: Mapping[str, object], dtype: str |
     """The model of a config.json traced (:func:`costmodel.tracer.hf.trace_config`), built once per process for
     one file content and dtype; settings may set its symbols (B, T), not the config's sizes (fixed by tracing)."""
     import hashlib  # deferred: only a traced config needs its hash
-    import json
+    import json  # deferred: as hashlib
 
     digest = hashlib.sha256(json.dumps([got.traced, dtype], sort_keys=True, default=str).encode()).hexdigest()
     if digest not in _TRACED:
-        from ..tracer.hf import trace_config  # deferred: the tracer imports torch
-
+        trace_config = tracer("config")
         if len(_TRACED) >= 16:
             _TRACED.pop(next(iter(_TRACED)))
         _TRACED[digest] = trace_config(got.traced, f"config {spec!r}", dtype)

@@ -97,8 +97,8 @@ def against(model: str, symbols: set[str]) -> tuple[str, object, dict[str, int],
     """The config.json to check, the factory of its transformers module at drawn sizes, the symbols pinned to
     the file's values (those no field sets alone) and a relation the draws must meet (an even head width)."""
     from ..families import families  # deferred: the kit's modules load what they use
-    from ..families.hf import SAME_STRUCTURE, read_json
-    from ..families.hf_reading import read, table
+    from ..families.hf import SAME_STRUCTURE, read_json  # deferred: as above
+    from ..families.hf_reading import read, table  # deferred: as above
 
     path = config_path(model)
     where = f"check --against transformers: config {path!r}"
@@ -150,7 +150,7 @@ def _even_heads(symbols: set[str], follows: bool):
     (its configs validate ``hidden_size % num_attention_heads`` even where ``head_dim`` is its own field)."""
     import sympy  # deferred: the kit's modules load what they use
 
-    from ..symbols import symbol
+    from ..symbols import symbol  # deferred: the kit's modules load what they use
 
     out = []
     for rotated in ("d_head", "d_rope"):  # MLA rotates its d_rope part only

@@ -219,8 +219,8 @@ def check(
     named = against
     if against == "transformers":  # a family against the transformers module of the same config (testing/hf.py)
         from .hf import TERMS as HF_TERMS  # deferred: only this comparison needs it
-        from .hf import against as transformers_factory
-        from .hf import config_path
+        from .hf import against as transformers_factory  # deferred: as above
+        from .hf import config_path  # deferred: as above
 
         if not isinstance(model, str):
             raise CostModelError("check --against transformers: expected a config.json or a family name")

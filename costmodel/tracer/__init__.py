@@ -220,7 +220,15 @@ def trace(
         from .over_t import trace_over_t  # deferred: only a module torch cannot export with a symbolic T
 
         traced = trace_over_t(
-            module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold, step=t_step, why=str(exc)
+            module,
+            example_inputs,
+            dynamic,
+            ranges=ranges,
+            name=name,
+            fold=fold,
+            step=t_step,
+            why=str(exc),
+            read_module=read_module,
         )
     G = write(traced)
     notes = ()

@@ -76,11 +76,13 @@ def trace_over_t(
     fold: bool,
     step: int,
     why: str,
+    read_module,
 ):
     """The :class:`~.Traced` of ``module`` with T fitted from exports at fixed T (see the module), and the note
-    saying so; ``why`` is torch's reason the symbolic export failed (quoted in the note and in any error)."""
-    from . import read_module  # deferred: the tracer's modules import each other
-    from .recover import fit_across  # deferred: as above
+    saying so; ``why`` is torch's reason the symbolic export failed (quoted in the note and in any error);
+    ``read_module``: :func:`costmodel.tracer.read_module`, the export of one trace (given: this module is
+    imported by the package, not the other way round)."""
+    from .across import fit_across  # deferred: only a module torch cannot export with a symbolic T
 
     fixed = {k: {a: s for a, s in spec.items() if s != "T"} for k, spec in dynamic.items()}
     others = {k: v for k, v in (ranges or {}).items() if k != "T"}
