@@ -101,9 +101,9 @@ def show(r, fmt: str, title: str, *, standalone: bool = False, explain: bool = F
             out["leading"] = r.leading()
         print(json.dumps(out, indent=2, allow_nan=False, default=str))  # default: a leading term's expression
     elif fmt == "latex":
-        print(r.to_latex(title, standalone=standalone, leading=leading))
+        print(r.to_latex(title, standalone=standalone, leading=leading, explain=explain))
     elif fmt == "markdown":
-        print(r.to_markdown(), end="")
+        print(r.to_markdown(explain=explain), end="")
     elif leading:
         rows = r.leading()
         width = max(map(len, rows), default=0)
@@ -120,20 +120,7 @@ def show(r, fmt: str, title: str, *, standalone: bool = False, explain: bool = F
         if left:
             print(f"(too long to print here, see --format json: {', '.join(left)})")
         if explain:
-            print("\nwhere each term comes from (ops, by block):")
-            for k, terms in r.explain().items():
-                print(f"{k}:")
-                for t in terms:
-                    print(f"  {t['term']:<28} <- {blocks(list(t['ops']))}")
+            print("\n" + r.explain_text())
         print("\nper op (forward, one run; count = runs per step):")
         for name, row in r["ops"].items():
             print(f"  {name:<28} {row['kind']:<12} x{row['count']!s:<4} flops {row['flops']}")
-
-
-def blocks(ops: list[str]) -> str:
-    """Op names grouped by their block, the way a reader checks them: ``layers.attn.q/k/v, layers.mlp.fc``."""
-    by: dict[str, list[str]] = {}
-    for op in ops:
-        head, _, last = op.rpartition(".")
-        by.setdefault(head, []).append(last)
-    return ", ".join(f"{head}.{'/'.join(lasts)}" if head else "/".join(lasts) for head, lasts in by.items())

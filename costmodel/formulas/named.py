@@ -79,14 +79,36 @@ def use_names(s: Shaped, names: Mapping[str, sympy.Expr], counts: Sequence[sympy
         c = _multiple(v, e)
         if c is not None:
             return Named(name, e) if c == 1 else Scaled(c, Named(name, e))
+    if not isinstance(s, Sum):
+        return s
+    parts = list(s.parts)
     layer = names.get("N_{layer}")
-    if isinstance(s, Sum) and layer is not None:
-        parts = []
-        for p in s.parts:
+    if layer is not None:
+        for i, p in enumerate(parts):
             c = next(((c, n) for n in counts if (c := _multiple(p.value(), n * layer)) is not None), None)
-            parts.append(p if c is None else Scaled(c[0] * c[1], Named("N_{layer}", layer)))
-        return Sum(tuple(parts))
-    return s
+            parts[i] = p if c is None else Scaled(c[0] * c[1], Named("N_{layer}", layer))
+    for name, e in items:  # a sum the parts of which a name stands for: V d + T_{max} d → N_{embed}
+        if name != "N_{layer}" and len(sympy.Add.make_args(sympy.expand(e))) > 1:
+            parts = _subsum(parts, name, e)
+    return Sum(tuple(parts)) if len(parts) > 1 else parts[0]
+
+
+def _subsum(parts: list[Shaped], name: str, e: sympy.Expr) -> list[Shaped]:
+    """``parts`` with those whose terms are all terms of ``e`` written as ``name`` (times a number) where
+    together they are a multiple of ``e``; the name stands where the first of them stood."""
+    monomials = set(sympy.expand(e).as_coefficients_dict())
+    picked = [
+        i
+        for i, p in enumerate(parts)
+        if not isinstance(p, Named) and set(sympy.expand(p.value()).as_coefficients_dict()) <= monomials
+    ]
+    if not picked:
+        return parts
+    c = _multiple(sympy.Add(*(parts[i].value() for i in picked)), e)
+    if c is None:
+        return parts
+    named = Named(name, e) if c == 1 else Scaled(c, Named(name, e))
+    return [named if i == picked[0] else p for i, p in enumerate(parts) if i == picked[0] or i not in picked]
 
 
 def definitions(names: Mapping[str, sympy.Expr], counts: Sequence[sympy.Symbol] = (), at=None) -> dict[str, Shaped]:

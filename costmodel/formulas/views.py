@@ -94,8 +94,8 @@ def explain(
     expr: sympy.Expr, sources: Mapping[str, sympy.Expr], at: Mapping[sympy.Symbol, int] | None = None
 ) -> list[dict[str, object]] | None:
     """For each term of ``expr`` (leading first: largest at ``at``, else by degree), the ops whose contributions add up to it:
-    ``[{"term": "72*B*L*T*d**2", "ops": {"layers.attn.q": "18*B*L*T*d**2", ...}}]``. None unless the sources
-    sum to ``expr`` exactly (then every term is accounted for)."""
+    ``[{"term": 72*B*L*T*d**2, "ops": {"layers.attn.q": 18*B*L*T*d**2, ...}}]`` (sympy; the JSON's are strings).
+    None unless the sources sum to ``expr`` exactly (then every term is accounted for)."""
     e = sympy.expand(expr)
     parts = {op: dict(sympy.expand(v).as_coefficients_dict()) for op, v in sources.items() if v != 0}
     if sympy.expand(sympy.Add(*(sympy.expand(v) for v in sources.values())) - e) != 0:
@@ -105,8 +105,8 @@ def explain(
     out = []
     for term in order(sympy.Add.make_args(e), at):
         coeff, m = term.as_coeff_Mul()
-        ops = {op: str(d[m] * m) for op, d in parts.items() if d.get(m, 0) != 0}
-        out.append({"term": str(term), "ops": ops})
+        ops = {op: d[m] * m for op, d in parts.items() if d.get(m, 0) != 0}
+        out.append({"term": term, "ops": ops})
     return out
 
 

@@ -18,6 +18,7 @@ from ..formulas.named import definitions, glossary, use_names
 from ..formulas.quantities import choose, maximum
 from ..formulas.shaped import fractional, shape, shape_all
 from ..memory.peak import maximal
+from . import explained
 from .paper import display, fragment, whole_document
 from .results import Result, dumps, to_jsonable
 
@@ -142,15 +143,29 @@ class Derivation(Result):
 
     def explain(self) -> dict:
         """For each expression a per-op sum makes (parameters, FLOPs, bytes), each term with the ops that add up to
-        it (:func:`costmodel.formulas.views.explain`); only where the ops' parts sum to the expression exactly."""
-        sources = self._sources() if self._sources else {}
-        out = {}
-        for key, parts in sources.items():
-            if key in self._data["expressions"]:
-                got = views.explain(self._data["expressions"][key], parts, self.at[1] if self.at else None)
-                if got is not None:
-                    out[key] = got
-        return out
+        it (:func:`costmodel.formulas.views.explain`), as strings (the JSON key ``explain``); only where the ops'
+        parts sum to the expression exactly."""
+        return {
+            key: [{"term": str(t["term"]), "ops": {op: str(v) for op, v in t["ops"].items()}} for t in terms]
+            for key, terms in self._explained().items()
+        }
+
+    def explain_text(self) -> str:
+        """:meth:`explain` as plain text (``derive --explain``): each term with its ops by block."""
+        return explained.text(self._explained())
+
+    def _explained(self) -> dict:
+        """:meth:`explain` with the terms and the ops' parts as sympy expressions (what a page prints)."""
+        if "_explain" not in self.__dict__:
+            sources = self._sources() if self._sources else {}
+            out = {}
+            for key, parts in sources.items():
+                if key in self._data["expressions"]:
+                    got = views.explain(self._data["expressions"][key], parts, self.at[1] if self.at else None)
+                    if got is not None:
+                        out[key] = got
+            self.__dict__["_explain"] = out
+        return self.__dict__["_explain"]
 
     def names(self) -> dict:
         """The quantities the shaped formulas use by name (:func:`costmodel.formulas.shaped.glossary`)."""
@@ -189,8 +204,9 @@ class Derivation(Result):
     def _repr_latex_(self) -> str:  # Jupyter: the formulas shaped, as Markdown shows them
         return "$\\begin{aligned}\n" + display(self.displayed()) + "\n\\end{aligned}$"
 
-    def to_markdown(self) -> str:
-        """Markdown: the symbols, then every formula shaped in a ``$$…$$`` block (KaTeX, MathJax)."""
+    def to_markdown(self, *, explain: bool = False) -> str:
+        """Markdown: the symbols, then every formula shaped in a ``$$…$$`` block (KaTeX, MathJax); ``explain``:
+        then each explained expression's terms and their ops (:meth:`explain`)."""
         lines = [f"**{self.title}**", "", "| symbol | meaning |", "|---|---|"]
         lines += [f"| `{s}` | {about} |" for s, about in self._data["symbols"].items()]
         names = self.definitions()
@@ -199,12 +215,17 @@ class Derivation(Result):
         lines += ["", "$$", "\\begin{aligned}", display(self.displayed()), "\\end{aligned}", "$$"]
         if self.at_peak_note():
             lines += ["", self.at_peak_note()]
+        if explain:
+            lines.append(explained.markdown(self._explained()))
         return "\n".join(lines) + "\n"
 
-    def to_latex(self, title: str | None = None, *, standalone: bool = False, leading: bool = False) -> str:
+    def to_latex(
+        self, title: str | None = None, *, standalone: bool = False, leading: bool = False, explain: bool = False
+    ) -> str:
         """A LaTeX fragment for a plain article (:func:`costmodel.render.paper.fragment`): the symbols, every
         formula shaped and broken to fit the page, the peak by its named points, the per-op table;
-        ``standalone``: a whole document; ``leading``: each formula's leading terms (:meth:`leading`) only."""
+        ``standalone``: a whole document; ``leading``: each formula's leading terms (:meth:`leading`) only;
+        ``explain``: then each explained expression's terms and their ops (:meth:`explain`)."""
         body = fragment(
             title or self.title,
             self._data["symbols"],
@@ -215,5 +236,6 @@ class Derivation(Result):
             self.definitions(),
             self.leading() if leading else None,
             self.at_peak_note(),
+            explained.latex(self._explained()) if explain else "",
         )
         return whole_document(body) if standalone else body

@@ -184,21 +184,28 @@ def labels_text(labels: Sequence[str], most: int = 4) -> str:
     return shown + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
-def peak_rows(lhs: str, p: Peak, *, intertext: bool = True) -> list[str]:
+def peak_rows(lhs: str, p: Peak, *, intertext: bool = True, labels: bool = True) -> list[str]:
     r"""A peak as ``lhs = S + \max_i A_i``, ``S`` = the states, then each point ``A_i`` after its names (an
-    ``\intertext``; without ``intertext``, for KaTeX and MathJax, a ``\text`` row)."""
+    ``\intertext``; without ``intertext``, for KaTeX and MathJax, a ``\text`` row; without ``labels``, none:
+    the page names the points beside the formula, :func:`point_labels`)."""
     column = width(rf"A_{{{len(p.points)}}}")
     out = [rf"&{lhs} = S + \max_{{i}} A_{{i}}", *rows("S", p.states, column=column)]
     if p.common is not None:  # the part most points share, once
         out += rows("K", shape(sympy.expand(p.common.expr), counts=_counts(p.common.expr)), column=column)
     for i, (names, point) in enumerate(p.points, 1):
         first, *rest = rows(rf"A_{{{i}}}", point, column=column)
-        if intertext:
+        if not labels:
+            out += [first, *rest]
+        elif intertext:
             out += [rf"\intertext{{\raggedright $A_{{{i}}}$: live at {labels_text(names)}}}" + "\n" + first, *rest]
         else:
-            named = ", ".join(escape(x) for x in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            out += [rf"&\text{{$A_{{{i}}}$: live at {named}}}", first, *rest]
+            out += [rf"&\text{{$A_{{{i}}}$: live at {escape(point_labels(names))}}}", first, *rest]
     return out
+
+
+def point_labels(labels: Sequence[str], most: int = 4) -> str:
+    """A point's names as plain text, at most ``most`` of them and how many more."""
+    return ", ".join(labels[:most]) + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
 def _counts(expr: sympy.Expr) -> list[sympy.Symbol]:
@@ -311,12 +318,15 @@ def fragment(
     named: Mapping[str, Shaped] | None = None,
     leading: Mapping[str, Mapping[str, object]] | None = None,
     note: str = "",
+    explained: str = "",
 ) -> str:
     r"""``derive --format latex``: the packages it needs (a comment), the glossary, the ``named`` quantities
     (LaTeX name → shaped definition) the formulas use, every formula by group (the
     keys that are 0 named in one line), the peak with its winning point at ``at`` (a config's name and values),
     and the per-op table; ``note``: a sentence after the formulas. ``leading`` (key → its leading ``expression`` and the ``share`` it covers): those
-    instead of the formulas, each ``≈`` with its share."""
+    instead of the formulas, each ``≈`` with its share; ``explained``: LaTeX at the end (where each term comes
+    from, :func:`costmodel.render.explained.latex`)."""
+    tail = ["", explained] if explained else []
     out = [
         f"% {title}",
         "% needs \\usepackage{" + ",".join(PACKAGES) + "} (a plain article compiles it)",
@@ -327,7 +337,7 @@ def fragment(
     if named:
         out += ["", r"\paragraph*{Named quantities}", "", _aligned(list(named.items()))[0]]
     if leading is not None:
-        return source_lines("\n".join(out + _leading(leading, at)))
+        return source_lines("\n".join(out + _leading(leading, at) + tail))
     zero = [k for k, s in shaped.items() if s.value() == 0]
     by_group: dict[tuple[str, str], list[str]] = {}  # (heading, the keys' head it stands for) → keys
     for key in shaped:
@@ -354,7 +364,13 @@ def fragment(
         out += ["", r"{\raggedright\noindent " + escape(note).replace(".", r".\allowbreak{}") + r"\par}"]
     if zero:
         out += ["", r"{\raggedright\noindent Zero here: " + ",\n".join(map(_op_name, zero)) + r".\par}"]
-    out += ["", r"\paragraph*{Per op} (forward, one run; count = runs per step)", "", ops_tables(ops, ops_shaped)]
+    out += [
+        "",
+        r"\paragraph*{Per op} (forward, one run; count = runs per step)",
+        "",
+        ops_tables(ops, ops_shaped),
+        *tail,
+    ]
     return source_lines("\n".join(out))
 
 

@@ -113,11 +113,62 @@ def derivation_section(ctx: Context) -> Section:
         ),
         Math(_shaped_equations(ctx.derived, shown)),
     ]
+    peak = _peak_blocks(ctx)
+    if peak:
+        left = [k for k in left if k != "memory_bytes.peak"]
+        blocks += peak
     if left:
         blocks.append(
             Text("Derived as a maximum, a choice or a rounding (exact in the JSON report): " + ", ".join(left) + ".")
         )
     return Section("Derivation", tuple(blocks))
+
+
+def _peak_blocks(ctx: Context) -> list:
+    """The liveness peak as ``derive`` prints it: the states plus the largest of its named points, each point's
+    names and bytes at the values above, and the one that wins (none when the peak is not a max of points)."""
+    from ..formulas.shaped import Peak, shape_peak  # the shaping, loaded when a document is drawn
+    from ..memory.peak import maximal
+    from .paper import peak_rows, point_labels
+
+    expr = ctx.derived["expressions"].get("memory_bytes.peak")
+    choice = ctx.quantities.choices.get("memory.peak_at") if ctx.quantities is not None else None
+    if expr is None or choice is None:
+        return []
+    counts = {  # the block counts terms collect by (L, and a part of it such as ⌊L/4⌋)
+        a
+        for _, c in ctx.model.graph.nodes(data="count")
+        if c is not None
+        for a in sympy.sympify(c).atoms(sympy.Symbol, sympy.floor, sympy.ceiling)
+    }
+    counts = sorted(counts, key=sympy.default_sort_key)
+    p = shape_peak(expr, choice[1], counts=counts, at=ctx.values, maximal=maximal)
+    if not isinstance(p, Peak):
+        return []
+    values = {s: sympy.Integer(v) for s, v in ctx.values.items()}
+    won, names, live = p.winner(values)
+    states = int(p.states.value().xreplace(values))
+    rows = tuple(
+        (
+            Cell(f"A_{{{i}}}", True),
+            Cell(point_labels(labels)),
+            Cell(tex.number(int(point.value().xreplace(values))), True),
+        )
+        for i, (labels, point) in enumerate(p.points, 1)
+    )
+    lhs = tex.key_latex("memory_bytes.peak")
+    return [
+        Text(
+            "The peak (memory_bytes.peak) is the model states S plus the largest of the points of the step "
+            "where the live bytes can peak, each named by the places it holds for:"
+        ),
+        Math(" \\\\\n".join(peak_rows(lhs, p, labels=False))),
+        Table(("point", "live at", "bytes live here"), rows, "lp{10cm}r"),
+        Text(
+            f"At the values above, the peak is point {won + 1} ({point_labels(names)}): {live:,} bytes live over "
+            f"{states:,} bytes of states, {live + states:,} bytes in all."
+        ),
+    ]
 
 
 def term_section(ctx: Context) -> Section:

@@ -11,7 +11,8 @@ from costmodel.families import families
 from costmodel.formulas.quantities import maximum, roundup
 from costmodel.formulas.shaped import Named, Peak, Scaled, Sum, integral, shape, shape_peak
 from costmodel.memory.peak import maximal
-from costmodel.symbols import B, L, T, V, d
+from costmodel.render.paper import pieces
+from costmodel.symbols import B, L, T, T_max, V, d
 
 
 def _points(exprs, n=3, seed=0):
@@ -118,3 +119,17 @@ def test_the_part_a_peaks_points_share_is_the_layers_kept_activations():
     r = costmodel.derive("gpt3-175b")
     k = r.shaped()["memory_bytes.peak"].common
     assert k.name == "K" and sympy.expand(k.expr - L * r["expressions"]["memory_bytes.activations_per_layer"]) == 0
+
+
+def test_a_named_quantity_is_written_with_the_names_defined_before_it():
+    # GPT-2 small: N = L·N_layer + N_embed + 2d (the final norm), N_embed = V·d + T_max·d (wte and wpe);
+    # 12·(12·768² + 13·768) + (50257 + 1024)·768 + 2·768 = 85,054,464 + 39,383,808 + 1,536 = 124,439,808,
+    # the parameter count of Hugging Face's gpt2 (biases included)
+    r = costmodel.derive("gpt2-small")
+    names, defs = r.names(), r.definitions()
+    n = defs["N"]
+    assert " ".join(pieces(n)) == "L N_{layer} + N_{embed} + 2 d"
+    assert Named("N_{embed}", names["N_{embed}"]) in n.parts
+    assert sympy.expand(n.value() - names["N"]) == 0 and sympy.expand(names["N_{embed}"] - (V + T_max) * d) == 0
+    at = {s: sympy.Integer(v) for s, v in r.at[1].items()}
+    assert n.value().xreplace(at) == 124_439_808

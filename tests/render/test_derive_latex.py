@@ -116,3 +116,12 @@ def test_a_traced_model_compiles_and_fits(tmp_path):
     ids = torch.zeros(2, 8, dtype=torch.long, device="meta")
     m = costmodel.trace(net, {"ids": ids}, dynamic={"ids": {0: "B", 1: "T"}})
     _check({"traced": costmodel.derive(m).to_latex("traced Net")}, tmp_path)
+
+
+def test_explain_compiles_and_fits_the_page(tmp_path):
+    _need_pdflatex()
+    tex = _cli("derive", "gpt3-175b", "--format", "latex", "--explain")
+    # GPT-3's 12·L·d² parameters are the four attention projections (4d²) and the MLP's two (8d², d_ff = 4d)
+    assert r"$12 L d^{2}$ & \texttt{layers.\allowbreak attn.\allowbreak q/\allowbreak k/" in tex
+    assert r"Where each term comes from" in tex and r"term of \texttt{flops.\allowbreak training}" in tex
+    _check({"gpt3-175b explained": tex}, tmp_path)

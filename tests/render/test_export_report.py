@@ -8,10 +8,12 @@ import subprocess
 import pytest
 import sympy
 
+from costmodel import estimate
 from costmodel.cli import main
 from costmodel.expr import parse_expr
 from costmodel.families import load, presets
 from costmodel.kit import totals
+from costmodel.render.blocks import Text
 from costmodel.render.latex import derivation, escape, terms
 from costmodel.symbols import L, d
 from costmodel.verbs.report import report
@@ -149,3 +151,17 @@ def test_any_quantity_as_an_equation_compiles(tmp_path):
         timeout=120,
     )
     assert run.returncode == 0, run.stdout[-3000:]
+
+
+def test_the_derivation_names_the_peaks_points_and_the_winner():
+    # the peak is the states plus the largest named point, as derive prints it; the winning point and its bytes
+    # are the ones the estimate's own liveness walk reports (memory.peak_at, memory_bytes.peak)
+    doc = report("gpt2-small")
+    e = estimate("gpt2-small")
+    texts = [b.text for b in next(s for s in doc.sections if s.title == "Derivation").blocks if isinstance(b, Text)]
+    won = next(t for t in texts if t.startswith("At the values above"))
+    assert f"({e['memory']['peak_at']}" in won and won.endswith(f"{e['memory_bytes']['peak']:,} bytes in all."), won
+    left = [t for t in texts if t.startswith("Derived as a maximum")]
+    assert all("memory_bytes.peak," not in t and not t.endswith("memory_bytes.peak.") for t in left), left
+    for text in (doc.to_latex(), doc.to_markdown()):
+        assert r"\mathrm{memory\_bytes}_{\mathrm{peak}} = S + \max_{i} A_{i}" in text
