@@ -128,8 +128,8 @@ def _peak_blocks(ctx: Context) -> list:
     """The liveness peak as ``derive`` prints it: the states plus the largest of its named points, each point's
     names and bytes at the values above, and the one that wins (none when the peak is not a max of points)."""
     from ..formulas.shaped import Peak, shape_peak  # the shaping, loaded when a document is drawn
-    from ..memory.peak import maximal
-    from .paper import peak_rows, point_labels
+    from ..memory.peak import maximal  # deferred: as the shaping
+    from .paper import peak_rows, point_labels  # deferred: as the shaping
 
     expr = ctx.derived["expressions"].get("memory_bytes.peak")
     choice = ctx.quantities.choices.get("memory.peak_at") if ctx.quantities is not None else None
