@@ -3,10 +3,7 @@ line of the page overfull by more than 1 pt and no line of the source longer tha
 
 import contextlib
 import io
-import os
 import re
-import shutil
-import subprocess
 
 import pytest
 
@@ -14,16 +11,9 @@ import costmodel
 from costmodel.cli import main
 from costmodel.families import families
 from costmodel.render.paper import whole_document
+from tests.render.pdflatex import need_pdflatex, pdflatex
 
-PDFLATEX = shutil.which("pdflatex")
 PLAIN = r"\documentclass{article}\usepackage{amsmath,amssymb,booktabs}\begin{document}"
-
-
-def _need_pdflatex():
-    if PDFLATEX is None:  # CI (.ci/run) installs it and requires it
-        if os.environ.get("COSTMODEL_REQUIRE_PDFLATEX"):
-            pytest.fail("pdflatex is required here (COSTMODEL_REQUIRE_PDFLATEX is set) but not installed")
-        pytest.skip("pdflatex not installed (.ci/run installs it: texlive-latex-base, texlive-latex-recommended)")
 
 
 def _cli(*argv: str) -> str:
@@ -36,13 +26,7 @@ def _cli(*argv: str) -> str:
 def _compile(tex: str, folder) -> list[tuple[float, int]]:
     """Compile ``tex`` once; the (points too wide, source line) of every overfull line of the page."""
     (folder / "doc.tex").write_text(tex)
-    run = subprocess.run(
-        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = pdflatex(folder, "doc.tex", timeout=300)
     log = (folder / "doc.log").read_text(errors="replace")
     assert run.returncode == 0, log[-3000:]
     found = re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\) (?:in paragraph at lines|detected at line) (\d+)", log)
@@ -73,7 +57,7 @@ PRESETS = ["mistral-7b-swa", "gpt-oss-20b", "llama4-maverick", "gemma3-1b", "dee
 
 
 def test_every_family_compiles_and_fits_the_page(tmp_path):
-    _need_pdflatex()
+    need_pdflatex()
     parts = {name: _cli("derive", name, "--format", "latex") for name in [*sorted(families()), *PRESETS]}
     for name, tex in parts.items():  # what a user pastes: the packages it needs named at the top
         assert "% needs \\usepackage{amsmath,amssymb,booktabs}" in tex.splitlines()[1], name
@@ -81,7 +65,7 @@ def test_every_family_compiles_and_fits_the_page(tmp_path):
 
 
 def test_standalone_is_a_whole_document(tmp_path):
-    _need_pdflatex()
+    need_pdflatex()
     tex = _cli("derive", "gpt3-175b", "--format", "latex", "--standalone")
     assert tex.startswith("\\documentclass{article}") and tex.rstrip().endswith("\\end{document}")
     assert tex.rstrip() == whole_document(_cli("derive", "gpt3-175b", "--format", "latex").rstrip("\n")).rstrip()
@@ -92,7 +76,7 @@ def test_standalone_is_a_whole_document(tmp_path):
 
 
 def test_a_traced_model_compiles_and_fits(tmp_path):
-    _need_pdflatex()
+    need_pdflatex()
     torch = pytest.importorskip("torch")
     from torch import nn
 
@@ -119,7 +103,7 @@ def test_a_traced_model_compiles_and_fits(tmp_path):
 
 
 def test_explain_compiles_and_fits_the_page(tmp_path):
-    _need_pdflatex()
+    need_pdflatex()
     tex = _cli("derive", "gpt3-175b", "--format", "latex", "--explain")
     # GPT-3's 12·L·d² parameters are the four attention projections (4d²) and the MLP's two (8d², d_ff = 4d)
     assert r"$12 L d^{2}$ & \texttt{layers.\allowbreak attn.\allowbreak q/\allowbreak k/" in tex

@@ -1,7 +1,6 @@
 """Exports: the LaTeX report compiles with pdflatex as is; Markdown, JSON and Jupyter reprs."""
 
 import json
-import os
 import shutil
 import subprocess
 
@@ -17,8 +16,8 @@ from costmodel.render.blocks import Text
 from costmodel.render.latex import derivation, escape, terms
 from costmodel.symbols import L, d
 from costmodel.verbs.report import report
+from tests.render.pdflatex import PDFLATEX, need_pdflatex, pdflatex
 
-PDFLATEX = shutil.which("pdflatex")
 PDFTOTEXT = shutil.which("pdftotext")
 # the four models issue 18 names; deepseek-v3 (19 pages, 61 distinct blocks) is the slowest test of the suite
 # (about 80 s of one core, most of it derive's expansion of 558 formulas), and the only MLA + MoE report checked
@@ -27,10 +26,7 @@ MODELS = [m for m in ("gpt3-175b", "llama3-8b", "mixtral-8x7b", "deepseek-v3") i
 
 @pytest.mark.parametrize("model", MODELS)
 def test_latex_report_compiles_unchanged(model, tmp_path):
-    if PDFLATEX is None:  # CI (.ci/run) installs it and requires it
-        if os.environ.get("COSTMODEL_REQUIRE_PDFLATEX"):
-            pytest.fail("pdflatex is required here (COSTMODEL_REQUIRE_PDFLATEX is set) but not installed")
-        pytest.skip("pdflatex not installed (.ci/run installs it: texlive-latex-base, texlive-latex-recommended)")
+    need_pdflatex()
     assert (
         main(
             [
@@ -48,13 +44,7 @@ def test_latex_report_compiles_unchanged(model, tmp_path):
         )
         == 0
     )
-    run = subprocess.run(
-        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "report.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = pdflatex(tmp_path, "report.tex", timeout=120)
     assert run.returncode == 0, run.stdout[-3000:]
     assert (tmp_path / "report.pdf").stat().st_size > 10_000
     assert "Overfull \\hbox" not in (tmp_path / "report.log").read_text(errors="replace")  # nothing runs off the page
@@ -143,13 +133,7 @@ def test_any_quantity_as_an_equation_compiles(tmp_path):
     if PDFLATEX is None:
         pytest.skip("pdflatex not installed")
     (tmp_path / "eq.tex").write_text(PREAMBLE + "\\begin{document}\n" + eqs + "\n\\end{document}\n")
-    run = subprocess.run(
-        [PDFLATEX, "-interaction=nonstopmode", "-halt-on-error", "eq.tex"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = pdflatex(tmp_path, "eq.tex", timeout=120)
     assert run.returncode == 0, run.stdout[-3000:]
 
 
