@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..graph.printing import escape
+from .latex import breakable
 from .paper import tex
 
 #: Rows of one LaTeX table (a longer explanation continues in the next table: a plain article has no longtable).
@@ -30,10 +30,7 @@ def by_block(ops: Sequence[str]) -> str:
 
 def _wrapping(text: str) -> str:
     """Text in type that a line may break after each dot, slash and underscore of (and at a space)."""
-    out = escape(text)
-    for mark in (".", "/", r"\_"):
-        out = out.replace(mark, mark + r"\allowbreak ")
-    return r"\texttt{" + out + "}"
+    return r"\texttt{" + breakable(text, "./_") + "}"
 
 
 def latex(explained: Mapping[str, Sequence[Mapping[str, object]]]) -> str:

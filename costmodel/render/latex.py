@@ -14,6 +14,18 @@ import sympy
 from ..graph.printing import cost_latex, escape, latex  # noqa: F401 (the document helpers build on them)
 
 
+def breakable(text: str, marks: str = "._") -> str:
+    r"""``text`` escaped for LaTeX, free to break after each of ``marks`` (dots and underscores; ``/`` too if
+    given) inside a word: a dotted key or op name in a sentence or a table cell.
+
+    >>> breakable("memory_bytes.peak, then.")
+    'memory\\_\\allowbreak bytes.\\allowbreak peak, then.'
+    """
+    escaped = escape(text)
+    pattern = "|".join(re.escape(r"\_" if m == "_" else m) for m in marks)
+    return re.sub(rf"(?<=\w)({pattern})(?=[\w\\])", r"\1\\allowbreak ", escaped)
+
+
 def key_latex(key: str) -> str:
     r"""A dotted key as a LaTeX name: ``flops.matmul.forward`` → ``\mathrm{flops}_{\mathrm{matmul,forward}}``."""
     head, *rest = key.replace("_", r"\_").split(".")

@@ -21,7 +21,7 @@ from sympy.printing.latex import LatexPrinter
 
 from ..formulas.shaped import Ceiling, Named, Peak, Ratio, Scaled, Shaped, Sum, Term, shape
 from ..graph.printing import escape, unsafe_symbol_names
-from .latex import key_latex, number
+from .latex import breakable, key_latex, number
 
 #: What :func:`fragment` needs from the preamble.
 PACKAGES = ("amsmath", "amssymb", "booktabs")
@@ -180,7 +180,7 @@ def align(rowlist: Sequence[str]) -> str:
 
 def labels_text(labels: Sequence[str], most: int = 4) -> str:
     """A point's names as text, at most ``most`` of them and how many more."""
-    shown = ",\n".join(_breakable(x) for x in labels[:most])
+    shown = ",\n".join(breakable(x) for x in labels[:most])
     return shown + (f" and {len(labels) - most} more" if len(labels) > most else "")
 
 
@@ -246,13 +246,8 @@ def symbols_table(symbols: Mapping[str, str]) -> str:
     )
 
 
-def _breakable(name: str) -> str:
-    """A dotted name as text a line may break after each dot and underscore of."""
-    return escape(name).replace(".", r".\allowbreak ").replace(r"\_", r"\_\allowbreak ")
-
-
 def _op_name(name: str) -> str:
-    return r"\texttt{" + _breakable(name) + "}"
+    return r"\texttt{" + breakable(name) + "}"
 
 
 def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tuple[Shaped, Shaped]], per: int = 15):
@@ -268,7 +263,7 @@ def ops_tables(ops: Mapping[str, Mapping[str, object]], shaped: Mapping[str, tup
     for name, row in ops.items():
         flops, nbytes = shaped[name]
         cells = [
-            rf"{_op_name(name)} ({_breakable(str(row['kind']))})",
+            rf"{_op_name(name)} ({breakable(str(row['kind']))})",
             f"${tex(row['count'])}$",
             "$" + " ".join(pieces(flops)) + "$",
             "$" + " ".join(pieces(nbytes)) + "$",
@@ -361,7 +356,7 @@ def fragment(
                 out.append(winner_text(s, at[1], at[0]))
         out += _aligned(aligned)
     if note:  # a sentence (the peak's parts at its winning point), its dotted keys breakable
-        out += ["", r"{\raggedright\noindent " + escape(note).replace(".", r".\allowbreak{}") + r"\par}"]
+        out += ["", r"{\raggedright\noindent " + breakable(note) + r"\par}"]
     if zero:
         out += ["", r"{\raggedright\noindent Zero here: " + ",\n".join(map(_op_name, zero)) + r".\par}"]
     out += [

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import html
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -128,7 +127,7 @@ def _cell_latex(c: Cell) -> str:
     if c.math:
         return f"${c.text}$"
     if c.code:  # a key or an op name: in type, breakable after its dots and underscores
-        return r"\texttt{" + tex.escape(c.text).replace(".", r".\allowbreak{}").replace(r"\_", r"\_\allowbreak{}") + "}"
+        return r"\texttt{" + tex.breakable(c.text) + "}"
     return tex.escape(c.text)
 
 
@@ -146,7 +145,7 @@ def _section_latex(s: Section) -> str:
     out = [rf"\section{{{tex.escape(s.title)}}}"]
     for b in s.blocks:
         if isinstance(b, Text):  # a dotted key in a sentence breaks after its dots and underscores
-            out.append(re.sub(r"(?<=\w)(\.|\\_)(?=[\w\\])", r"\1\\allowbreak{}", tex.escape(b.text)))
+            out.append(tex.breakable(b.text))
         elif isinstance(b, Box):
             out.append(_box_latex(b))
         elif isinstance(b, Math):
