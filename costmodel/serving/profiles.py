@@ -78,6 +78,10 @@ class Profile:
     memory_time_scale: Fraction = Fraction(1)
     communication_time_scale: Fraction = Fraction(1)
     prefill_queue_share: Fraction = Fraction(0)
+    #: the per-request overhead fitted to each engine version (``"unstated"``: runs whose source names none); a
+    #: version not listed pays ``request_overhead_s``, the documented default (the API server and streaming front
+    #: end differ between versions and deployments, so a fitted value is only claimed for what it was fitted to)
+    request_overhead_by_version: Mapping[str, Fraction] = field(default_factory=dict)
     calibrated_for: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
     overridden: tuple[str, ...] = ()
@@ -95,8 +99,18 @@ class Profile:
             decode_first=self.decode_first,
             prefix_caching=self.prefix_caching,
             cuda_graph_sizes=tuple(s for s in self.cuda_graph_sizes if s <= self.max_num_seqs),
-            request_overhead_s=float(self.request_overhead_s),
+            request_overhead_s=float(self.request_overhead_for(self.version)),
         )
+
+    def request_overhead_for(self, version: str) -> Fraction:
+        """The per-request overhead of engine ``version`` (``""`` reads as ``"unstated"``): its fitted value, or
+        the profile's default where none was fitted.
+
+        >>> p = dataclasses.replace(profile("vllm-v1"), request_overhead_by_version={"9.9": Fraction(1, 10)})
+        >>> p.request_overhead_for("9.9"), p.request_overhead_for("0.0") == p.request_overhead_s
+        (Fraction(1, 10), True)
+        """
+        return self.request_overhead_by_version.get(version or "unstated", self.request_overhead_s)
 
     def calibration(self) -> str:
         """What ``serving.calibrated_for`` says: the fitted versions, or that this version has none."""
@@ -149,6 +163,10 @@ def _value(name: str, key: str, raw: object, where: str) -> object:
             )
             raise CostModelError(f"{what}: expected {bound}, received {raw!r}")
         return value
+    if key == "request_overhead_by_version":
+        if not isinstance(raw, dict):
+            raise CostModelError(f"{what}: expected an object of version: seconds >= 0, received {raw!r}")
+        return {str(k): _value(name, "request_overhead_s", v, where) for k, v in raw.items()}
     if key == "cuda_graph_sizes":
         items = raw.split(":") if isinstance(raw, str) else raw
         try:
@@ -188,7 +206,11 @@ def parse_profiles(data: object, where: str) -> dict[str, Profile]:
     for name, entry in engines.items():
         if not isinstance(entry, dict):
             raise CostModelError(f"{where}: engine {name!r} must be an object of fields")
-        missing = [k for k in required if k not in entry and k not in ("calibrated_for", "sources", *_FACTORS)]
+        missing = [
+            k
+            for k in required
+            if k not in entry and k not in ("calibrated_for", "sources", "request_overhead_by_version", *_FACTORS)
+        ]
         if missing:
             raise CostModelError(f"{where}: engine {name!r} has no {', '.join(missing)}")
         out[name] = Profile(name=name, **{k: _value(name, k, v, where) for k, v in entry.items()})
@@ -221,6 +243,8 @@ def profile(name: str, overrides: Mapping[str, object] | None = None, *, file: s
     if not overrides:
         return p
     changes = {k: _value(name, k, v, "--engine-set") for k, v in overrides.items()}
+    if "request_overhead_s" in changes and "request_overhead_by_version" not in changes:
+        changes["request_overhead_by_version"] = {}  # the user's overhead is every version's
     return dataclasses.replace(p, **changes, overridden=tuple(sorted({*p.overridden, *changes})))
 
 

@@ -57,9 +57,14 @@ PARAMS = (
     ("communication_time_scale", 1.0, 5.0),
     ("step_overhead_s", 0.0, 0.02),
     ("layer_overhead_s", 0.0, 0.0005),
-    ("request_overhead_s", 0.0, 0.3),
     ("prefill_queue_share", 0.0, 0.5),
 )
+#: The per-request overhead (API server, tokenizer, the stream's first chunk) is fitted per engine *version*
+#: (``Profile.request_overhead_by_version``): it is the front end's, which the versions and deployments of the
+#: source's collections do not share (TensorRT-LLM 1.0.0rc3's runs on H100 pay about 0.1 s a request, its
+#: collection on H200 and B200, of no stated version, measures 58-110 ms TTFT in all at 4 users and 1024
+#: prompt tokens). A version with no fit-slice run pays the profile's documented default.
+OVERHEAD = ("request_overhead_s", 0.0, 0.3)
 TARGETS = {"ttft": 15.0, "tpot": 10.0, "e2e": 7.0, "throughput": 10.0}
 
 
@@ -109,10 +114,16 @@ def _metrics(r: Run, a: dict) -> dict[str, float]:
     return {"ttft": float(a["ttft_s"]), "tpot": float(a["tpot_s"]), "e2e": float(a["e2e_s"])}
 
 
+def _limits(limits, prof: Profile, r: Run):
+    """``limits`` with the per-request overhead of ``r``'s engine version."""
+    return dataclasses.replace(limits, request_overhead_s=float(prof.request_overhead_for(r.engine_version)))
+
+
 def predict(r: Run, prof: Profile | None = None) -> dict[str, float]:
     """The predicted means of run ``r`` (seconds) under ``prof`` (default: the built-in profile of its engine)."""
     prof = prof or profile(r.engine)
     step, limits = _replica(r.setting, prof)
+    limits = _limits(limits, prof, r)
     solver = Solver(step, limits, Shape(r.input_tokens, r.output_tokens), points=(r.concurrency,))
     return _metrics(r, solver.closed_loop(r.concurrency, float(prof.prefill_queue_share)))
 
@@ -122,14 +133,15 @@ def predict_all(rows: Sequence[Run], prof_for=None) -> list[dict[str, float]]:
     profs = {r.engine: prof_for(r.engine) if prof_for else profile(r.engine) for r in rows}
     points: dict[tuple, set[int]] = defaultdict(set)
     for r in rows:
-        points[(r.setting, r.input_tokens, r.output_tokens)].add(r.concurrency)
+        points[(r.setting, r.engine_version, r.input_tokens, r.output_tokens)].add(r.concurrency)
     solvers: dict[tuple, Solver] = {}
     out = []
     for r in rows:
         prof = profs[r.engine]
-        key = (r.setting, r.input_tokens, r.output_tokens)
+        key = (r.setting, r.engine_version, r.input_tokens, r.output_tokens)
         if key not in solvers:
             step, limits = _replica(r.setting, prof)
+            limits = _limits(limits, prof, r)
             shape = Shape(r.input_tokens, r.output_tokens)
             solvers[key] = Solver(step, limits, shape, points=sorted(points[key]))
         out.append(_metrics(r, solvers[key].closed_loop(r.concurrency, float(prof.prefill_queue_share))))
@@ -157,11 +169,13 @@ class _Basis:
                 mats[i].append((p["compute"], memory, p["communication"], p["overhead"], 1.0, layers * eager))
         self.mats = [np.array(m) for m in mats]
 
-    def closed_loop(self, theta: np.ndarray, concurrency: int) -> dict:
+    def closed_loop(self, theta: np.ndarray, overhead: float, concurrency: int) -> dict:
+        """The closed loop at ``concurrency`` for the shared factors ``theta`` (:data:`PARAMS`' order) and a
+        per-request ``overhead``."""
         scale = np.array([theta[0], theta[1], theta[2], 1.0, theta[3], theta[4]])
-        limits = dataclasses.replace(self.limits, request_overhead_s=float(theta[5]))
+        limits = dataclasses.replace(self.limits, request_overhead_s=float(overhead))
         solver = Solver(None, limits, self.shape, points=self.points, times=[m @ scale for m in self.mats])
-        return solver.closed_loop(concurrency, float(theta[6]))
+        return solver.closed_loop(concurrency, float(theta[5]))
 
 
 def _base(prof: Profile) -> Profile:
@@ -192,10 +206,17 @@ def soft_l1(r: np.ndarray, delta: float = ROBUST_SCALE) -> np.ndarray:
     return np.sign(r) * np.sqrt(2 * delta**2 * (np.sqrt(1 + (r / delta) ** 2) - 1))
 
 
-def _residuals(theta, rows, bases) -> np.ndarray:
+def version(r: Run) -> str:
+    """The engine version of run ``r`` as profiles key it (``"unstated"`` where the source names none)."""
+    return r.engine_version or "unstated"
+
+
+def _residuals(x, rows, bases, versions) -> np.ndarray:
     out = []
+    theta = x[: len(PARAMS)]
     for r in rows:
-        a = bases[(r.setting, r.input_tokens, r.output_tokens)].closed_loop(theta, r.concurrency)
+        overhead = x[len(PARAMS) + versions.index(version(r))]
+        a = bases[(r.setting, r.input_tokens, r.output_tokens)].closed_loop(theta, overhead, r.concurrency)
         out.append(math.log(max(a["ttft_s"], 1e-9) / r.ttft_s))
         out.append(math.log(max(a["tpot_s"], 1e-9) / r.tpot_s))
     return soft_l1(np.array(out))
@@ -234,8 +255,9 @@ def in_slice(r: Run, where: tuple[str, str]) -> bool:
     return str(getattr(r, where[0])) == where[1]
 
 
-def fit(rows: Iterable[Run] | None = None) -> dict[str, dict[str, float]]:
-    """The factors of each engine (:data:`PARAMS`), fitted on its runs in :data:`FIT_SLICE`."""
+def fit(rows: Iterable[Run] | None = None) -> dict[str, dict]:
+    """The factors of each engine (:data:`PARAMS`, and the per-request overhead of each of its versions under
+    ``request_overhead_by_version``), fitted on its runs in :data:`FIT_SLICE`."""
     rows = [r for r in (runs() if rows is None else rows) if in_slice(r, FIT_SLICE)]
     out = {}
     for engine in sorted({r.engine for r in rows}):
@@ -250,11 +272,16 @@ def fit(rows: Iterable[Run] | None = None) -> dict[str, dict[str, float]]:
             if key not in bases:
                 bases[key] = _Basis(r, base, sorted(points[key]))
         prof = profile(engine)
+        versions = sorted({version(r) for r in mine})
         x0 = [float(getattr(prof, name)) for name, _, _ in PARAMS]
-        lo, hi = [p[1] for p in PARAMS], [p[2] for p in PARAMS]
+        x0 += [float(prof.request_overhead_for(v)) for v in versions]
+        lo = [p[1] for p in PARAMS] + [OVERHEAD[1]] * len(versions)
+        hi = [p[2] for p in PARAMS] + [OVERHEAD[2]] * len(versions)
         x0 = np.clip(x0, lo, hi)
-        x = levenberg_marquardt(functools.partial(_residuals, rows=mine, bases=bases), x0, lo, hi)
+        f = functools.partial(_residuals, rows=mine, bases=bases, versions=versions)
+        x = levenberg_marquardt(f, x0, lo, hi)
         out[engine] = {name: float(v) for (name, _, _), v in zip(PARAMS, x)}
+        out[engine]["request_overhead_by_version"] = {v: float(x[len(PARAMS) + i]) for i, v in enumerate(versions)}
     return out
 
 
@@ -292,7 +319,7 @@ def summary(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> dict[str,
     return out
 
 
-def write_factors(factors: dict[str, dict[str, float]], path) -> None:
+def write_factors(factors: dict[str, dict], path) -> None:
     """Write fitted ``factors`` into the engines file at ``path``, each engine's ``calibrated_for`` naming the
     engine versions of its fit-slice runs and the slice, and its ``sources.calibration`` the data."""
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -300,7 +327,10 @@ def write_factors(factors: dict[str, dict[str, float]], path) -> None:
     for engine, values in factors.items():
         entry = data["engines"][engine]
         for name, value in values.items():
-            entry[name] = float(f"{value:.4g}")
+            if isinstance(value, dict):
+                entry[name] = {k: float(f"{x:.4g}") for k, x in value.items()}
+            else:
+                entry[name] = float(f"{value:.4g}")
         mine = [r for r in fit_rows if r.engine == engine]
         versions = sorted({r.engine_version or "unstated" for r in mine})
         entry["calibrated_for"] = versions
@@ -354,12 +384,17 @@ def render(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> str:
         "",
         "## Fitted factors",
         "",
-        "| engine | " + " | ".join(name for name, _, _ in PARAMS) + " |",
-        "|---|" + "---|" * len(PARAMS),
+        "| engine | " + " | ".join(name for name, _, _ in PARAMS) + " | request_overhead_s by version |",
+        "|---|" + "---|" * (len(PARAMS) + 1),
     ]
     for engine in sorted({r.engine for r in rows}):
         prof = profile(engine)
-        lines.append(f"| `{engine}` | " + " | ".join(f"{float(getattr(prof, n)):.4g}" for n, _, _ in PARAMS) + " |")
+        by_version = ", ".join(f"{v}: {float(x):.4g}" for v, x in sorted(prof.request_overhead_by_version.items()))
+        lines.append(
+            f"| `{engine}` | "
+            + " | ".join(f"{float(getattr(prof, n)):.4g}" for n, _, _ in PARAMS)
+            + f" | {by_version}; other versions {float(prof.request_overhead_s):.4g} |"
+        )
     lines += [
         "",
         "## Errors by slice",
