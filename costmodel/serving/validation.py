@@ -62,8 +62,8 @@ PARAMS = (
 #: The per-request overhead (API server, tokenizer, the stream's first chunk) is fitted per engine *version*
 #: (``Profile.request_overhead_by_version``): it is the front end's, which the versions and deployments of the
 #: source's collections do not share (TensorRT-LLM 1.0.0rc3's runs on H100 pay about 0.1 s a request, its
-#: collection on H200 and B200, of no stated version, measures 58-110 ms TTFT in all at 4 users and 1024
-#: prompt tokens). A version with no fit-slice run pays the profile's documented default.
+#: collection on H200 and B200, of no stated version, measures 58-176 ms TTFT in all at 4 users, 1024
+#: prompt and 8192 output tokens). A version with no fit-slice run pays the profile's documented default.
 OVERHEAD = ("request_overhead_s", 0.0, 0.3)
 TARGETS = {"ttft": 15.0, "tpot": 10.0, "e2e": 7.0, "throughput": 10.0}
 
@@ -474,24 +474,33 @@ LIMITS = """## What limits the prediction
 
 Read off the tables above (the numbers move with the data; the reading is of this commit's page):
 
-- **The fp8 runs of one collection are twice as fast as its bf16 runs.** vLLM 0.12.0's fp8 runs (Llama 3.1 8B
-  FP8 on H200, held out; Qwen3 32B quantised to fp8 on H100, 3 runs of the fit slice; both on the source's grid
-  of 1000-8000 prompt and 100-2000 output tokens) are over-predicted by about +90 % in TPOT and +150 % in TTFT,
-  while the same version's bf16 runs are within 10 %. Their measured
-  throughput needs up to 0.91 of the H200's dense fp8 peak in matmuls alone (the peak-share column); the step
-  model, at the fit slice's vLLM kernel speed (its compute scale, fitted mostly on bf16 and on the 70B runs'
-  fp8), cannot. These 21 runs make most of vLLM's held-out H200 error; its 60 runs of Llama 3.1 70B on H200
-  are within about 19 % (TTFT) and 8 % (TPOT, E2E).
-- **SGLang 0.5.6's decode on H200 is a flat ~30 ms a step** whatever the tp (1 to 8) and the concurrency (20 to
-  512): a fixed cost of the run's set-up that the fit slice (SGLang 0.5.1 and 0.5.8 on H100, Qwen3 32B) does not
-  have. TPOT is under-predicted by about half, and the per-request overhead fitted on H100 (about 0.23 s, with
-  the waves of a synchronised closed loop, `prefill_queue_share` at its bound 0.5) over-predicts TTFT.
-- **TensorRT-LLM's TTFT depends on the output length at equal prompt, concurrency and tp**, by up to 3x, and in
-  opposite directions in the two collections (1.0.0rc3 on H100: longer outputs, longer TTFT; the 70B collection
-  on H200 and B200: 1024 output tokens 2-4x the TTFT of 8192). No step time reads the output length into a
-  prefill; the fitted per-request overhead (about 0.11 s) is larger than the whole measured TTFT of the 70B runs
-  at 8192 output tokens and low concurrency (72-176 ms), which is most of the held-out TTFT error. Their TPOT and
-  E2E are within about 8-12 %.
+- **SGLang 0.5.6 on H200 spends about 20-35 ms a decode step whatever the tp** (1 to 8) and the concurrency (20
+  to 512). Over one E2E the replica runs C prefills and O - 1 decode steps; taking every prompt at the step
+  model's prefill time (one at a time, no overlap) leaves (E2E - C·T_prefill)/(O - 1) for each decode step: 18-36
+  ms in the runs of 500-2000 output tokens, where the prompts are a small share, against 7-15 ms predicted, and
+  no smaller at tp 8 than at tp 1 (1000/2000 tokens: 27 ms at tp 1, 31 ms at tp 8). That is a fixed cost per step
+  of this collection's set-up, not a scheduler effect: SGLang's prefill-first batches (no mixed chunks by default)
+  change when a prompt is computed, not how much decode time the replica has. The fit slice (SGLang 0.5.1 and
+  0.5.8 on H100, Qwen3 32B, decode within about 15 %) has no such cost, so TPOT is under-predicted by about half
+  and TTFT over-predicted (the H100 runs' waves, `prefill_queue_share` at its bound 0.5).
+- **vLLM 0.12.0's fp8 runs are twice as fast as the same version's bf16 runs** (Llama 3.1 8B FP8 on H200, held
+  out; Qwen3 32B fp8 on H100, 3 runs of the fit slice): over-predicted by about +85 % in TPOT and +170 % in TTFT,
+  while its bf16 runs are within about 12 %. Their measured throughput needs up to 0.91 of the H200's dense fp8
+  peak in matmuls alone (one run, line 1712, above what any GEMM reaches on the device, is named above); their
+  E2E is 0.9-2 s at 100 output tokens whatever the tp and prompt. Nothing in the source says what differs
+  (the rows give no engine arguments). vLLM's 60 runs of Llama 3.1 70B on H200 are within about 17 % (TTFT) and
+  8 % (TPOT, E2E); on B200 TTFT is under-predicted by about 25 % (the B200 fp8 GEMM curve is fast at a prefill's
+  shapes; the per-request overhead of that collection, fitted on its H100 runs, is 16 ms).
+- **The per-request overhead is the front end's**, fitted per engine version: TensorRT-LLM 1.0.0rc3 on H100
+  pays about 0.11 s a request, its 70B collection on H200 and B200 (no version stated) measures 58-176 ms TTFT in
+  all at 4 users, 1024 prompt and 8192 output tokens, so it gets the documented 5 ms default. **TensorRT-LLM's TTFT depends on
+  the output length at equal prompt, concurrency and tp**, by up to 3x and in opposite directions in the two
+  collections (1.0.0rc3: longer outputs, longer TTFT; the 70B collection: 1024 output tokens 2-4x the TTFT of
+  8192). No step time reads the output length into a prefill, which is most of the remaining TensorRT-LLM TTFT
+  error; its TPOT and E2E are within about 8-10 %.
+- **B200's TPOT is over-predicted by about 8 %** for both engines (memory-bound decode): the device table's
+  memory efficiency on B200 (0.76 of 8 TB/s, from the memory-bound shapes of XLA's GEMM table) against
+  Hopper's 0.93; no streaming-bandwidth measurement of B200 was read to replace it.
 - **TTFT at concurrency** includes the wait behind the other users' prompts; how synchronised the users are is
   not fixed by a fixed-length closed loop (a simulation locks into waves; the measured runs mostly do not). The
   fitted `prefill_queue_share` (about 0.07 of the other users' prompts for vLLM and TensorRT-LLM, 0.5 for SGLang)
@@ -500,11 +509,11 @@ Read off the tables above (the numbers move with the data; the reading is of thi
   the H100 runs worse (vLLM TTFT 36 % against 21 %).
 - **The fit** is robust (soft-L1 on the log-ratios, scale 0.2: the source's TTFT has heavy tails at equal
   settings) and bounds the collectives' time scale below by 1 (no faster than the device table's attained bus
-  bandwidth; unbounded, vLLM's went to 0.33 and traded collectives for compute on tp > 1 prompts). Both were
-  chosen for what they mean, then checked on the held-out slices (when introduced: TTFT 83.5 -> 78.9 % on H200,
-  55.9 -> 46.7 % on B200; TPOT, E2E and the largest tokens/s within about 1 point of before).
-- **The KV cache's format and the engines' memory use** are not in the source; fp8 weights are taken to come with
-  an fp8 KV cache (runs at concurrencies a bf16 cache could not hold measure no queue).
+  bandwidth; unbounded, vLLM's went to 0.33 and traded collectives for compute on tp > 1 prompts).
+- **fp8 GEMMs** run at the fp8 peak on the device table's fp8 curve where it has one (B200, measured by XLA),
+  else on bf16's curve at the fp8 peak (Hopper: the table has no measured fp8 curve). **The KV cache's format and
+  the engines' memory use** are not in the source; fp8 weights are taken to come with an fp8 KV cache (runs at
+  concurrencies a bf16 cache could not hold measure no queue).
 """
 
 
