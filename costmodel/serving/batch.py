@@ -66,6 +66,7 @@ class Limits:
     chunked_prefill: bool = True
     max_partial_prefills: int = 1
     decode_first: bool = True
+    mixed_batches: bool = True
     prefix_caching: bool = False
     cuda_graph_sizes: tuple[int, ...] = ()
     request_overhead_s: float = 0.0

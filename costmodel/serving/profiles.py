@@ -31,7 +31,7 @@ from .batch import Limits
 WHERE = "costmodel/serving/data/engines.json"
 
 _INT = ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_partial_prefills", "runtime_reserve_bytes")
-_BOOL = ("chunked_prefill", "decode_first", "prefix_caching")
+_BOOL = ("chunked_prefill", "decode_first", "mixed_batches", "prefix_caching")
 _SECONDS = (
     "step_overhead_s",
     "layer_overhead_s",
@@ -78,6 +78,9 @@ class Profile:
     memory_time_scale: Fraction = Fraction(1)
     communication_time_scale: Fraction = Fraction(1)
     prefill_queue_share: Fraction = Fraction(0)
+    #: whether a step holds prompts and decodes together (vLLM v1, TensorRT-LLM); False: a step that computes a
+    #: prompt computes prompts only, run before the decodes (SGLang without ``--enable-mixed-chunk``)
+    mixed_batches: bool = True
     #: the per-request overhead fitted to each engine version (``"unstated"``: runs whose source names none); a
     #: version not listed pays ``request_overhead_s``, the documented default (the API server and streaming front
     #: end differ between versions and deployments, so a fitted value is only claimed for what it was fitted to)
@@ -97,6 +100,7 @@ class Profile:
             chunked_prefill=self.chunked_prefill,
             max_partial_prefills=self.max_partial_prefills,
             decode_first=self.decode_first,
+            mixed_batches=self.mixed_batches,
             prefix_caching=self.prefix_caching,
             cuda_graph_sizes=tuple(s for s in self.cuda_graph_sizes if s <= self.max_num_seqs),
             request_overhead_s=float(self.request_overhead_for(self.version)),
@@ -209,7 +213,8 @@ def parse_profiles(data: object, where: str) -> dict[str, Profile]:
         missing = [
             k
             for k in required
-            if k not in entry and k not in ("calibrated_for", "sources", "request_overhead_by_version", *_FACTORS)
+            if k not in entry
+            and k not in ("calibrated_for", "sources", "request_overhead_by_version", "mixed_batches", *_FACTORS)
         ]
         if missing:
             raise CostModelError(f"{where}: engine {name!r} has no {', '.join(missing)}")
