@@ -12,8 +12,8 @@ engine, weights, tp, lengths) the largest output tokens/s over the concurrencies
 **What is fitted** (per engine, on the fit slice only, :data:`FIT_SLICE`): the factors a step's derived time
 cannot know — each kernel's compute and memory time scaled against the device table's attained rates, the TP
 collectives' time scaled, a fixed time per step (scheduler, sampler), per layer on a step launched eagerly, per
-request (API server, tokenizer, first chunk of the stream), and the share of the other users' prompts a new request
-waits behind (:meth:`~costmodel.serving.analytic.Solver.closed_loop`'s ``queue_share``). The fit is a deterministic
+request (API server, tokenizer, first chunk of the stream: one per engine *version*, :data:`OVERHEAD`), and the
+share of the other users' prompts a new request waits behind (:meth:`~costmodel.serving.analytic.Solver.closed_loop`'s ``queue_share``). The fit is a deterministic
 Levenberg–Marquardt on the log-ratios of predicted to measured TTFT and TPOT (robust: :func:`soft_l1`), with box
 bounds (:data:`PARAMS`), from the profile's documented defaults; a step's time is linear in the scales and
 overheads when what binds each kernel does not change, which the fit takes as its model (the page's numbers are
@@ -479,10 +479,13 @@ Read off the tables above (the numbers move with the data; the reading is of thi
   model's prefill time (one at a time, no overlap) leaves (E2E - C·T_prefill)/(O - 1) for each decode step: 18-36
   ms in the runs of 500-2000 output tokens, where the prompts are a small share, against 7-15 ms predicted, and
   no smaller at tp 8 than at tp 1 (1000/2000 tokens: 27 ms at tp 1, 31 ms at tp 8). That is a fixed cost per step
-  of this collection's set-up, not a scheduler effect: SGLang's prefill-first batches (no mixed chunks by default)
-  change when a prompt is computed, not how much decode time the replica has. The fit slice (SGLang 0.5.1 and
-  0.5.8 on H100, Qwen3 32B, decode within about 15 %) has no such cost, so TPOT is under-predicted by about half
-  and TTFT over-predicted (the H100 runs' waves, `prefill_queue_share` at its bound 0.5).
+  of this collection's set-up, not a scheduler effect: SGLang's prompts in steps of their own (its scheduler's
+  `get_next_batch_to_run` runs a new prefill batch before the decodes; mixed chunks are off by default), which
+  the profile now says (`mixed_batches` false) and both solvers model, change when a prompt is computed, not how
+  much decode time the replica has. On the fit slice (SGLang 0.5.1 and 0.5.8 on H100, Qwen3 32B) they took the
+  errors from 15.0 / 17.3 / 10.7 / 11.6 % (TTFT / TPOT / E2E / largest tokens/s, with mixed steps) to 13.1 / 7.7 /
+  4.9 / 5.5 %, and 0.5.1's fitted per-request overhead from 0.23 s to 0.11 s; the H200 runs' TPOT stays
+  under-predicted by about half and their TTFT over-predicted.
 - **vLLM 0.12.0's fp8 runs are twice as fast as the same version's bf16 runs** (Llama 3.1 8B FP8 on H200, held
   out; Qwen3 32B fp8 on H100, 3 runs of the fit slice): over-predicted by about +85 % in TPOT and +170 % in TTFT,
   while its bf16 runs are within about 12 %. Their measured throughput needs up to 0.91 of the H200's dense fp8
