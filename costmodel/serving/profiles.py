@@ -49,6 +49,10 @@ _FACTORS = {
     "prefill_queue_share": Fraction(0),
 }
 PREEMPTION = ("recompute",)
+#: What ``gpu_memory_utilization`` is a share of: the whole device (vLLM, SGLang: weights, activations and the KV
+#: cache all inside it) or the memory still free after the weights, activations and reserve (TensorRT-LLM's
+#: ``free_gpu_memory_fraction``).
+SHARE_OF = ("device", "free")
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ class Profile:
     #: whether a step holds prompts and decodes together (vLLM v1, TensorRT-LLM); False: a step that computes a
     #: prompt computes prompts only, run before the decodes (SGLang without ``--enable-mixed-chunk``)
     mixed_batches: bool = True
+    #: what ``gpu_memory_utilization`` is a share of (:data:`SHARE_OF`)
+    memory_share_of: str = "device"
     #: the per-request overhead fitted to each engine version (``"unstated"``: runs whose source names none); a
     #: version not listed pays ``request_overhead_s``, the documented default (the API server and streaming front
     #: end differ between versions and deployments, so a fitted value is only claimed for what it was fitted to)
@@ -180,6 +186,10 @@ def _value(name: str, key: str, raw: object, where: str) -> object:
         if sizes is None or any(s < 1 for s in sizes) or list(sizes) != sorted(set(sizes)):
             raise CostModelError(f"{what}: expected increasing batch sizes >= 1 (a list, or 1:2:4:8), received {raw!r}")
         return sizes
+    if key == "memory_share_of":
+        if raw not in SHARE_OF:
+            raise CostModelError(f"{what}: expected one of {', '.join(SHARE_OF)}, received {raw!r}")
+        return raw
     if key == "preemption":
         if raw not in PREEMPTION:
             raise CostModelError(f"{what}: expected one of {', '.join(PREEMPTION)}, received {raw!r}")
@@ -214,7 +224,15 @@ def parse_profiles(data: object, where: str) -> dict[str, Profile]:
             k
             for k in required
             if k not in entry
-            and k not in ("calibrated_for", "sources", "request_overhead_by_version", "mixed_batches", *_FACTORS)
+            and k
+            not in (
+                "calibrated_for",
+                "sources",
+                "request_overhead_by_version",
+                "mixed_batches",
+                "memory_share_of",
+                *_FACTORS,
+            )
         ]
         if missing:
             raise CostModelError(f"{where}: engine {name!r} has no {', '.join(missing)}")
