@@ -483,8 +483,8 @@ Read off the tables above (the numbers move with the data; the reading is of thi
   `get_next_batch_to_run` runs a new prefill batch before the decodes; mixed chunks are off by default), which
   the profile now says (`mixed_batches` false) and both solvers model, change when a prompt is computed, not how
   much decode time the replica has. On the fit slice (SGLang 0.5.1 and 0.5.8 on H100, Qwen3 32B) they took the
-  errors from 15.0 / 17.3 / 10.7 / 11.6 % (TTFT / TPOT / E2E / largest tokens/s, with mixed steps) to 13.1 / 7.7 /
-  4.9 / 5.5 %, and 0.5.1's fitted per-request overhead from 0.23 s to 0.11 s; the H200 runs' TPOT stays
+  errors from 15.0 / 17.3 / 10.7 / 11.6 % (TTFT / TPOT / E2E / largest tokens/s, with mixed steps) to 13.1 / 7.6 /
+  4.8 / 5.4 %, and 0.5.1's fitted per-request overhead from 0.23 s to 0.11 s; the H200 runs' TPOT stays
   under-predicted by about half and their TTFT over-predicted.
 - **vLLM 0.12.0's fp8 runs are twice as fast as the same version's bf16 runs** (Llama 3.1 8B FP8 on H200, held
   out; Qwen3 32B fp8 on H100, 3 runs of the fit slice): over-predicted by about +85 % in TPOT and +170 % in TTFT,
