@@ -36,7 +36,8 @@ Kingman's G/D/1 wait ``ρ/(1 − ρ)·S·c_a²/2`` with ``S = 1/X_p`` and ``ρ =
 Approximations: one shape of request (a distribution's variance only enters through the DES); the step times at
 fractional ``n`` are interpolated linearly between the evaluated grid (every ``n`` to 32, then 96 geometric points);
 preemption (where the KV cache binds the DES serves up to about 12 % less), the tail of a closed loop, the
-decode-side queue near ``n_max`` and ``decode_first=False`` are not modelled; without chunked prefill a prompt is
+decode-side queue near ``n_max`` and ``decode_first=False`` are not modelled (``mixed_batches=False`` is:
+SGLang's prompts in steps of their own, :meth:`Solver.closed_loop` and :meth:`Solver.open_loop` say how); without chunked prefill a prompt is
 one chunk (``k = 1``, ``c = P'``); Kingman's wait is short for bursty arrivals (over 10,000 requests at ρ = 0.3–0.6
 the DES's mean TTFT is 1.1–1.5× this at burstiness 2, 1.2–1.8× at 4; E2E within 7 %, TPOT within 16 % at 2 and
 29 % at 4), so bursts want the DES for TTFT; prefills are spread evenly over steps, so where a step holding a prompt is
@@ -95,7 +96,9 @@ class Solver:
         grid = np.concatenate([np.arange(1, min(32, self.n_max) + 1), np.geomspace(1, self.n_max, 96), extra])
         self.grid = np.unique(np.round(grid).astype(np.int64))
         self.work, self._hit = work, hit
-        cs = [max(1, min(work, B - (n - 1))) if limits.chunked_prefill else work for n in self.grid.tolist()]
+        # a prompt's chunk shares the budget with the decodes of a mixed step; alone (mixed_batches off) it has all
+        others = (lambda n: n - 1) if limits.mixed_batches else (lambda n: 0)
+        cs = [max(1, min(work, B - others(n))) if limits.chunked_prefill else work for n in self.grid.tolist()]
         self.k, self.c = np.array([-(-work // c) for c in cs], dtype=float), np.array(cs, dtype=float)
         if times is None:
             times = list(zip(*((float(step_time(b)) for b in three) for three in self.batches())))
@@ -113,6 +116,11 @@ class Solver:
         best = np.maximum.accumulate(np.where(self.x >= np.maximum.accumulate(self.x), own, 0))
         best = np.where(bound, best, own)
         self.x_best, self.t_best = self.x[best], np.where(bound, self.t_f, self.t_bar)[best]
+        if not limits.mixed_batches:
+            # prompts in steps of their own: a prompt's prefill takes tau = k·T_m (T_m its chunk alone), and n
+            # running requests all decoding serve at most n / ((O − 1)·T_d + n·tau) a second
+            self.tau = self.k * self.t_m
+            self.x = self.grid / ((O - 1) * self.t_d + self.grid * self.tau)
 
     def batches(self):
         """The steps the solver times, per grid point: ``(decode, mixed, full)`` batches (see the module notes)."""
@@ -120,6 +128,13 @@ class Solver:
         past = P + max(O - 2, 0) // 2
         for n, k, c in zip(self.grid.tolist(), self.k.tolist(), self.c.tolist()):
             chunk, c = round(work / k), int(c)
+            if not limits.mixed_batches:  # (decode, a prompt's chunk alone, a full prefill step alone)
+                yield (
+                    [(1, past)] * n + [(1, 0)] * (limits.padded(n) - n),
+                    [(chunk, hit + round((work - chunk) / 2))],
+                    [(c, hit + round((work - c) / 2))],
+                )
+                continue
             decode = [(1, past)] * n
             yield (
                 decode + [(1, 0)] * (limits.padded(n) - n),
@@ -169,6 +184,8 @@ class Solver:
             raise CostModelError(f"analytic: queue_share must be in [0, 1], got {queue_share}")
         over = self.limits.request_overhead_s
         n = np.minimum(C, self.n_max)
+        if not self.limits.mixed_batches:
+            return self._closed_loop_separate(C, n, queue_share, over)
         x = self._at(self.x_best, n)
         tpot = self._at(self.t_best, n)
         e2e = C / x
@@ -179,6 +196,63 @@ class Solver:
         ttft = e2e - (self.shape.output_tokens - 1) * tpot
         return self._result(n, ttft + over, tpot, e2e + over, x, np.zeros(C.shape, dtype=bool))
 
+    def _closed_loop_separate(self, C, n, q, over) -> dict:
+        """The closed loop where prompts run in steps of their own (see the module notes). Over one request's
+        life the replica computes every running request's prompt once, ``tau`` each; a share ``q`` of the other
+        ``n − 1`` falls before this request's first token (``q`` = ½: users in waves, as a simulated closed loop
+        of fixed lengths runs), the rest between its tokens. So TTFT ``= T_d/2 + tau + q·(n − 1)·tau`` (the step
+        in progress, where others run), TPOT ``= T_d(n_d) + (1 − q)·(n − 1)·tau/(O − 1)``, and
+        ``E = n·tau + (O − 1)·T_d + T_d/2``; ``n_d``, the requests decoding, is ``n·(O − 1)·TPOT/E`` (Little),
+        found by iteration. Past ``n_max`` the others wait in the queue: E2E ``= C/X``."""
+        O = self.shape.output_tokens
+        tau = self._at(self.tau, n)
+        others = n - 1
+        n_d = np.array(n, dtype=float)
+        for _ in range(20):
+            t_d = self._at(self.t_d, n_d)
+            wait = np.minimum(others, 1) * t_d / 2 + tau + q * others * tau
+            tpot = t_d + (1 - q) * others * tau / max(O - 1, 1)
+            e = wait + (O - 1) * tpot
+            n_d = np.clip(n * (O - 1) * tpot / e, 1, n)
+        x = n / e
+        e2e = C / x
+        ttft = e2e - (O - 1) * tpot
+        return self._result(n, ttft + over, tpot, e2e + over, x, np.zeros(np.shape(C), dtype=bool))
+
+    def _open_loop_separate(self, lam, burstiness) -> dict:
+        """The open loop where prompts run in steps of their own: a share ``u = λ·tau`` of the time computes
+        prompts, so a decode waits ``TPOT = T_d(n)/(1 − u)`` a token, ``n = λ·(tau + (O − 1)·TPOT)`` running (the
+        fixed point, by bisection); a new request waits for the step in progress (``T_d/2``) and, before its own
+        prefill, Kingman's wait for the prompts ahead, ``u/(1 − u)·tau·c_a²/2``."""
+        O = self.shape.output_tokens
+        seen = burstiness**2
+        lo, hi = np.zeros(lam.shape), np.full(lam.shape, float(self.n_max))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                tau = self._at(self.tau, mid + seen)
+                r = tau + (O - 1) * self._at(self.t_d, mid + seen) / np.maximum(1 - lam * tau, 1e-12)
+                below = mid < lam * r
+                lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+            n = (lo + hi) / 2
+            tau, t_d = self._at(self.tau, n + seen), self._at(self.t_d, n + seen)
+            u = lam * tau
+            saturated = (lam >= self.capacity) | (u >= 1)
+            tpot = t_d / (1 - u)
+            queue = np.where(u < 1, u / (1 - u) * tau * burstiness**2 / 2, np.inf)
+        ttft = np.minimum(n, 1) * t_d / 2 + queue + tau
+        e2e = ttft + (O - 1) * tpot
+        nan = np.full(lam.shape, math.nan)
+        over = self.limits.request_overhead_s
+        return self._result(
+            np.where(saturated, self.n_max, n),
+            np.where(saturated, nan, ttft + over),
+            np.where(saturated, nan, tpot),
+            np.where(saturated, nan, e2e + over),
+            np.where(saturated, self.capacity, lam),
+            saturated,
+        )
+
     def open_loop(self, rate, burstiness: float = 1.0) -> dict:
         """Means at each rate, requests/s (an array or a number; ``inf`` is saturated): see the module."""
         lam = np.asarray(rate, dtype=float)
@@ -186,6 +260,8 @@ class Solver:
             raise CostModelError(f"analytic: a rate must be > 0 requests/s, got {rate}")
         if not burstiness > 0:
             raise CostModelError(f"analytic: burstiness must be > 0, got {burstiness}")
+        if not self.limits.mixed_batches:
+            return self._open_loop_separate(lam, burstiness)
         lo, hi = np.zeros(lam.shape), np.full(lam.shape, float(self.n_max))
         seen = burstiness**2  # others an arrival finds beyond the time average: 1 for Poisson, c_a² for bursts
         for _ in range(60):  # bisection on n − λ·R(n): negative below the fixed point

@@ -55,7 +55,8 @@ class Limits:
 
     ``num_blocks`` KV blocks of ``block_size`` tokens each are what the engine allocated after weights, activations
     and reserves (:mod:`costmodel.serving.memory`). ``cuda_graph_sizes``: a decode-only step of ``n`` sequences runs
-    as the smallest listed size >= n (empty: no padding). Overheads are seconds: per step (scheduler, sampler) is in
+    as the smallest listed size >= n (empty: no padding). ``mixed_batches`` False: a step that computes any prompt
+    computes only prompts (SGLang's default: a prefill batch runs alone, the decodes wait). Overheads are seconds: per step (scheduler, sampler) is in
     the step time already; per request (API, detokenise) is added to a request's TTFT and E2E here.
     """
 
@@ -66,6 +67,7 @@ class Limits:
     chunked_prefill: bool = True
     max_partial_prefills: int = 1
     decode_first: bool = True
+    mixed_batches: bool = True
     prefix_caching: bool = False
     cuda_graph_sizes: tuple[int, ...] = ()
     request_overhead_s: float = 0.0

@@ -34,6 +34,21 @@ def implied_peak_share(r: Run, step) -> float:
     return r.concurrency / r.e2e_s * flops / peak
 
 
+def attainable_share(r: Run) -> float:
+    """The largest share of the dense peak a GEMM reaches on ``r``'s device in its weight format: the
+    efficiency (the asymptote) of the device table's attained-rate curve for it (fp8's where the table has one,
+    else bf16's, as the step uses)."""
+    dtype = "fp8" if r.weights_dtype == "fp8" else "bf16"
+    return float(device(r.hardware).attained.curve(dtype).efficiency)
+
+
+def above_peak(r: Run, step) -> bool:
+    """Whether ``r``'s measured throughput needs its matmuls to run faster than any GEMM on its device does
+    (:func:`implied_peak_share` above :func:`attainable_share`): a run no step model can reach, whatever the
+    engine overlaps, since its matmul FLOPs alone would take longer than the time measured."""
+    return implied_peak_share(r, step) > attainable_share(r)
+
+
 def collection(r: Run) -> tuple:
     """A run's collection: device, engine and version, model and weights (runs taken together by the source)."""
     return (r.hardware, f"{r.engine} {r.engine_version}".strip(), r.model, r.weights_dtype)

@@ -5,6 +5,9 @@ KV cache (vLLM's ``gpu_memory_utilization``, SGLang's ``mem_fraction_static``)::
 
     blocks = ⌊(capacity × utilization − weights − activations(one chunk) − reserve) / (block_size × kv(1 token))⌋
 
+(TensorRT-LLM's ``free_gpu_memory_fraction`` is a share of what is free after the rest, the profile's
+``memory_share_of`` "free": ``(capacity − weights − activations − reserve) × utilization`` in the numerator)
+
 per tensor-parallel rank, where ``weights`` is the rank's share in the inference format, ``activations`` the
 forward working set of a prefill of ``max_num_batched_tokens`` tokens (fused attention, the last position's logits:
 :func:`costmodel.memory.serving.inference_memory` at B = 1, T = C = that chunk), ``reserve`` the profile's CUDA-graph
@@ -41,6 +44,7 @@ class KVPool:
     kv_bytes_per_token: int
     block_size: int
     num_blocks: int
+    share_of: str = "device"  # what utilization is a share of (Profile.memory_share_of)
 
     @property
     def tokens(self) -> int:
@@ -50,7 +54,10 @@ class KVPool:
     @property
     def free_bytes(self) -> Fraction:
         """What is left for the KV cache before it is cut into blocks."""
-        return self.capacity_bytes * self.utilization - self.weights_bytes - self.activation_bytes - self.reserve_bytes
+        rest = self.weights_bytes + self.activation_bytes + self.reserve_bytes
+        if self.share_of == "free":
+            return (self.capacity_bytes - rest) * self.utilization
+        return self.capacity_bytes * self.utilization - rest
 
     def as_dict(self) -> dict[str, object]:
         """The pool's numbers for a result (``serving.memory``)."""
@@ -64,6 +71,7 @@ class KVPool:
             "block_size": self.block_size,
             "num_blocks": self.num_blocks,
             "kv_tokens": self.tokens,
+            "utilization_of": self.share_of,
         }
 
 
@@ -124,6 +132,7 @@ def pool(
         kv_bytes_per_token=per_token,
         block_size=profile.block_size,
         num_blocks=0,
+        share_of=profile.memory_share_of,
     )
     if per_token == 0:
         raise CostModelError(f"serving memory: {name} keeps no KV cache; a recurrent state is not served here yet")
@@ -133,7 +142,12 @@ def pool(
         raise CostModelError(
             f"{name} does not fit {where} under tp {tp}{f' pp {pp}' if pp > 1 else ''}: weights {gb(weights)} + activations {gb(activations)} "
             f"+ reserve {gb(profile.runtime_reserve_bytes)} per rank leave no KV block in "
-            f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}; raise --tp or --pp, or use --weights-dtype fp8"
+            + (
+                f"{gb(capacity)}"
+                if profile.memory_share_of == "free"
+                else f"{float(profile.gpu_memory_utilization):g} × {gb(capacity)}"
+            )
+            + "; raise --tp or --pp, or use --weights-dtype fp8"
         )
     return KVPool(**{**out.__dict__, "num_blocks": blocks})
 

@@ -31,7 +31,7 @@ from .batch import Limits
 WHERE = "costmodel/serving/data/engines.json"
 
 _INT = ("max_num_seqs", "max_num_batched_tokens", "block_size", "max_partial_prefills", "runtime_reserve_bytes")
-_BOOL = ("chunked_prefill", "decode_first", "prefix_caching")
+_BOOL = ("chunked_prefill", "decode_first", "mixed_batches", "prefix_caching")
 _SECONDS = (
     "step_overhead_s",
     "layer_overhead_s",
@@ -49,6 +49,10 @@ _FACTORS = {
     "prefill_queue_share": Fraction(0),
 }
 PREEMPTION = ("recompute",)
+#: What ``gpu_memory_utilization`` is a share of: the whole device (vLLM, SGLang: weights, activations and the KV
+#: cache all inside it) or the memory still free after the weights, activations and reserve (TensorRT-LLM's
+#: ``free_gpu_memory_fraction``).
+SHARE_OF = ("device", "free")
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,15 @@ class Profile:
     memory_time_scale: Fraction = Fraction(1)
     communication_time_scale: Fraction = Fraction(1)
     prefill_queue_share: Fraction = Fraction(0)
+    #: whether a step holds prompts and decodes together (vLLM v1, TensorRT-LLM); False: a step that computes a
+    #: prompt computes prompts only, run before the decodes (SGLang without ``--enable-mixed-chunk``)
+    mixed_batches: bool = True
+    #: what ``gpu_memory_utilization`` is a share of (:data:`SHARE_OF`)
+    memory_share_of: str = "device"
+    #: the per-request overhead fitted to each engine version (``"unstated"``: runs whose source names none); a
+    #: version not listed pays ``request_overhead_s``, the documented default (the API server and streaming front
+    #: end differ between versions and deployments, so a fitted value is only claimed for what it was fitted to)
+    request_overhead_by_version: Mapping[str, Fraction] = field(default_factory=dict)
     calibrated_for: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict)
     overridden: tuple[str, ...] = ()
@@ -93,10 +106,21 @@ class Profile:
             chunked_prefill=self.chunked_prefill,
             max_partial_prefills=self.max_partial_prefills,
             decode_first=self.decode_first,
+            mixed_batches=self.mixed_batches,
             prefix_caching=self.prefix_caching,
             cuda_graph_sizes=tuple(s for s in self.cuda_graph_sizes if s <= self.max_num_seqs),
-            request_overhead_s=float(self.request_overhead_s),
+            request_overhead_s=float(self.request_overhead_for(self.version)),
         )
+
+    def request_overhead_for(self, version: str) -> Fraction:
+        """The per-request overhead of engine ``version`` (``""`` reads as ``"unstated"``): its fitted value, or
+        the profile's default where none was fitted.
+
+        >>> p = dataclasses.replace(profile("vllm-v1"), request_overhead_by_version={"9.9": Fraction(1, 10)})
+        >>> p.request_overhead_for("9.9"), p.request_overhead_for("0.0") == p.request_overhead_s
+        (Fraction(1, 10), True)
+        """
+        return self.request_overhead_by_version.get(version or "unstated", self.request_overhead_s)
 
     def calibration(self) -> str:
         """What ``serving.calibrated_for`` says: the fitted versions, or that this version has none."""
@@ -149,6 +173,10 @@ def _value(name: str, key: str, raw: object, where: str) -> object:
             )
             raise CostModelError(f"{what}: expected {bound}, received {raw!r}")
         return value
+    if key == "request_overhead_by_version":
+        if not isinstance(raw, dict):
+            raise CostModelError(f"{what}: expected an object of version: seconds >= 0, received {raw!r}")
+        return {str(k): _value(name, "request_overhead_s", v, where) for k, v in raw.items()}
     if key == "cuda_graph_sizes":
         items = raw.split(":") if isinstance(raw, str) else raw
         try:
@@ -158,6 +186,10 @@ def _value(name: str, key: str, raw: object, where: str) -> object:
         if sizes is None or any(s < 1 for s in sizes) or list(sizes) != sorted(set(sizes)):
             raise CostModelError(f"{what}: expected increasing batch sizes >= 1 (a list, or 1:2:4:8), received {raw!r}")
         return sizes
+    if key == "memory_share_of":
+        if raw not in SHARE_OF:
+            raise CostModelError(f"{what}: expected one of {', '.join(SHARE_OF)}, received {raw!r}")
+        return raw
     if key == "preemption":
         if raw not in PREEMPTION:
             raise CostModelError(f"{what}: expected one of {', '.join(PREEMPTION)}, received {raw!r}")
@@ -188,7 +220,20 @@ def parse_profiles(data: object, where: str) -> dict[str, Profile]:
     for name, entry in engines.items():
         if not isinstance(entry, dict):
             raise CostModelError(f"{where}: engine {name!r} must be an object of fields")
-        missing = [k for k in required if k not in entry and k not in ("calibrated_for", "sources", *_FACTORS)]
+        missing = [
+            k
+            for k in required
+            if k not in entry
+            and k
+            not in (
+                "calibrated_for",
+                "sources",
+                "request_overhead_by_version",
+                "mixed_batches",
+                "memory_share_of",
+                *_FACTORS,
+            )
+        ]
         if missing:
             raise CostModelError(f"{where}: engine {name!r} has no {', '.join(missing)}")
         out[name] = Profile(name=name, **{k: _value(name, k, v, where) for k, v in entry.items()})
@@ -221,6 +266,8 @@ def profile(name: str, overrides: Mapping[str, object] | None = None, *, file: s
     if not overrides:
         return p
     changes = {k: _value(name, k, v, "--engine-set") for k, v in overrides.items()}
+    if "request_overhead_s" in changes and "request_overhead_by_version" not in changes:
+        changes["request_overhead_by_version"] = {}  # the user's overhead is every version's
     return dataclasses.replace(p, **changes, overridden=tuple(sorted({*p.overridden, *changes})))
 
 

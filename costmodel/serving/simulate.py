@@ -11,6 +11,8 @@ written).
 
 1. the running requests in admission order — decodes first (``decode_first``), then partial prefills; with
    ``decode_first=False`` the prefills (running, then waiting) come first and decodes take what budget is left;
+   with ``mixed_batches=False`` (SGLang) a step that schedules any prompt tokens holds nothing else, and the
+   decodes run in the next step no prompt is scheduled in;
 2. then the waiting queue, first come first served, while fewer than ``max_num_seqs`` run, the token budget
    ``max_num_batched_tokens`` is not spent, and no request was preempted in this step; the queue stops at the
    first request that does not fit. With ``chunked_prefill`` a prompt takes what budget is left, and at most
@@ -153,7 +155,12 @@ class _Scheduler:
         self.batch: list[tuple[int, int]] = []
         self.decodes: list[_Seq] = []
         self.chunks: list[tuple[_Seq, int]] = []
-        if self.limits.decode_first:
+        if not self.limits.mixed_batches:  # prompts alone when there are any, else the decodes
+            self._prefill_running()
+            self._admit()
+            if not self.chunks:
+                self._decode_running()
+        elif self.limits.decode_first:
             self._decode_running()
             self._prefill_running()
             self._admit()

@@ -249,7 +249,11 @@ def step_model(
     split = frozenset(split_axes(G))
     fmt = weight_format(weights_dtype)
     dtype = G.graph.get("dtype", "bf16")
-    peak = dev.peak("fp8" if fmt.name == "fp8" and "fp8" in dev.peak_flops else dtype)
+    # a GEMM of fp8 weights runs in fp8 (W8A8: the activations are quantized too) at the fp8 peak and on the
+    # device's measured fp8 curve where the table has one (b200: its small shapes reach less of the peak than
+    # bf16's do); elsewhere on bf16's curve at the fp8 peak (Efficiency.curve's fallback)
+    compute_dtype = "fp8" if fmt.name == "fp8" and "fp8" in dev.peak_flops else dtype
+    peak = dev.peak(compute_dtype)
     vector = dev.peak("fp32") if "fp32" in dev.peak_flops else peak
     bw = dev.memory_bandwidth
     s = Split(
@@ -375,7 +379,7 @@ def step_model(
             a, b_, c_ = (x.xreplace(keep) for x in gemm)
             if use == "routed":  # a GEMM per touched expert: the untouched ones are not launched
                 b_ = b_ * TOUCHED / routing[0]
-            curve = eff.curve(dtype)
+            curve = eff.curve(compute_dtype)
             compute = gemm_seconds(flops * share, a * share, b_, c_ * share, peak, curve)
             t0 = curve.overhead_s
         else:

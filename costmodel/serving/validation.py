@@ -12,8 +12,8 @@ engine, weights, tp, lengths) the largest output tokens/s over the concurrencies
 **What is fitted** (per engine, on the fit slice only, :data:`FIT_SLICE`): the factors a step's derived time
 cannot know — each kernel's compute and memory time scaled against the device table's attained rates, the TP
 collectives' time scaled, a fixed time per step (scheduler, sampler), per layer on a step launched eagerly, per
-request (API server, tokenizer, first chunk of the stream), and the share of the other users' prompts a new request
-waits behind (:meth:`~costmodel.serving.analytic.Solver.closed_loop`'s ``queue_share``). The fit is a deterministic
+request (API server, tokenizer, first chunk of the stream: one per engine *version*, :data:`OVERHEAD`), and the
+share of the other users' prompts a new request waits behind (:meth:`~costmodel.serving.analytic.Solver.closed_loop`'s ``queue_share``). The fit is a deterministic
 Levenberg–Marquardt on the log-ratios of predicted to measured TTFT and TPOT (robust: :func:`soft_l1`), with box
 bounds (:data:`PARAMS`), from the profile's documented defaults; a step's time is linear in the scales and
 overheads when what binds each kernel does not change, which the fit takes as its model (the page's numbers are
@@ -57,9 +57,14 @@ PARAMS = (
     ("communication_time_scale", 1.0, 5.0),
     ("step_overhead_s", 0.0, 0.02),
     ("layer_overhead_s", 0.0, 0.0005),
-    ("request_overhead_s", 0.0, 0.3),
     ("prefill_queue_share", 0.0, 0.5),
 )
+#: The per-request overhead (API server, tokenizer, the stream's first chunk) is fitted per engine *version*
+#: (``Profile.request_overhead_by_version``): it is the front end's, which the versions and deployments of the
+#: source's collections do not share (TensorRT-LLM 1.0.0rc3's runs on H100 pay about 0.1 s a request, its
+#: collection on H200 and B200, of no stated version, measures 58-176 ms TTFT in all at 4 users, 1024
+#: prompt and 8192 output tokens). A version with no fit-slice run pays the profile's documented default.
+OVERHEAD = ("request_overhead_s", 0.0, 0.3)
 TARGETS = {"ttft": 15.0, "tpot": 10.0, "e2e": 7.0, "throughput": 10.0}
 
 
@@ -109,10 +114,16 @@ def _metrics(r: Run, a: dict) -> dict[str, float]:
     return {"ttft": float(a["ttft_s"]), "tpot": float(a["tpot_s"]), "e2e": float(a["e2e_s"])}
 
 
+def _limits(limits, prof: Profile, r: Run):
+    """``limits`` with the per-request overhead of ``r``'s engine version."""
+    return dataclasses.replace(limits, request_overhead_s=float(prof.request_overhead_for(r.engine_version)))
+
+
 def predict(r: Run, prof: Profile | None = None) -> dict[str, float]:
     """The predicted means of run ``r`` (seconds) under ``prof`` (default: the built-in profile of its engine)."""
     prof = prof or profile(r.engine)
     step, limits = _replica(r.setting, prof)
+    limits = _limits(limits, prof, r)
     solver = Solver(step, limits, Shape(r.input_tokens, r.output_tokens), points=(r.concurrency,))
     return _metrics(r, solver.closed_loop(r.concurrency, float(prof.prefill_queue_share)))
 
@@ -122,14 +133,15 @@ def predict_all(rows: Sequence[Run], prof_for=None) -> list[dict[str, float]]:
     profs = {r.engine: prof_for(r.engine) if prof_for else profile(r.engine) for r in rows}
     points: dict[tuple, set[int]] = defaultdict(set)
     for r in rows:
-        points[(r.setting, r.input_tokens, r.output_tokens)].add(r.concurrency)
+        points[(r.setting, r.engine_version, r.input_tokens, r.output_tokens)].add(r.concurrency)
     solvers: dict[tuple, Solver] = {}
     out = []
     for r in rows:
         prof = profs[r.engine]
-        key = (r.setting, r.input_tokens, r.output_tokens)
+        key = (r.setting, r.engine_version, r.input_tokens, r.output_tokens)
         if key not in solvers:
             step, limits = _replica(r.setting, prof)
+            limits = _limits(limits, prof, r)
             shape = Shape(r.input_tokens, r.output_tokens)
             solvers[key] = Solver(step, limits, shape, points=sorted(points[key]))
         out.append(_metrics(r, solvers[key].closed_loop(r.concurrency, float(prof.prefill_queue_share))))
@@ -157,11 +169,13 @@ class _Basis:
                 mats[i].append((p["compute"], memory, p["communication"], p["overhead"], 1.0, layers * eager))
         self.mats = [np.array(m) for m in mats]
 
-    def closed_loop(self, theta: np.ndarray, concurrency: int) -> dict:
+    def closed_loop(self, theta: np.ndarray, overhead: float, concurrency: int) -> dict:
+        """The closed loop at ``concurrency`` for the shared factors ``theta`` (:data:`PARAMS`' order) and a
+        per-request ``overhead``."""
         scale = np.array([theta[0], theta[1], theta[2], 1.0, theta[3], theta[4]])
-        limits = dataclasses.replace(self.limits, request_overhead_s=float(theta[5]))
+        limits = dataclasses.replace(self.limits, request_overhead_s=float(overhead))
         solver = Solver(None, limits, self.shape, points=self.points, times=[m @ scale for m in self.mats])
-        return solver.closed_loop(concurrency, float(theta[6]))
+        return solver.closed_loop(concurrency, float(theta[5]))
 
 
 def _base(prof: Profile) -> Profile:
@@ -192,10 +206,17 @@ def soft_l1(r: np.ndarray, delta: float = ROBUST_SCALE) -> np.ndarray:
     return np.sign(r) * np.sqrt(2 * delta**2 * (np.sqrt(1 + (r / delta) ** 2) - 1))
 
 
-def _residuals(theta, rows, bases) -> np.ndarray:
+def version(r: Run) -> str:
+    """The engine version of run ``r`` as profiles key it (``"unstated"`` where the source names none)."""
+    return r.engine_version or "unstated"
+
+
+def _residuals(x, rows, bases, versions) -> np.ndarray:
     out = []
+    theta = x[: len(PARAMS)]
     for r in rows:
-        a = bases[(r.setting, r.input_tokens, r.output_tokens)].closed_loop(theta, r.concurrency)
+        overhead = x[len(PARAMS) + versions.index(version(r))]
+        a = bases[(r.setting, r.input_tokens, r.output_tokens)].closed_loop(theta, overhead, r.concurrency)
         out.append(math.log(max(a["ttft_s"], 1e-9) / r.ttft_s))
         out.append(math.log(max(a["tpot_s"], 1e-9) / r.tpot_s))
     return soft_l1(np.array(out))
@@ -234,8 +255,9 @@ def in_slice(r: Run, where: tuple[str, str]) -> bool:
     return str(getattr(r, where[0])) == where[1]
 
 
-def fit(rows: Iterable[Run] | None = None) -> dict[str, dict[str, float]]:
-    """The factors of each engine (:data:`PARAMS`), fitted on its runs in :data:`FIT_SLICE`."""
+def fit(rows: Iterable[Run] | None = None) -> dict[str, dict]:
+    """The factors of each engine (:data:`PARAMS`, and the per-request overhead of each of its versions under
+    ``request_overhead_by_version``), fitted on its runs in :data:`FIT_SLICE`."""
     rows = [r for r in (runs() if rows is None else rows) if in_slice(r, FIT_SLICE)]
     out = {}
     for engine in sorted({r.engine for r in rows}):
@@ -250,11 +272,16 @@ def fit(rows: Iterable[Run] | None = None) -> dict[str, dict[str, float]]:
             if key not in bases:
                 bases[key] = _Basis(r, base, sorted(points[key]))
         prof = profile(engine)
+        versions = sorted({version(r) for r in mine})
         x0 = [float(getattr(prof, name)) for name, _, _ in PARAMS]
-        lo, hi = [p[1] for p in PARAMS], [p[2] for p in PARAMS]
+        x0 += [float(prof.request_overhead_for(v)) for v in versions]
+        lo = [p[1] for p in PARAMS] + [OVERHEAD[1]] * len(versions)
+        hi = [p[2] for p in PARAMS] + [OVERHEAD[2]] * len(versions)
         x0 = np.clip(x0, lo, hi)
-        x = levenberg_marquardt(functools.partial(_residuals, rows=mine, bases=bases), x0, lo, hi)
+        f = functools.partial(_residuals, rows=mine, bases=bases, versions=versions)
+        x = levenberg_marquardt(f, x0, lo, hi)
         out[engine] = {name: float(v) for (name, _, _), v in zip(PARAMS, x)}
+        out[engine]["request_overhead_by_version"] = {v: float(x[len(PARAMS) + i]) for i, v in enumerate(versions)}
     return out
 
 
@@ -292,7 +319,7 @@ def summary(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> dict[str,
     return out
 
 
-def write_factors(factors: dict[str, dict[str, float]], path) -> None:
+def write_factors(factors: dict[str, dict], path) -> None:
     """Write fitted ``factors`` into the engines file at ``path``, each engine's ``calibrated_for`` naming the
     engine versions of its fit-slice runs and the slice, and its ``sources.calibration`` the data."""
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -300,7 +327,10 @@ def write_factors(factors: dict[str, dict[str, float]], path) -> None:
     for engine, values in factors.items():
         entry = data["engines"][engine]
         for name, value in values.items():
-            entry[name] = float(f"{value:.4g}")
+            if isinstance(value, dict):
+                entry[name] = {k: float(f"{x:.4g}") for k, x in value.items()}
+            else:
+                entry[name] = float(f"{value:.4g}")
         mine = [r for r in fit_rows if r.engine == engine]
         versions = sorted({r.engine_version or "unstated" for r in mine})
         entry["calibrated_for"] = versions
@@ -310,6 +340,11 @@ def write_factors(factors: dict[str, dict[str, float]], path) -> None:
             "silicon_sample.csv (costmodel/serving/data/measured_serving.json); docs/serving-validation.md"
         )
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+def excluded(rows: Sequence[Run]) -> set[int]:
+    """The lines of the runs above their device's attainable rate (:func:`~costmodel.serving.error_slices.above_peak`)."""
+    return {r.line for r in rows if error_slices.above_peak(r, _replica(r.setting, profile(r.engine))[0])}
 
 
 SLICES = (("fit", FIT_SLICE), *((f"held out: {w[1]}", w) for w in HELD_OUT))
@@ -354,12 +389,17 @@ def render(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> str:
         "",
         "## Fitted factors",
         "",
-        "| engine | " + " | ".join(name for name, _, _ in PARAMS) + " |",
-        "|---|" + "---|" * len(PARAMS),
+        "| engine | " + " | ".join(name for name, _, _ in PARAMS) + " | request_overhead_s by version |",
+        "|---|" + "---|" * (len(PARAMS) + 1),
     ]
     for engine in sorted({r.engine for r in rows}):
         prof = profile(engine)
-        lines.append(f"| `{engine}` | " + " | ".join(f"{float(getattr(prof, n)):.4g}" for n, _, _ in PARAMS) + " |")
+        by_version = ", ".join(f"{v}: {float(x):.4g}" for v, x in sorted(prof.request_overhead_by_version.items()))
+        lines.append(
+            f"| `{engine}` | "
+            + " | ".join(f"{float(getattr(prof, n)):.4g}" for n, _, _ in PARAMS)
+            + f" | {by_version}; other versions {float(prof.request_overhead_s):.4g} |"
+        )
     lines += [
         "",
         "## Errors by slice",
@@ -379,10 +419,34 @@ def render(rows: Sequence[Run], preds: Sequence[dict[str, float]]) -> str:
         )
     held = [s for name, engine, s in slices(rows, preds) if engine == "all" and name != "fit"]
     met = {k: all(s[k][0] <= v for s in held) for k, v in TARGETS.items()}
+    out = excluded(rows)
+    kept = [(r, p) for r, p in zip(rows, preds) if r.line not in out]
+    cut = [s for name, engine, s in slices([r for r, _ in kept], [p for _, p in kept]) if engine == "all"]
+    met_cut = {k: all(s[k][0] <= v for s in cut[1:]) for k, v in TARGETS.items()}
     lines += [
         "",
         "Targets met on every held-out slice: "
         + ", ".join(f"{k} {'yes' if ok else 'no'}" for k, ok in met.items())
+        + ".",
+        "",
+        f"**Runs above the device's attainable rate** ({len(out)} of {len(rows)}: lines "
+        f"{', '.join(str(x) for x in sorted(out)) or 'none'}): a run whose measured throughput needs its matmul "
+        "FLOPs alone to run at a larger share of the dense peak than the device table's GEMM curve reaches at its "
+        "best (its efficiency, the curve's asymptote: 0.875 on Hopper, bf16's curve at the fp8 peak; 0.90 for fp8 "
+        "on B200) is one no step model can reach, whatever the engine overlaps "
+        "(costmodel/serving/error_slices.py, `above_peak`). The slices with them left out (the tables above "
+        "and below include them):",
+        "",
+        "| slice | runs | TTFT | TPOT | E2E | settings | largest tokens/s |",
+        "|---|---|---|---|---|---|---|",
+        *(
+            f"| {name} | {s['n']} | {' | '.join(_pct(s[k]) for k in ('ttft', 'tpot', 'e2e'))} | {s['groups']} | "
+            f"{_pct(s['throughput'])} |"
+            for (name, _, s) in [t for t in slices([r for r, _ in kept], [p for _, p in kept]) if t[1] == "all"]
+        ),
+        "",
+        "Targets met on every held-out slice without them: "
+        + ", ".join(f"{k} {'yes' if ok else 'no'}" for k, ok in met_cut.items())
         + ".",
         "",
         *error_slices.render(rows, errors(rows, preds), _replica, FIT_SLICE),
@@ -410,24 +474,42 @@ LIMITS = """## What limits the prediction
 
 Read off the tables above (the numbers move with the data; the reading is of this commit's page):
 
-- **The fp8 runs of one collection are twice as fast as its bf16 runs.** vLLM 0.12.0's fp8 runs (Llama 3.1 8B
-  FP8 on H200, held out; Qwen3 32B quantised to fp8 on H100, 3 runs of the fit slice; both on the source's grid
-  of 1000-8000 prompt and 100-2000 output tokens) are over-predicted by about +90 % in TPOT and +150 % in TTFT,
-  while the same version's bf16 runs are within 10 %. Their measured
-  throughput needs up to 0.91 of the H200's dense fp8 peak in matmuls alone (the peak-share column); the step
-  model, at the fit slice's vLLM kernel speed (its compute scale, fitted mostly on bf16 and on the 70B runs'
-  fp8), cannot. These 21 runs make most of vLLM's held-out H200 error; its 60 runs of Llama 3.1 70B on H200
-  are within about 19 % (TTFT) and 8 % (TPOT, E2E).
-- **SGLang 0.5.6's decode on H200 is a flat ~30 ms a step** whatever the tp (1 to 8) and the concurrency (20 to
-  512): a fixed cost of the run's set-up that the fit slice (SGLang 0.5.1 and 0.5.8 on H100, Qwen3 32B) does not
-  have. TPOT is under-predicted by about half, and the per-request overhead fitted on H100 (about 0.23 s, with
-  the waves of a synchronised closed loop, `prefill_queue_share` at its bound 0.5) over-predicts TTFT.
-- **TensorRT-LLM's TTFT depends on the output length at equal prompt, concurrency and tp**, by up to 3x, and in
-  opposite directions in the two collections (1.0.0rc3 on H100: longer outputs, longer TTFT; the 70B collection
-  on H200 and B200: 1024 output tokens 2-4x the TTFT of 8192). No step time reads the output length into a
-  prefill; the fitted per-request overhead (about 0.11 s) is larger than the whole measured TTFT of the 70B runs
-  at 8192 output tokens and low concurrency (72-176 ms), which is most of the held-out TTFT error. Their TPOT and
-  E2E are within about 8-12 %.
+- **SGLang 0.5.6 on H200 spends about 20-35 ms a decode step whatever the tp** (1 to 8) and the concurrency (20
+  to 512). Over one E2E the replica runs C prefills and O - 1 decode steps; taking every prompt at the step
+  model's prefill time (one at a time, no overlap) leaves (E2E - C·T_prefill)/(O - 1) for each decode step: 18-36
+  ms in the runs of 500-2000 output tokens, where the prompts are a small share, against 7-15 ms predicted, and
+  no smaller at tp 8 than at tp 1 (1000/2000 tokens: 27 ms at tp 1, 31 ms at tp 8). That is a fixed cost per step
+  of this collection's set-up, not a scheduler effect: SGLang's prompts in steps of their own (its scheduler's
+  `get_next_batch_to_run` runs a new prefill batch before the decodes; mixed chunks are off by default), which
+  the profile now says (`mixed_batches` false) and both solvers model, change when a prompt is computed, not how
+  much decode time the replica has. On the fit slice (SGLang 0.5.1 and 0.5.8 on H100, Qwen3 32B) they took the
+  errors from 15.0 / 17.3 / 10.7 / 11.6 % (TTFT / TPOT / E2E / largest tokens/s, with mixed steps) to 13.1 / 7.6 /
+  4.8 / 5.4 %, and 0.5.1's fitted per-request overhead from 0.23 s to 0.11 s; the H200 runs' TPOT stays
+  under-predicted by about half and their TTFT over-predicted.
+- **vLLM 0.12.0's fp8 runs are twice as fast as the same version's bf16 runs** (Llama 3.1 8B FP8 on H200, held
+  out; Qwen3 32B fp8 on H100, 3 runs of the fit slice): over-predicted by about +85 % in TPOT and +170 % in TTFT,
+  while its bf16 runs are within about 12 %. Their measured throughput needs up to 0.91 of the H200's dense fp8
+  peak in matmuls alone (one run, line 1712, above what any GEMM reaches on the device, is named above); their
+  E2E is 0.9-2 s at 100 output tokens whatever the tp and prompt. Nothing in the source says what differs
+  (the rows give no engine arguments). vLLM's 60 runs of Llama 3.1 70B on H200 are within about 17 % (TTFT) and
+  8 % (TPOT, E2E); on B200 TTFT is under-predicted by about 25 % (the B200 fp8 GEMM curve is fast at a prefill's
+  shapes; the per-request overhead of that collection, fitted on its H100 runs, is 16 ms).
+- **The per-request overhead is the front end's**, fitted per engine version: TensorRT-LLM 1.0.0rc3 on H100
+  pays about 0.11 s a request, its 70B collection on H200 and B200 (no version stated) measures 58-176 ms TTFT in
+  all at 4 users, 1024 prompt and 8192 output tokens, so it gets the documented 5 ms default. **TensorRT-LLM's TTFT depends on
+  the output length at equal prompt, concurrency and tp**, by up to 3x and in opposite directions in the two
+  collections (1.0.0rc3: longer outputs, longer TTFT; the 70B collection: 1024 output tokens 2-4x the TTFT of
+  8192). No step time reads the output length into a prefill, which is most of the remaining TensorRT-LLM TTFT
+  error; its TPOT and E2E are within about 8-10 %.
+- **TensorRT-LLM's KV cache** is 0.9 of the memory free after the weights and activations (its documented
+  `free_gpu_memory_fraction`; the profile's `memory_share_of` "free"), not of the whole device as vLLM's: where
+  the cache binds (70B at tp 1) that holds 8-12 % more tokens (held-out TTFT 33.5 -> 32.6 % on H200, 35.4 ->
+  33.1 % on B200; the fit slice's 28.9 -> 29.5 %). Its `GUARANTEED_NO_EVICT` scheduler (a request admitted only
+  with blocks for its whole prompt and output) was tried as the analytic limit and is not what these runs did:
+  held-out TTFT went to 63 % on H200 and 75 % on B200.
+- **B200's TPOT is over-predicted by about 8 %** for both engines (memory-bound decode): the device table's
+  memory efficiency on B200 (0.76 of 8 TB/s, from the memory-bound shapes of XLA's GEMM table) against
+  Hopper's 0.93; no streaming-bandwidth measurement of B200 was read to replace it.
 - **TTFT at concurrency** includes the wait behind the other users' prompts; how synchronised the users are is
   not fixed by a fixed-length closed loop (a simulation locks into waves; the measured runs mostly do not). The
   fitted `prefill_queue_share` (about 0.07 of the other users' prompts for vLLM and TensorRT-LLM, 0.5 for SGLang)
@@ -436,11 +518,11 @@ Read off the tables above (the numbers move with the data; the reading is of thi
   the H100 runs worse (vLLM TTFT 36 % against 21 %).
 - **The fit** is robust (soft-L1 on the log-ratios, scale 0.2: the source's TTFT has heavy tails at equal
   settings) and bounds the collectives' time scale below by 1 (no faster than the device table's attained bus
-  bandwidth; unbounded, vLLM's went to 0.33 and traded collectives for compute on tp > 1 prompts). Both were
-  chosen for what they mean, then checked on the held-out slices (when introduced: TTFT 83.5 -> 78.9 % on H200,
-  55.9 -> 46.7 % on B200; TPOT, E2E and the largest tokens/s within about 1 point of before).
-- **The KV cache's format and the engines' memory use** are not in the source; fp8 weights are taken to come with
-  an fp8 KV cache (runs at concurrencies a bf16 cache could not hold measure no queue).
+  bandwidth; unbounded, vLLM's went to 0.33 and traded collectives for compute on tp > 1 prompts).
+- **fp8 GEMMs** run at the fp8 peak on the device table's fp8 curve where it has one (B200, measured by XLA),
+  else on bf16's curve at the fp8 peak (Hopper: the table has no measured fp8 curve). **The KV cache's format and
+  the engines' memory use** are not in the source; fp8 weights are taken to come with an fp8 KV cache (runs at
+  concurrencies a bf16 cache could not hold measure no queue).
 """
 
 

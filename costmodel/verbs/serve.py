@@ -314,6 +314,7 @@ def serve(
                 "block_size": limits.block_size,
                 "chunked_prefill": limits.chunked_prefill,
                 "decode_first": limits.decode_first,
+                "mixed_batches": limits.mixed_batches,
                 "prefix_caching": limits.prefix_caching,
             },
             "speculative": None

@@ -111,6 +111,19 @@ def test_kv_pool_of_llama3_8b_by_hand():
     assert p2.kv_bytes_per_token == 131_072 // 2 and p2.tokens > 2 * p.tokens
 
 
+def test_tensorrt_llms_kv_share_is_of_the_free_memory_by_hand():
+    # TensorRT-LLM's free_gpu_memory_fraction 0.9 is of what the weights, activations and 1.5e9 reserve leave:
+    # blocks = ⌊0.9 × (80e9 − weights − activations − 1.5e9) / (32 × 131,072)⌋ (llama3-8b in bf16, blocks of 32)
+    m = costmodel.load("llama3-8b")
+    p = kv_pool(m.graph, m.values, device("h100-sxm"), profile("trtllm"))
+    assert profile("trtllm").memory_share_of == "free" and p.as_dict()["utilization_of"] == "free"
+    rest = 16_060_522_496 + p.activation_bytes + 1_500_000_000
+    assert p.num_blocks == (80_000_000_000 - rest) * 9 // 10 // (32 * 131_072)
+    # the same numbers read as vLLM reads its share (of the whole device) hold fewer blocks
+    whole = kv_pool(m.graph, m.values, device("h100-sxm"), profile("trtllm", {"memory_share_of": "device"}))
+    assert whole.num_blocks == (72_000_000_000 - rest) // (32 * 131_072) < p.num_blocks
+
+
 def test_pipeline_stages_split_weights_and_kv_and_send_hidden_states():
     from costmodel.serving.predictor import replica_step
 

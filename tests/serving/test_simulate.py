@@ -4,6 +4,7 @@ preemption by recompute, CUDA-graph padding, prefix-cache hits, whole prefills, 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from pytest import approx
@@ -176,3 +177,30 @@ def test_a_run_stops_at_its_step_limit_and_says_so():
     sim = simulate([Request(0, 4, 50)], affine, limits(), max_steps=10)
     assert not sim.saturated and sim.reason == "stopped at the step limit: 10 steps, 0 of 1 requests finished"
     assert len(sim.step_end_s) == 10 and not sim.finished.any()
+
+
+def test_prompts_in_steps_of_their_own_hold_the_decodes_back():
+    # every step takes 1 s. A (t 0, 4 prompt tokens, 3 outputs) and B (t 0.5, 4, 2):
+    # mixed (vLLM): step 1 A's prompt (A's 1st token at 1); step 2 A decodes with B's prompt (A 2nd, B 1st at 2);
+    #   step 3 both decode (A 3rd, B 2nd at 3): A E2E 3, B TTFT 1.5, E2E 2.5
+    # separate (SGLang): step 2 is B's prompt alone (B 1st at 2), step 3 both decode (A 2nd, B 2nd at 3), step 4
+    #   A's 3rd at 4: A E2E 4, B TTFT 1.5, E2E 2.5
+    reqs = [Request(0, 4, 3), Request(0.5, 4, 2)]
+    lim = Limits(max_num_seqs=8, max_num_batched_tokens=64, block_size=16, num_blocks=100)
+    mixed = simulate(reqs, lambda b: 1.0, lim)
+    alone = simulate(reqs, lambda b: 1.0, Limits(**{**lim.__dict__, "mixed_batches": False}))
+    assert mixed.first_token_s.tolist() == [1.0, 2.0] and mixed.finish_s.tolist() == [3.0, 3.0]
+    assert alone.first_token_s.tolist() == [1.0, 2.0] and alone.finish_s.tolist() == [4.0, 3.0]
+
+
+def test_a_profile_file_without_mixed_batches_mixes():
+    import json
+
+    from costmodel.serving.profiles import WHERE, parse_profiles, profile
+
+    data = json.loads((Path(__file__).resolve().parents[2] / WHERE).read_text(encoding="utf-8"))
+    for entry in data["engines"].values():
+        del entry["mixed_batches"]
+    assert all(p.mixed_batches for p in parse_profiles(data, "test").values())
+    # the built-in SGLang profile runs prompts alone, and says where that comes from
+    assert not profile("sglang").mixed_batches and "get_next_batch_to_run" in profile("sglang").sources["mixed_batches"]

@@ -1,6 +1,8 @@
 """The serving validation page is what the code gives, its fit is deterministic, and the factors it stores act."""
 
+import dataclasses
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -109,3 +111,57 @@ def test_step_factors_and_kv_format_act_where_they_should():
     assert s["weights"] == pytest.approx(2 * b["weights"]) and s["overhead"] == pytest.approx(b["overhead"])
     with pytest.raises(CostModelError, match="time scales must be > 0"):
         build(compute_scale=0)
+
+
+def test_request_overhead_is_per_version_and_a_user_override_wins():
+    p = profile("trtllm")
+    fitted = dict(p.request_overhead_by_version)
+    assert fitted  # the fit writes one per version of the fit slice
+    version, seconds = next(iter(fitted.items()))
+    assert p.request_overhead_for(version) == seconds
+    assert p.request_overhead_for("no-such-version") == p.request_overhead_s  # the documented default
+    assert p.request_overhead_for("") == p.request_overhead_for("unstated")
+    # --engine-set request_overhead_s=0.25: every version pays the user's overhead
+    o = profile("trtllm", {"request_overhead_s": "0.25"})
+    assert o.request_overhead_for(version) == Fraction(1, 4) and o.limits(100).request_overhead_s == 0.25
+    with pytest.raises(CostModelError, match="seconds >= 0"):
+        profile("trtllm", {"request_overhead_by_version": {"1.0": "-1"}})
+
+
+def test_attainable_share_is_the_device_tables_curve_asymptote():
+    import json
+
+    from costmodel.serving import error_slices
+
+    table = json.loads((Path(v.__file__).parents[1] / "devices/data/hardware.json").read_text(encoding="utf-8"))
+    gemm = {name: table["devices"][name]["efficiency"]["gemm"] for name in ("h200", "b200")}
+    r = runs()[0]
+    # b200 has a measured fp8 curve; h200 has bf16's only, which fp8 weights fall back to
+    b200 = dataclasses.replace(r, hardware="b200", weights_dtype="fp8")
+    h200 = dataclasses.replace(r, hardware="h200", weights_dtype="fp8")
+    assert error_slices.attainable_share(b200) == float(gemm["b200"]["fp8"]["efficiency"])
+    assert error_slices.attainable_share(h200) == float(gemm["h200"]["bf16"]["efficiency"])
+
+
+def test_fp8_weights_read_the_fp8_gemm_curve_where_the_device_has_one():
+    from costmodel import load
+    from costmodel.devices.table import device
+    from costmodel.memory.device import prepared
+    from costmodel.options import Options
+    from costmodel.serving.step import step_model
+
+    m = load("llama3-8b")
+    G = prepared(m.graph, Options(inference=True))
+    dev = device("b200")
+    eff = dev.attained
+
+    def with_curve(dtype, factor):
+        curve = eff.gemm[dtype]
+        slower = dataclasses.replace(curve, efficiency=curve.efficiency / factor)
+        return dataclasses.replace(dev, efficiency=dataclasses.replace(eff, gemm={**eff.gemm, dtype: slower}))
+
+    prompt = [(4096, 0)]  # compute-bound GEMMs
+    base = step_model(G, m.values, dev, weights_dtype="fp8")(prompt)
+    # a slower bf16 curve leaves an fp8 step alone; a slower fp8 curve slows it
+    assert step_model(G, m.values, with_curve("bf16", 2), weights_dtype="fp8")(prompt) == pytest.approx(base)
+    assert step_model(G, m.values, with_curve("fp8", 2), weights_dtype="fp8")(prompt) > 1.3 * base
