@@ -91,6 +91,9 @@ class Report:
     examples: int
     seed: int
     properties: list[Property] = field(default_factory=list)
+    #: How the other side's counts were read (what a transformers module computes beyond the architecture,
+    #: taken off: :mod:`costmodel.testing.hf_extra`), one sentence each.
+    conventions: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -103,7 +106,7 @@ class Report:
     def text(self) -> str:
         head = f"costmodel check {self.model}" + (f" --against {self.against}" if self.against else "")
         head += f" ({self.examples} examples a property, seed {self.seed})"
-        lines = [head, *(p.text() for p in self.properties)]
+        lines = [head, *(f"convention: {c}" for c in self.conventions), *(p.text() for p in self.properties)]
         n = len(self.failed)
         lines.append(f"{n} of {len(self.properties)} properties failed" if n else "every property passed")
         return "\n".join(lines)
@@ -115,6 +118,7 @@ class Report:
             "examples": self.examples,
             "seed": self.seed,
             "passed": self.passed,
+            "conventions": list(self.conventions),
             "properties": [p.to_dict() for p in self.properties],
         }
 
