@@ -1,14 +1,17 @@
 """``against="transformers"``: a built-in family checked against the transformers module of the same config.
 
 The model is a Hugging Face ``config.json`` (or a family name: its first model type's config class, built small,
-:func:`costmodel.tracer.hf.small_config`). Which config field sets which of the family's symbols is found by
-asking the family itself: each whole-number field is changed, the file read again (``from_hf``), and a field
-whose change moves exactly one symbol, to the field's new value, sets that symbol. Those symbols are drawn, and
-the factory writes each drawn size into its fields (``head_dim`` follows ``hidden_size / num_attention_heads``
-where the file's does and the family reads no ``d_head`` from it), builds the config with transformers (``CONFIG_MAPPING``, no hub) and its ``AutoModelForCausalLM``
-(eager attention, batched-MM experts, no cache); every other symbol stays at the file's value (pinned). The
-inputs are ``input_ids`` and ``labels`` of B × T and an all-ones ``attention_mask`` (without a mask,
-transformers checks for packed sequences with ``.item()``, which meta tensors cannot do).
+:func:`costmodel.tracer.hf.small_config`). The module is the class the family describes (:func:`module_class`:
+the file's ``architectures``, else the first of the causal LM, encoder-decoder LM, masked LM, image classifier
+and bare model that the family reads as the file without ``architectures``). Which config field sets which of
+the family's symbols is found by asking the family itself: each whole-number field is changed, the file read
+again (``from_hf``), and a field whose change moves exactly one symbol, to the field's new value, sets that
+symbol. Those symbols are drawn, and the factory writes each drawn size into its fields; a field the config class
+computes from the others is left out, to follow them (:func:`derived_fields`: ``head_dim``, DeepSeek's
+``qk_head_dim``); every other symbol stays at the file's value (pinned). transformers builds the config
+(``CONFIG_MAPPING``, no hub) and the class (eager attention, batched-MM experts, no cache), on meta, or on CPU
+where its forward reads data; the inputs follow its head (:func:`_inputs`). What the module computes beyond the
+architecture is taken off FlopCounterMode's count and stated (:mod:`costmodel.testing.hf_extra`).
 """
 
 from __future__ import annotations
@@ -93,8 +96,8 @@ def field_map(family, cfg: Mapping[str, object]) -> tuple[dict[str, list[str]], 
     return out, follows
 
 
-#: The transformers auto classes a family's module is looked for in, in order, with the inputs its kind takes.
-KINDS = (
+#: The transformers auto classes a family's module is looked for in, in order, with the inputs each takes.
+HEADS = (
     ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "causal"),
     ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "seq2seq"),
     ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "masked"),
@@ -104,24 +107,26 @@ KINDS = (
 
 
 def module_class(family, cfg: Mapping[str, object], where: str) -> tuple[str, str]:
-    """The transformers class the family describes for ``cfg``, and its kind (:data:`KINDS`): the file's own
+    """The transformers class the family describes for ``cfg``, and its head (:data:`HEADS`): the file's own
     ``architectures`` where transformers has that class for its model type; else, asking the family, the first
-    class of :data:`KINDS` that the family reads as it reads the file without ``architectures`` (BERT: the
+    class of :data:`HEADS` that the family reads as it reads the file without ``architectures`` (BERT: the
     masked LM, not ``BertLMHeadModel``; ViT: the classifier; T5: the encoder-decoder LM)."""
     import transformers.models.auto.modeling_auto as auto  # deferred: imports transformers
 
     model_type = cfg.get("model_type")
-    candidates = [(getattr(auto, names)[model_type], kind) for names, kind in KINDS if model_type in getattr(auto, names)]
+    candidates = [
+        (getattr(auto, names)[model_type], head) for names, head in HEADS if model_type in getattr(auto, names)
+    ]
     named = [a for a in cfg.get("architectures") or () if isinstance(a, str)]
     for name in named:
-        for cls, kind in candidates:
+        for cls, head in candidates:
             if cls == name:
-                return cls, kind
+                return cls, head
     base = family.from_hf({k: v for k, v in cfg.items() if k != "architectures"})
-    for cls, kind in candidates:
+    for cls, head in candidates:
         try:
             if family.from_hf({**cfg, "architectures": [cls]}) == base:
-                return cls, kind
+                return cls, head
         except CostModelError:  # a head the family does not read
             continue
     raise CostModelError(
@@ -171,7 +176,7 @@ def against(model: str, symbols: set[str]) -> tuple[str, object, dict[str, int],
     family = supported.get(model_type) or supported.get(SAME_STRUCTURE.get(model_type, ("",))[0])
     if family is None:
         raise CostModelError(f"{where}: no built-in family reads model_type {model_type!r}; nothing to compare")
-    cls_name, kind = module_class(family, cfg, where)
+    cls_name, head = module_class(family, cfg, where)
     fields, follows = field_map(family, cfg)
     aliases = table()["model_types"].get(model_type, {}).get("aliases", {})  # old name -> the class's name
     settings = family.from_hf(dict(cfg))
@@ -185,9 +190,10 @@ def against(model: str, symbols: set[str]) -> tuple[str, object, dict[str, int],
     def factory(**sizes: int):
         import torch  # deferred: torch is optional (the torch extra)
 
-        new = _with(cfg, follows, **{aliases.get(n, n): sizes[sym] for sym in drawn for n in fields[sym]})
-        for old in [*aliases, *derived]:  # one name per field (transformers would set the canonical one from a
-            new.pop(old, None)  # stale alias); a derived field follows the drawn ones
+        # one name per field (transformers would set the canonical one from a stale alias), and a derived field
+        # left out, to follow the drawn ones
+        kept = {k: v for k, v in cfg.items() if k not in aliases and k not in derived}
+        new = _with(kept, follows, **{aliases.get(n, n): sizes[sym] for sym in drawn for n in fields[sym]})
         if "kv_lora_rank" in cfg:  # MLA: a key per head, which eager attention repeats heads / kv heads times
             new["num_key_value_heads"] = new["num_attention_heads"]
         layers = [n for n in fields.get("L", ()) if isinstance(cfg.get(n), int)]
@@ -198,7 +204,7 @@ def against(model: str, symbols: set[str]) -> tuple[str, object, dict[str, int],
                     new[key] = [value[i % n_old] for i in range(sizes["L"])]
         config = build_config(new, where)
         module = _build(config, cls_name)
-        return module, _inputs(config, kind, sizes, torch)
+        return module, _inputs(config, head, sizes, torch)
 
     factory.__qualname__ = f"transformers {cls_name}"
     probe = _build(build_config(cfg, where), cls_name, meta=True)  # which conventions apply: the module's parts
@@ -225,8 +231,8 @@ def _build(config, cls_name: str, meta: bool = False):
     return module
 
 
-def _inputs(config, kind: str, sizes: Mapping[str, int], torch) -> dict:
-    """The example inputs of a module of ``kind`` at the drawn sizes, on torch's default device:
+def _inputs(config, head: str, sizes: Mapping[str, int], torch) -> dict:
+    """The example inputs of a module with ``head`` at the drawn sizes, on torch's default device:
 
     * causal LM: ``input_ids`` and ``labels`` of B × T and an all-ones ``attention_mask`` (without a mask,
       transformers checks for packed sequences with ``.item()``, which meta tensors cannot do);
@@ -242,18 +248,18 @@ def _inputs(config, kind: str, sizes: Mapping[str, int], torch) -> dict:
     def ids(n: int):
         return torch.zeros(batch, n, dtype=torch.long)
 
-    if kind == "causal":
+    if head == "causal":
         return {"input_ids": ids(seq), "labels": ids(seq), "attention_mask": torch.ones(batch, seq, dtype=torch.long)}
-    if kind == "masked":
+    if head == "masked":
         return {"input_ids": ids(seq), "labels": ids(seq)}
-    if kind == "seq2seq":
+    if head == "seq2seq":
         source = ids(sizes.get("T_src", seq))
         return {"input_ids": source, "decoder_input_ids": ids(seq), "labels": ids(seq)}
     side = getattr(config, "image_size", None)
-    if kind in ("image", "base") and side is not None:
+    if head in ("image", "base") and side is not None:
         side = side[0] if isinstance(side, (list, tuple)) else side
         pixels = torch.zeros(batch, getattr(config, "num_channels", 3), side, side)
-        if kind == "image":
+        if head == "image":
             return {"pixel_values": pixels, "labels": torch.zeros(batch, dtype=torch.long)}
         return {"pixel_values": pixels}
     return {"input_ids": ids(seq)}

@@ -125,9 +125,13 @@ def torch_differences(
             detail = _by_block(s, values, term, counts.get(by, {})) if by else ""
             off = counts.get("off", {}).get(term)
             if off:
-                detail = f"{off:,} taken off torch's count (the report's conventions)" + (f"; {detail}" if detail else "")
+                detail = f"{off:,} taken off torch's count (the report's conventions)" + (
+                    f"; {detail}" if detail else ""
+                )
             if counts.get("device", "meta") != "meta":
-                detail = f"counted on {counts['device']} (the module reads its data)" + (f"; {detail}" if detail else "")
+                detail = f"counted on {counts['device']} (the module reads its data)" + (
+                    f"; {detail}" if detail else ""
+                )
             out.append(Difference(term, derived[term], counts[term], "torch", detail))
     return out
 
@@ -244,6 +248,7 @@ def check(
     name = model if isinstance(model, str) else s.name
     report = Report(name, named if isinstance(named, str) or named is None else factory.name, examples, seed)
     report.conventions = list(factory.conventions) if factory is not None else []
+    report.module = factory.name if factory is not None else None
     report.properties.append(numeric_property(s, examples=examples, seed=seed, ranges=ranges))
     report.properties += invariant_properties(s, examples=examples, seed=seed, ranges=ranges)
     if factory is not None:
