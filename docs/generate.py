@@ -353,19 +353,22 @@ def families_check() -> str:
         f"(`costmodel check FAMILY --against transformers --examples {data['examples']}`, seed {data['seed']}, "
         f"torch {data['torch']}, transformers {data['transformers']}).",
         "",
-        "| family | transformers module | result | convention taken off FlopCounterMode's count |",
-        "| --- | --- | --- | --- |",
+        "| family | transformers module | result | pinned to the small config | convention taken off FlopCounterMode's "
+        "count |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for name in families():
         r = rows.get(name)
         if r is None:
-            out.append(f"| {name} | | not checked (rerun scripts/families_check.py) | |")
+            out.append(f"| {name} | | not checked (rerun scripts/families_check.py) | | |")
             continue
         module = f"`{(r.get('module') or '').removeprefix('transformers ')}`" if r.get("module") else ""
-        result = {"pass": f"pass ({r['properties']} properties)", "fail": "FAIL: " + "; ".join(r.get("failed", []))}
+        ran = f"{r.get('properties', 0) - r.get('skipped', 0)} properties"
+        result = {"pass": f"pass ({ran})", "fail": "FAIL: " + "; ".join(r.get("failed", []))}
         result = result.get(r["result"], f"error: {r.get('reason', '')}")
         conventions = "; ".join(c.split(":")[0] for c in r.get("conventions", [])) or "none"
-        out.append(f"| {name} | {module} | {result} | {conventions} |")
+        pinned = ", ".join(f"{k}={v}" for k, v in sorted(r.get("pinned", {}).items())) or "none"
+        out.append(f"| {name} | {module} | {result} | {pinned} | {conventions} |")
     return "\n".join(out)
 
 

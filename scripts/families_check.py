@@ -20,18 +20,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import costmodel
 from costmodel.families import families
-from costmodel.testing.hf import config_path
+from costmodel.testing import subject
+from costmodel.testing.hf import against, config_path
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "families_check.json")
 EXAMPLES = 3
 
 
 def row(name: str) -> dict:
-    """One family's check: passed, the module's class, the conventions stated, what failed (or the error)."""
+    """One family's check: passed, the module's class, the conventions stated, the symbols pinned to the small
+    file's values (no one config field sets them), what failed (or the error)."""
     out: dict[str, object] = {"family": name}
     start = time.perf_counter()
     try:
-        report = costmodel.check(config_path(name), against="transformers", examples=EXAMPLES)
+        path = config_path(name)
+        report = costmodel.check(path, against="transformers", examples=EXAMPLES)
+        pinned = against(path, {str(s) for s in subject(path).graph_symbols})[2]
     except costmodel.CostModelError as exc:
         out.update(result="error", reason=str(exc))
     else:
@@ -40,6 +44,8 @@ def row(name: str) -> dict:
             module=report.module,
             conventions=report.conventions,
             properties=len(report.properties),
+            skipped=sum(bool(p.skipped) for p in report.properties),
+            pinned=pinned,
             failed=[f"{p.name}: {p.differences[0].text()}" for p in report.failed],
         )
     out["seconds"] = round(time.perf_counter() - start, 1)

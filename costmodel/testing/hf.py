@@ -71,6 +71,15 @@ def _with(cfg: Mapping[str, object], follows: bool, **changed: int) -> dict:
     return new
 
 
+def _cycled(cfg: Mapping[str, object], n_old: int, n_new: int) -> dict:
+    """``cfg`` with each list of ``n_old`` entries (a per-layer list: ``layer_types``) made ``n_new`` long, its
+    pattern cycled."""
+    return {
+        k: [v[i % n_old] for i in range(n_new)] if isinstance(v, list) and v and len(v) == n_old else v
+        for k, v in cfg.items()
+    }
+
+
 def field_map(family, cfg: Mapping[str, object]) -> tuple[dict[str, list[str]], bool]:
     """Symbol → the config fields that set it, found by changing each field (see the module); and whether
     ``head_dim`` follows ``hidden_size / num_attention_heads`` (the family reads no ``d_head`` from it)."""
@@ -81,7 +90,10 @@ def field_map(family, cfg: Mapping[str, object]) -> tuple[dict[str, list[str]], 
         try:
             moved = family.from_hf(_with(cfg, follows, **{name: value}))
         except CostModelError:
-            return None
+            try:  # a layer count with per-layer lists (layer_types) of its length: the lists follow it
+                moved = family.from_hf(_cycled(_with(cfg, follows, **{name: value}), cfg[name], value))
+            except CostModelError:
+                return None
         changed = {k for k in {*base, *moved} if k not in ("B", "T") and moved.get(k) != base.get(k)}
         sym = next(iter(changed)) if len(changed) == 1 else None
         return sym if sym is not None and moved[sym] == value else None
@@ -198,10 +210,7 @@ def against(model: str, symbols: set[str]) -> tuple[str, object, dict[str, int],
             new["num_key_value_heads"] = new["num_attention_heads"]
         layers = [n for n in fields.get("L", ()) if isinstance(cfg.get(n), int)]
         if layers and "L" in sizes:  # a per-layer list (layer_types) follows the layer count, its pattern cycled
-            n_old = cfg[layers[0]]
-            for key, value in cfg.items():
-                if isinstance(value, list) and len(value) == n_old and value:
-                    new[key] = [value[i % n_old] for i in range(sizes["L"])]
+            new = _cycled(new, cfg[layers[0]], sizes["L"])
         config = build_config(new, where)
         module = _build(config, cls_name)
         return module, _inputs(config, head, sizes, torch)

@@ -72,6 +72,15 @@ def test_the_fields_that_set_each_symbol_are_found_by_the_family():
     assert fields["n_kv"] == ["num_key_value_heads"] and fields["d_ff"] == ["intermediate_size"]
 
 
+@pytest.mark.parametrize("family", ["gemma3", "qwen3", "gpt_oss"])
+def test_a_layer_count_with_per_layer_lists_is_drawn(family):
+    # layer_types has one entry a layer: changing num_hidden_layers alone is refused, so the lists follow it
+    fam = families()[family]
+    cfg, _ = read(read_json(config_path(family)), {t: None for t in fam.hf_model_types}, "test")
+    assert isinstance(cfg.get("layer_types"), list)
+    assert field_map(fam, cfg)[0]["L"] == ["num_hidden_layers"]
+
+
 def test_the_docs_table_lists_every_family_and_each_passes():
     data = json.loads((ROOT / "tests" / "data" / "families_check.json").read_text(encoding="utf-8"))
     rows = {r["family"]: r for r in data["families"]}
