@@ -198,3 +198,17 @@ def test_no_class_the_family_reads_is_one_clear_error():
 
     with pytest.raises(CostModelError, match="no module of model_type 'llama' that the family describes"):
         module_class(OnlyItsOwnHead, {"model_type": "llama"}, "test")
+
+
+@pytest.mark.slow  # its modules run on CPU (Jamba reads its mask's data): ~30 s on a busy machine
+def test_a_jamba_with_attention_and_moe_layers_matches(tmp_path):
+    # the small family config has no attention layer (L = 2 < the offset 4): a config.json with both kinds
+    fields = {"model_type": "jamba", "hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4}
+    fields.update(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, intermediate_size=16, vocab_size=64)
+    fields.update(attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=0)
+    fields.update(max_position_embeddings=64, mamba_dt_rank=4, mamba_d_state=6, mamba_d_conv=3, mamba_expand=2)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    report = costmodel.check(str(path), against="transformers", examples=2)
+    assert report.passed, report.text()
+    assert any("conv1d" in c for c in report.conventions)
