@@ -337,6 +337,41 @@ def memtracker() -> str:
     return "\n".join([*summary, "", *out])
 
 
+def families_check() -> str:
+    """Every family checked against its transformers module, from ``tests/data/families_check.json``
+    (``scripts/families_check.py`` writes it; ``tests/testing/test_against_transformers.py`` checks the families
+    again and that the file lists every one)."""
+    import json
+
+    from costmodel.families import families
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "families_check.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rows = {r["family"]: r for r in data["families"]}
+    out = [
+        f"{sum(r['result'] == 'pass' for r in rows.values())} of {len(families())} families pass "
+        f"(`costmodel check FAMILY --against transformers --examples {data['examples']}`, seed {data['seed']}, "
+        f"torch {data['torch']}, transformers {data['transformers']}).",
+        "",
+        "| family | transformers module | result | pinned to the small config | convention taken off FlopCounterMode's "
+        "count |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for name in families():
+        r = rows.get(name)
+        if r is None:
+            out.append(f"| {name} | | not checked (rerun scripts/families_check.py) | | |")
+            continue
+        module = f"`{(r.get('module') or '').removeprefix('transformers ')}`" if r.get("module") else ""
+        ran = f"{r.get('properties', 0) - r.get('skipped', 0)} properties"
+        result = {"pass": f"pass ({ran})", "fail": "FAIL: " + "; ".join(r.get("failed", []))}
+        result = result.get(r["result"], f"error: {r.get('reason', '')}")
+        conventions = "; ".join(c.split(":")[0] for c in r.get("conventions", [])) or "none"
+        pinned = ", ".join(f"{k}={v}" for k, v in sorted(r.get("pinned", {}).items())) or "none"
+        out.append(f"| {name} | {module} | {result} | {pinned} | {conventions} |")
+    return "\n".join(out)
+
+
 def korthikanti() -> str:
     """One GPT-3 layer's saved bytes (bf16, dropout on) under each choice, as the engine derives them."""
     from costmodel.graph.passes import flash_attention
@@ -542,6 +577,7 @@ BLOCKS = {
     "memory-policies": memory_policies,
     "korthikanti": korthikanti,
     "memtracker": memtracker,
+    "families-check": families_check,
     "encoder-decoder": encoder_decoder,
     "options": options_table,
     "engines": engines_table,

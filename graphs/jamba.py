@@ -104,6 +104,9 @@ def jamba(
             f"jamba: a period of {period} layers that is not a multiple of "
             f"lcm(attn_period, expert_period) = {lcm} must be all L layers",
         )
+    kinds = layer_kinds(period, attn_period, attn_offset, expert_period, expert_offset, moe)
+    if any(ffn == "moe" for _, ffn in kinds):  # transformers' JambaMLP where a layer has one expert
+        b.require(n_experts >= 2, "jamba: a mixture of experts has two experts or more (one expert: moe=False)")
     mixers = {
         "attn": lambda b, x: grouped_query_attention(b, x, rope=False),
         "mamba": lambda b, x: mamba_mixer(b, x, proj_bias=proj_bias, conv_bias=conv_bias, norms=True),
@@ -121,7 +124,6 @@ def jamba(
 
         return layer
 
-    kinds = layer_kinds(period, attn_period, attn_offset, expert_period, expert_offset, moe)
     stacks = [
         (f"{mixer}_{ffn}_layers", count * L / period, layer_of(mixer, ffn)) for (mixer, ffn), count in kinds.items()
     ]

@@ -32,7 +32,8 @@ def add(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.py:FACTORY",
         help="a function factory(**sizes) -> (module, example_inputs), called with each drawn size by its "
         "symbol's name (B, T, d, ...); the file is executed as Python. 'transformers': a family's config.json "
-        "(or a family name) against the transformers causal LM of the same config (params, matmul FLOPs)",
+        "(or a family name) against the transformers module of the same config, the class the family describes "
+        "(causal LM, masked LM, encoder-decoder, image classifier; params, matmul FLOPs)",
     )
     p.add_argument("--examples", type=int, default=20, metavar="N", help="sizes drawn per property (default 20)")
     p.add_argument("--seed", type=int, default=0, metavar="S", help="hypothesis' seed (default 0: reproducible)")

@@ -15,6 +15,11 @@ a dict (keywords) or one tensor. At each drawn sizes:
   kernel does not (transformers' RMSNorm keeps its normalised tensor), the term differs by design: leave it
   out with ``terms=``.
 
+A factory may say how its modules' counts are to be read (:class:`Factory`'s ``off`` and ``cpu``, used by the
+transformers comparison, :mod:`costmodel.testing.hf`): work its modules do beyond the architecture, taken off
+FlopCounterMode's totals and stated in the report (``conventions``); and that a module which reads its data
+(``.item()``), which meta tensors cannot, is counted on CPU at the same sizes.
+
 torch is imported inside the functions only (``pip install 'costmodel[torch]'``).
 """
 
@@ -42,9 +47,23 @@ def _torch():
 
 
 class Factory:
-    """A factory of modules at given sizes, from a function or ``path/to/file.py:function`` (executed)."""
+    """A factory of modules at given sizes, from a function or ``path/to/file.py:function`` (executed).
 
-    def __init__(self, factory: object) -> None:
+    ``off(module, sizes)``: FLOPs the module counts beyond what the model describes, term → FLOPs, taken off
+    FlopCounterMode's count (a convention of the module's implementation, each stated in ``conventions``).
+    ``cpu``: a module whose forward reads its data on meta (``.item()``) is built and counted on CPU instead
+    (only for modules whose FLOPs FlopCounterMode counts the same there: no SDPA, which it misses on CPU).
+    """
+
+    def __init__(
+        self,
+        factory: object,
+        *,
+        off: Callable | None = None,
+        conventions: tuple[str, ...] = (),
+        cpu: bool = False,
+    ) -> None:
+        self.off, self.conventions, self.cpu = off, tuple(conventions), cpu
         if isinstance(factory, str):
             self.name = factory
             fn = getattr(load_builder(factory).build, "__wrapped__", None)
@@ -78,13 +97,15 @@ class Factory:
             )
 
     def make(self, sizes: Mapping[str, int], device: str | None):
-        """``(module, args, kwargs)`` built at ``sizes`` (on ``device``: ``"meta"``, or the default)."""
+        """``(module, args, kwargs)`` built at ``sizes`` (on ``device``: ``"meta"``, ``"cpu"``, or None: the
+        default), the factory called with that device as torch's default."""
         torch = _torch()
         given = dict(sizes) if self.takes_all else {k: v for k, v in sizes.items() if k in self.accepts}
         where = f"against {self.name!r} at {_sizes(sizes)}"
         try:
+            if device != "meta":
+                torch.manual_seed(0)  # real weights: the same at every call
             if device is None:
-                torch.manual_seed(0)
                 made = self.fn(**given)
             else:
                 with torch.device(device):
@@ -116,10 +137,16 @@ class Factory:
         return module, args, kwargs
 
 
-def _run(module, args, kwargs, where: str):
+class _ReadsDataError(Exception):
+    """The module's forward read a meta tensor's data (``.item()``): it can only run on a real device."""
+
+
+def _run(module, args, kwargs, where: str, meta_reads: bool = False):
     try:
         return module(*args, **kwargs)
     except (Exception, SystemExit) as exc:  # the user's module: one line
+        if meta_reads and "meta tensors" in str(exc):
+            raise _ReadsDataError(str(exc)) from None
         raise CostModelError(f"{where}: the module's forward raised {type(exc).__name__}: {exc}") from None
 
 
@@ -151,32 +178,53 @@ def module_dtype(module) -> str:
 
 def torch_counts(factory: Factory, sizes: Mapping[str, int], terms: tuple[str, ...] = TERMS) -> dict[str, object]:
     """What PyTorch counts for the module ``factory`` makes at ``sizes``: each of ``terms``, plus ``dtype``
-        (the module's), ``params.by_module`` and ``flops.by_module`` (parameters and FlopCounterMode's forward FLOPs
-    per submodule, by its dotted name)."""
-    _torch()
+    (the module's), ``device`` (``meta``, or ``cpu`` where the factory allows it and meta cannot run the
+    module), ``off`` (what was taken off each term: the factory's ``off``), ``params.by_module`` and
+    ``flops.by_module`` (parameters and FlopCounterMode's forward FLOPs per submodule, by its dotted name)."""
+    try:
+        out = _counts(factory, sizes, terms, "meta")
+    except _ReadsDataError:
+        out = _counts(factory, sizes, terms, "cpu")
+    if "memory_bytes.activations" in terms:
+        out["memory_bytes.activations"] = saved_bytes(factory, sizes)
+    return out
+
+
+def _counts(factory: Factory, sizes: Mapping[str, int], terms: tuple[str, ...], device: str) -> dict[str, object]:
+    torch = _torch()
     from torch.utils.flop_counter import FlopCounterMode  # deferred: torch is optional, checked just above
 
     where = f"against {factory.name!r} at {_sizes(sizes)}"
-    out: dict[str, object] = {}
-    module, args, kwargs = factory.make(sizes, "meta")
+    meta_reads = factory.cpu and device == "meta"
+    out: dict[str, object] = {"device": device}
+    module, args, kwargs = factory.make(sizes, device)
     out["dtype"] = module_dtype(module)
     out["params.total"] = sum(p.numel() for p in module.parameters())
     out["params.by_module"] = {
         name: sum(p.numel() for p in m.parameters()) for name, m in module.named_modules() if name
     }
-    with FlopCounterMode(display=False) as forward:  # always: a module that cannot run its inputs is bad input
-        _run(module, args, kwargs, where)
-    out["flops.matmul.forward"] = forward.get_total_flops()
-    out["flops.by_module"] = {  # FlopCounterMode names a module after its root's class: "Decoder.layers.0"
-        k.partition(".")[2]: sum(v.values()) for k, v in forward.get_flop_counts().items() if "." in k
-    }
-    if "flops.matmul.training" in terms:
-        module.zero_grad(set_to_none=True)
-        with FlopCounterMode(display=False) as training:
-            _loss(_run(module, args, kwargs, where), where).backward()
-        out["flops.matmul.training"] = training.get_total_flops()
-    if "memory_bytes.activations" in terms:
-        out["memory_bytes.activations"] = saved_bytes(factory, sizes)
+    threads = torch.get_num_threads()
+    if device == "cpu":
+        torch.set_num_threads(1)  # tiny CPU ops: a thread pool only waits
+    try:
+        with FlopCounterMode(display=False) as forward:  # always: a module that cannot run its inputs is bad input
+            _run(module, args, kwargs, where, meta_reads)
+        out["flops.matmul.forward"] = forward.get_total_flops()
+        out["flops.by_module"] = {  # FlopCounterMode names a module after its root's class: "Decoder.layers.0"
+            k.partition(".")[2]: sum(v.values()) for k, v in forward.get_flop_counts().items() if "." in k
+        }
+        if "flops.matmul.training" in terms:
+            module.zero_grad(set_to_none=True)
+            with FlopCounterMode(display=False) as training:
+                _loss(_run(module, args, kwargs, where, meta_reads), where).backward()
+            out["flops.matmul.training"] = training.get_total_flops()
+    finally:
+        torch.set_num_threads(threads)
+    off = factory.off(module, sizes) if factory.off is not None else {}
+    for term, amount in off.items():
+        if term in out:
+            out[term] -= amount
+    out["off"] = off
     return out
 
 

@@ -91,6 +91,11 @@ class Report:
     examples: int
     seed: int
     properties: list[Property] = field(default_factory=list)
+    #: How the other side's counts were read (what a transformers module computes beyond the architecture,
+    #: taken off: :mod:`costmodel.testing.hf_extra`), one sentence each.
+    conventions: list[str] = field(default_factory=list)
+    #: The module compared with (``transformers LlamaForCausalLM``, or the factory's name), None without one.
+    module: str | None = None
 
     @property
     def passed(self) -> bool:
@@ -103,7 +108,8 @@ class Report:
     def text(self) -> str:
         head = f"costmodel check {self.model}" + (f" --against {self.against}" if self.against else "")
         head += f" ({self.examples} examples a property, seed {self.seed})"
-        lines = [head, *(p.text() for p in self.properties)]
+        module = [f"module: {self.module}"] if self.module and self.module != self.against else []
+        lines = [head, *module, *(f"convention: {c}" for c in self.conventions), *(p.text() for p in self.properties)]
         n = len(self.failed)
         lines.append(f"{n} of {len(self.properties)} properties failed" if n else "every property passed")
         return "\n".join(lines)
@@ -115,6 +121,8 @@ class Report:
             "examples": self.examples,
             "seed": self.seed,
             "passed": self.passed,
+            "module": self.module,
+            "conventions": list(self.conventions),
             "properties": [p.to_dict() for p in self.properties],
         }
 

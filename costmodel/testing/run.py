@@ -123,6 +123,15 @@ def torch_differences(
         if derived[term] != counts[term]:
             by = {"params.total": "params.by_module", "flops.matmul.forward": "flops.by_module"}.get(term)
             detail = _by_block(s, values, term, counts.get(by, {})) if by else ""
+            off = counts.get("off", {}).get(term)
+            if off:
+                detail = f"{off:,} taken off torch's count (the report's conventions)" + (
+                    f"; {detail}" if detail else ""
+                )
+            if counts.get("device", "meta") != "meta":
+                detail = f"counted on {counts['device']} (the module reads its data)" + (
+                    f"; {detail}" if detail else ""
+                )
             out.append(Difference(term, derived[term], counts[term], "torch", detail))
     return out
 
@@ -233,11 +242,13 @@ def check(
         terms = HF_TERMS if terms == TERMS else terms
     else:
         s = subject(model, settings, via)
-    factory = Factory(against) if against is not None else None  # a bad --against fails before any draw
+    factory = against if isinstance(against, Factory) or against is None else Factory(against)  # bad: before draws
     if factory is not None:
         factory.check_names(set(free_names(s.graph, {})) | set(s.fixed))
     name = model if isinstance(model, str) else s.name
     report = Report(name, named if isinstance(named, str) or named is None else factory.name, examples, seed)
+    report.conventions = list(factory.conventions) if factory is not None else []
+    report.module = factory.name if factory is not None else None
     report.properties.append(numeric_property(s, examples=examples, seed=seed, ranges=ranges))
     report.properties += invariant_properties(s, examples=examples, seed=seed, ranges=ranges)
     if factory is not None:

@@ -240,12 +240,22 @@ def config_from_json(data: Mapping[str, object], where: str):
         raise CostModelError(
             f"{where}: transformers {_version()} has no causal LM for model_type {model_type!r} (AutoModelForCausalLM)"
         )
+    return build_config(data, where), MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
+
+
+def build_config(data: Mapping[str, object], where: str):
+    """The transformers config of a ``config.json``'s data by its ``model_type`` (``CONFIG_MAPPING``, no hub,
+    no remote code), whatever classes transformers has for it; the fields of :data:`NOT_BUILT` left out."""
+    from transformers import CONFIG_MAPPING  # deferred: torch is optional, imported only when tracing
+
+    model_type = data.get("model_type")
+    if model_type not in CONFIG_MAPPING:
+        raise CostModelError(f"{where}: transformers {_version()} has no model_type {model_type!r} (CONFIG_MAPPING)")
     kept = {k: v for k, v in data.items() if k not in NOT_BUILT}
     try:
-        config = CONFIG_MAPPING[model_type].from_dict(kept)
+        return CONFIG_MAPPING[model_type].from_dict(kept)
     except Exception as exc:  # transformers' validation of the file's fields: one line
         raise CostModelError(f"{where}: transformers refused the config: {type(exc).__name__}: {exc}") from None
-    return config, MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
 
 
 def _version() -> str:
