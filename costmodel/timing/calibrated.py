@@ -233,7 +233,8 @@ def step(
 
     ``dp_bytes``: what one device sends for data parallelism per step (the memory section's
     ``communication_bytes.dp``); ``dp_parts``: under ZeRO, its ``reduce_scatter`` and ``all_gather`` bytes
-    (``communication.dp.*``); ``optimizer_bytes``: what its optimizer step reads and writes.
+    (``communication.dp.*``), and under EP the experts' part of each (``expert_all_reduce``,
+    ``expert_reduce_scatter``, ``expert_all_gather``: over the expert data-parallel group, :func:`dp_seconds`); ``optimizer_bytes``: what its optimizer step reads and writes.
     """
     eff = dev.attained
     R = regions(H, dev, eff, dtype, k, counting, gemm)
@@ -295,8 +296,18 @@ def step(
     bubble = (1 - k.single) * beta * (total - t_max)
     alive = k.dp_sends if k.dp_sends is not None else sympy.Integer(0) if dp_bytes == 0 else 1
     parts = dict(dp_parts or {})
+    experts = {kind: parts.get(f"expert_{kind}", Zero) for kind in ("all_reduce", "reduce_scatter", "all_gather")}
     dp_s, dp_exposed = dp_seconds(
-        dev, eff, k, alive, dp_bytes, parts.get("reduce_scatter", Zero), parts.get("all_gather", Zero), mid, layers(H)
+        dev,
+        eff,
+        k,
+        alive,
+        dp_bytes,
+        parts.get("reduce_scatter", Zero),
+        parts.get("all_gather", Zero),
+        mid,
+        layers(H),
+        experts,
     )
     if k.sm_share != 0:  # the hidden part of the dp collectives slows the compute it hides behind
         dp_exposed += k.sm_share * (dp_s - dp_exposed)
@@ -378,6 +389,8 @@ def calibrated_quantities(
     # the kernels' own work: a causal FlashAttention kernel skips the masked half, a materialised one does not
     counting = Counting(causal="half" if options.flash else "full")
     dp_parts = {kind: get(f"communication.dp.{kind}_bytes") for kind in ("reduce_scatter", "all_gather")}
+    for kind in ("all_reduce", "reduce_scatter", "all_gather"):  # the experts' part, on their own group
+        dp_parts[f"expert_{kind}"] = get(f"communication.dp.expert_{kind}_bytes")
     parts = step(
         G,
         dev,

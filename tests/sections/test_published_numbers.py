@@ -85,6 +85,17 @@ def test_megatron_core_moe_formula():
     assert _compare("mixtral-8x7b", "megatron-core", seq=s)["flops.training"] == ref
 
 
+def test_megatron_core_causal_formula():
+    # NVIDIA/Megatron-LM training.py num_floating_point_operations at commit 001b00c2 (transformer_flops): the core
+    # attention term is query_projection_size · seq_length / 2 · 2 ("causal mask (only half of the mask is
+    # non-zero)"), no router term. Per token, 6 × (h·(q + k + v) + q·s/2·2 + q·h) per layer, the experts' 6·h·f·3·k,
+    # the logits' 6·h·V; Mixtral 8x7B (q = 4096, k = v = 1024) at s = 4096, batch 1
+    h, L, f, k, V, s, kv = 4096, 32, 14336, 2, 32000, 4096, 1024
+    attn = 6 * (h * (h + kv + kv) + h * s // 2 * 2 + h * h)
+    per_token = L * (attn + 6 * h * f * 3 * k) + 6 * h * V
+    assert _compare("mixtral-8x7b", "megatron-core-causal", seq=s)["flops.training"] == s * per_token
+
+
 def test_korthikanti_table_2_per_layer_activations():
     # Korthikanti et al. 2022, Table 2 (16-bit activations, 1-byte dropout masks, no norm statistics):
     # no parallelism sbh(34 + 5as/h); tensor parallel t: sbh(10 + 24/t + 5as/(ht)); with sequence parallel
