@@ -56,6 +56,8 @@ def test_nanogpt_estimate_mfu_matches_transformers_count():
     N = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
     row = _compare("gpt2-small", "nanogpt")
     assert row["flops.training"] == (6 * N + 12 * 12 * 12 * 64 * 1024) * 1024
+    # nanoGPT's GPT.__init__ prints "number of parameters: %.2fM" % (get_num_params()/1e6): 123.65M for GPT-2
+    assert row["params.convention"] == N == 123_653_376 and f"{N / 1e6:.2f}M" == "123.65M"
     # palm and nanogpt agree on a tied GPT-2 (N = non-embedding + the tied table = all but the positions)
     assert _compare("gpt2-small", "palm")["flops.training"] == row["flops.training"]
 
@@ -68,6 +70,7 @@ def test_kaplan_strict_table_1():
     assert N == 84_934_656
     row = _compare("gpt2-small", "kaplan-strict")
     assert row["flops.training"] == 3 * (2 * N + 2 * L * T * d + 4 * d) * T
+    assert row["params.convention"] == N  # the convention's N, printed beside its count
 
 
 def test_megatron_core_moe_formula():
