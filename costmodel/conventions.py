@@ -177,6 +177,16 @@ CONVENTIONS: dict[str, Convention] = {
             _MATMUL_ONLY,
             router=False,
         ),
+        Convention(
+            "megatron-core-causal",
+            "Megatron-Core's num_floating_point_operations since it halves the causal mask: as megatron-core with "
+            "the core attention term q·s/2·2 ('only half of the mask is non-zero'), no router: 12·B·s·L·h²·"
+            "((1 + g/a + s/2h)·q/h + f/h·k·gated + V/2Lh)",
+            "NVIDIA/Megatron-LM megatron/training/training.py, num_floating_point_operations, transformer_flops "
+            "(commit 001b00c2): '# causal mask (only half of the mask is non-zero)'",
+            Counting(causal="half", elementwise="none"),
+            router=False,
+        ),
     )
 }
 

@@ -33,7 +33,8 @@ from .parallel import (
     activation_shares,
     communication,
     device_states,
-    dp_collectives,
+    dp_by_group,
+    expert_states,
     layout_checks,
     layout_in_flight,
     layout_share,
@@ -195,6 +196,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
     per_stage = {}
     for stage in names:
         raw, states = device_states(H, options.precision, options.optimizer, layout, stage)
+        experts = expert_states(H, options.precision, options.optimizer, layout, stage) if layout.ep > 1 else {}
         if options.implementation == "transformers" and autocast:  # the casts are activations of the walk
             states = {**states, "params": states["params"] - states.get("compute_copy", Zero)}
         flight = layout_in_flight(layout, m, stage, H)
@@ -206,7 +208,7 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
         for key, k in acts.tensors.items():
             by_role.setdefault(k.saved.role, []).append(k.bytes * shares[key])
         roles = {role: sympy.Add(*terms) for role, terms in by_role.items()}
-        per_stage[stage] = (nums, raw, states, roles)
+        per_stage[stage] = (nums, raw, states, roles, experts)
     totals = [sympy.Add(*per_stage[s][0].values()) for s in names]  # on one device (B → its micro-batch)
 
     def pick(i: int, key: str) -> sympy.Expr:  # the fullest stage's number (the first on a tie)
@@ -278,13 +280,18 @@ def training_memory(G: nx.DiGraph, options: Options, *, every_point: bool = True
             else "not modelled under pp > 1 (see memory_bytes.total)"
         )
     q.add("flops.recompute", acts.recompute_flops)
-    comm = communication(H, layout, states["grads"], states["params"], m, states["weights"])
+    # the experts' gradients and weights (their own data-parallel group: memory.parallel.expert_states)
+    experts = (pick(4, "grads"), pick(4, "weights")) if layout.ep > 1 else None
+    comm = communication(H, layout, states["grads"], states["params"], m, states["weights"], experts)
     for k, v in comm.items():
         q.add(f"communication_bytes.{k}", put(v.xreplace(on_device)))
+    dense, expert = dp_by_group(layout, states["grads"], states["weights"], m, experts)
     if layout.zero and layout.dp > 1:  # ZeRO's two collectives, each priced on its own in the calibrated step
-        for k, v in dp_collectives(layout, states["grads"], states["weights"], m).items():
-            if k != "all_reduce":
-                q.add(f"communication.dp.{k}_bytes", put(v.xreplace(on_device)))
+        for k in ("reduce_scatter", "all_gather"):
+            q.add(f"communication.dp.{k}_bytes", put((dense[k] + expert.get(k, Zero)).xreplace(on_device)))
+    if expert and layout.dp > 1:  # the experts' part, on the dp/ep group (the calibrated step's own tier)
+        for k, v in expert.items():
+            q.add(f"communication.dp.expert_{k}_bytes", put(v.xreplace(on_device)))
     q.info.update({f"memory.layout.{k}": getattr(layout, k) for k in LAYOUT_KEYS})
     q.add("memory.layout.micro_batch", micro)
     q.add("memory.layout.micro_batches", n_micro)

@@ -334,6 +334,25 @@ def device_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: s
     return raw, {k: a[k] + b[k] for k in a if k not in ("trainable", "frozen")}
 
 
+def expert_states(G: nx.DiGraph, policy: str, opt: str, layout: Layout, stage: str = "first") -> dict:
+    """Model-state bytes of the expert weights one device holds, before ZeRO (already ÷ ``ep``): Megatron keeps
+    them in their own buffers and reduces their gradients over the expert data-parallel group, the ``dp / ep``
+    devices that hold the same experts (``megatron/core/parallel_state.py``: the expert data-parallel group;
+    :func:`expert_data_parallel`)."""
+    share = weight_share(G, layout, stage)
+    return model_state(G, policy, opt, lambda w: share(w) if is_expert(w) else Zero)
+
+
+def expert_data_parallel(layout: Layout) -> Layout:
+    """The layout the experts' data-parallel collectives run over: ``dp / ep`` members (1 when every expert
+    lives on one device of each data-parallel group, ``ep = dp``: nothing to reduce).
+
+    >>> expert_data_parallel(Layout(dp=64, ep=8, zero=1)).dp
+    8
+    """
+    return Layout(dp=layout.dp // layout.ep, zero=layout.zero)
+
+
 def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
     """The fraction of one copy of a kept tensor a device holds after tensor (and Megatron sequence) and
     sequence/context parallelism split it."""
@@ -449,6 +468,23 @@ def dp_collectives(
     return {"all_reduce": zero, "reduce_scatter": rs, "all_gather": ag}
 
 
+def dp_by_group(
+    layout: Layout,
+    grads: sympy.Expr,
+    weights: sympy.Expr,
+    micro_batches: sympy.Expr,
+    experts: tuple[sympy.Expr, sympy.Expr] | None = None,
+) -> tuple[dict[str, sympy.Expr], dict[str, sympy.Expr]]:
+    """(the dense weights', the experts') :func:`dp_collectives`: with ``experts`` (their gradient and weight
+    bytes) and ``ep > 1``, the experts' over the ``dp / ep`` devices holding the same experts, each group's
+    buffer padded on its own; else every weight over ``dp`` and no expert part."""
+    if experts is None or layout.ep == 1:
+        return dp_collectives(layout, grads, weights, micro_batches), {}
+    g, w = experts
+    dense = dp_collectives(layout, grads - g, weights - w, micro_batches)
+    return dense, dp_collectives(expert_data_parallel(layout), g, w, micro_batches)
+
+
 def communication(
     G: nx.DiGraph,
     layout: Layout,
@@ -456,8 +492,11 @@ def communication(
     params: sympy.Expr,
     micro_batches: sympy.Expr,
     weights: sympy.Expr | None = None,
+    experts: tuple[sympy.Expr, sympy.Expr] | None = None,
 ) -> dict[str, sympy.Expr]:
-    """Bytes one device sends per step, by kind of parallelism (ring collectives).
+    """Bytes one device sends per step, by kind of parallelism (ring collectives). ``experts``: the
+    (gradient, weight) bytes of the expert weights among ``grads``/``weights`` (:func:`expert_states`), whose
+    data-parallel collectives run over the expert data-parallel group (:func:`expert_data_parallel`).
 
     ``grads``/``params``: the device's gradient and parameter bytes before ZeRO
     sharding (``weights``: the parameters ZeRO gathers, without a cached fp8 copy;
@@ -477,9 +516,9 @@ def communication(
     the copies are summed; once in forward and once (the gradients) in backward.
     """
     out: dict[str, sympy.Expr] = {}
-    out["dp"] = sympy.Add(
-        *dp_collectives(layout, grads, params if weights is None else weights, micro_batches).values()
-    )
+    weights = params if weights is None else weights
+    dense, expert = dp_by_group(layout, grads, weights, micro_batches, experts)
+    out["dp"] = sympy.Add(*dense.values(), *expert.values())
     tp = pp = sp = ep = Zero
     split = split_axes(G)
     col_inputs: set[tuple] = set()

@@ -30,6 +30,7 @@ from ..graph.decode import prefill_graph
 from ..memory.device import prepared
 from ..options import Options
 from ..sections.fits import judged
+from ..timing.kernels import gemm_dtype
 from ..timing.roofline import op_bounds
 
 #: What binds when a part of the time breakdown is the largest.
@@ -206,9 +207,10 @@ def op_rows(model, options: Options) -> list[OpRow]:
             )
         return out
     dtype = options.dtype or model.graph.graph.get("dtype", "bf16")  # as the time section chooses it
+    gemm = None if options.inference else gemm_dtype(options, dtype)  # fp8-mixed: the layers' matmuls in fp8
     return [
         OpRow(r.name, r.kind, r.count, r.flops, r.bytes, r.compute_s, r.memory_s, r.time_s)
-        for r in op_bounds(G, device(options.hardware), phase=phase, dtype=dtype, counting=options.counting)
+        for r in op_bounds(G, device(options.hardware), phase=phase, dtype=dtype, counting=options.counting, gemm=gemm)
     ]
 
 

@@ -52,7 +52,17 @@ from ..options import Counting
 from ..symbols import B
 from .data_parallel import dp_seconds, optimizer_step_bytes
 from .host import Host, host_of
-from .kernels import Split, divisors, kv_bytes, on_device, op_time, routed_bytes, tp_bytes, tp_collectives
+from .kernels import (
+    Split,
+    divisors,
+    gemm_dtype,
+    kv_bytes,
+    on_device,
+    op_time,
+    routed_bytes,
+    tp_bytes,
+    tp_collectives,
+)
 from .links import LINKS, comm_seconds
 from .overlap import DEFAULT_OVERLAP, hide, megatron_overlap, overlap_flags, overlap_text
 
@@ -112,9 +122,11 @@ def time_graph(G: nx.DiGraph, fuse: bool = False) -> nx.DiGraph:
 
 
 def regions(
-    H: nx.DiGraph, dev: Device, eff: Efficiency, dtype: str, k: Knobs, counting: Counting
+    H: nx.DiGraph, dev: Device, eff: Efficiency, dtype: str, k: Knobs, counting: Counting, gemm: str | None = None
 ) -> dict[str, _Region]:
-    """Seconds per micro-batch of ``"first"`` (before the layers), ``"block"`` (all layers) and ``"last"``."""
+    """Seconds per micro-batch of ``"first"`` (before the layers), ``"block"`` (all layers) and ``"last"``.
+    ``gemm``: the dtype the layers' weight GEMMs run in (:func:`~costmodel.timing.kernels.gemm_dtype`); what
+    precedes and follows the layers runs in ``dtype``."""
     split = frozenset(split_axes(H))
     seq_tp = 1 + k.megatron_sp * (k.tp - 1)
     s = Split(k.micro, k.tp, k.cp, k.ep, seq_tp, split)
@@ -124,8 +136,12 @@ def regions(
     times = {}
     for name, data in op_nodes(F):
         op = data["op"]
-        t = times[name] = op_time(on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s)
-        where = out[stage_of(F, name)]
+        stage = stage_of(F, name)
+        own = gemm if stage == "block" else None  # Transformer Engine's fp8 scope: the layers (kernels' notes)
+        t = times[name] = op_time(
+            on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s, own
+        )
+        where = out[stage]
         count = data["count"]
         where.forward += t.forward * count
         where.backward += t.backward * count
@@ -210,15 +226,18 @@ def step(
     optimizer_bytes: sympy.Expr,
     counting: Counting = Counting(),
     dp_parts: Mapping[str, sympy.Expr] | None = None,
+    gemm: str | None = None,
 ) -> dict[str, sympy.Expr]:
     """Seconds of one step and its parts (see the module notes), as expressions of the knobs and the graph.
+    ``gemm``: the dtype the layers' weight GEMMs run in (:func:`regions`; default ``dtype``).
 
     ``dp_bytes``: what one device sends for data parallelism per step (the memory section's
     ``communication_bytes.dp``); ``dp_parts``: under ZeRO, its ``reduce_scatter`` and ``all_gather`` bytes
-    (``communication.dp.*``); ``optimizer_bytes``: what its optimizer step reads and writes.
+    (``communication.dp.*``), and under EP the experts' part of each (``expert_all_reduce``,
+    ``expert_reduce_scatter``, ``expert_all_gather``: over the expert data-parallel group, :func:`dp_seconds`); ``optimizer_bytes``: what its optimizer step reads and writes.
     """
     eff = dev.attained
-    R = regions(H, dev, eff, dtype, k, counting)
+    R = regions(H, dev, eff, dtype, k, counting, gemm)
     p2p = p2p_seconds(H, dev, eff, k)
     blk, pre, post = R["block"], R["first"], R["last"]
     shares = dict.fromkeys(("first", "middle", "last"), 1 / k.pp)
@@ -277,8 +296,18 @@ def step(
     bubble = (1 - k.single) * beta * (total - t_max)
     alive = k.dp_sends if k.dp_sends is not None else sympy.Integer(0) if dp_bytes == 0 else 1
     parts = dict(dp_parts or {})
+    experts = {kind: parts.get(f"expert_{kind}", Zero) for kind in ("all_reduce", "reduce_scatter", "all_gather")}
     dp_s, dp_exposed = dp_seconds(
-        dev, eff, k, alive, dp_bytes, parts.get("reduce_scatter", Zero), parts.get("all_gather", Zero), mid, layers(H)
+        dev,
+        eff,
+        k,
+        alive,
+        dp_bytes,
+        parts.get("reduce_scatter", Zero),
+        parts.get("all_gather", Zero),
+        mid,
+        layers(H),
+        experts,
     )
     if k.sm_share != 0:  # the hidden part of the dp collectives slows the compute it hides behind
         dp_exposed += k.sm_share * (dp_s - dp_exposed)
@@ -360,6 +389,8 @@ def calibrated_quantities(
     # the kernels' own work: a causal FlashAttention kernel skips the masked half, a materialised one does not
     counting = Counting(causal="half" if options.flash else "full")
     dp_parts = {kind: get(f"communication.dp.{kind}_bytes") for kind in ("reduce_scatter", "all_gather")}
+    for kind in ("all_reduce", "reduce_scatter", "all_gather"):  # the experts' part, on their own group
+        dp_parts[f"expert_{kind}"] = get(f"communication.dp.expert_{kind}_bytes")
     parts = step(
         G,
         dev,
@@ -369,6 +400,7 @@ def calibrated_quantities(
         optimizer_bytes=opt_bytes,
         counting=counting,
         dp_parts=dp_parts,
+        gemm=gemm_dtype(options, dtype),
     )
     extra = comm_seconds(
         {key: sympy.Integer(v) for key, v in options.comm_bytes}, dev, dict(options.comm_links) or LINKS
@@ -376,7 +408,7 @@ def calibrated_quantities(
     extra_s = sympy.Add(*extra.values())
     exposed_extra = maximum(0, extra_s - parts["compute_s"]) if options.overlap else extra_s
     step_s = parts["step_s"] + exposed_extra
-    peak = dev.peak(dtype)
+    peak = dev.peak(gemm_dtype(options, dtype))  # MFU: a share of the peak the layers' matmuls run at
     out.info.update(
         {
             "time.hardware": dev.name,
@@ -388,6 +420,8 @@ def calibrated_quantities(
             "time.overlap_comm": overlap_text(k.overlap),
         }
     )
+    if gemm_dtype(options, dtype) != dtype:  # the layers' weight GEMMs in the compute copy (MFU: its peak's share)
+        out.info["time.gemm_dtype"] = gemm_dtype(options, dtype)
     if options.stack is not None:  # the software stack whose sustained factor this step uses (with_stack)
         out.info["time.stack"] = options.stack
     if options.attention_kernel is not None:  # the fused kernel's measured share (costmodel.devices.attention)

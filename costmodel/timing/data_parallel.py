@@ -15,6 +15,7 @@ from ..devices.efficiency import Efficiency
 from ..devices.network import bus_bandwidth, latency, strides
 from ..devices.table import Device
 from ..formulas.quantities import roundup
+from ..graph.cost import Zero
 from .overlap import hide
 
 if TYPE_CHECKING:  # the knobs' record only as an annotation: calibrated imports this module
@@ -31,11 +32,16 @@ def dp_seconds(
     all_gather: sympy.Expr,
     mid: Mapping[str, sympy.Expr],
     n_layers: sympy.Expr,
+    experts: Mapping[str, sympy.Expr] | None = None,
 ) -> tuple[sympy.Expr, sympy.Expr]:
     """(seconds, exposed seconds) of one step's data-parallel collectives, each in its overlap window.
 
     ``mid``: the per-micro-batch forward ``f`` and backward ``b`` (recompute included) of a full stage. Each
-    collective costs ``latency + bytes / bus bandwidth`` on the tier the dp group spans.
+    collective costs ``latency + bytes / bus bandwidth`` on the tier the dp group spans. ``experts``: the expert
+    weights' part of each collective's bytes (``all_reduce``, ``reduce_scatter``, ``all_gather``; included in
+    the three totals), which runs over the expert data-parallel group instead: the ``dp / ep`` devices holding
+    the same experts, ``tp·cp·ep`` ranks apart (Megatron's order, experts inside dp), so with EP filling a node
+    the group has one member a node and one NIC each. The two groups' collectives share their windows.
 
     * No ZeRO (DDP, Megatron without the distributed optimizer): the gradients' all-reduce, bucketed, behind
       the last micro-batch's backward (overlap kind ``dp``): ``max(0, t_AR − b)``.
@@ -54,11 +60,21 @@ def dp_seconds(
     st = strides(k.tp, k.cp, k.dp)
     lat, bw = latency(eff, k.dp, st["dp"]), bus_bandwidth(dev, eff, k.dp, st["dp"])
     m, plain = k.micro_batches, 1 - k.zero3 - k.sharded
-    ar = alive * (lat + all_reduce / bw)
-    rs, ag = alive * (lat + reduce_scatter / bw), alive * (lat + all_gather / bw)
     units = n_layers / k.pp
-    ag_u = alive * (lat + all_gather / (2 * m * units * bw))  # one unit's gather in one pass of one micro-batch
-    rs_u = alive * (lat + reduce_scatter / (m * units * bw))
+    e = {kind: (experts or {}).get(kind, Zero) for kind in ("all_reduce", "reduce_scatter", "all_gather")}
+    n_e, stride_e = k.dp / k.ep, st["ep"] * k.ep
+    lat_e, bw_e = latency(eff, n_e, stride_e), bus_bandwidth(dev, eff, n_e, stride_e)
+    alive_e = alive if any(v != 0 for v in e.values()) else Zero
+
+    def on_both(nbytes: sympy.Expr, kind: str, share: sympy.Expr = 1) -> sympy.Expr:
+        """One collective's seconds: the dense part on the dp group, the experts' on theirs."""
+        dense = alive * (lat + (nbytes - e[kind]) * share / bw)
+        return dense + (alive_e * (lat_e + e[kind] * share / bw_e) if e[kind] != 0 else Zero)
+
+    ar = on_both(all_reduce, "all_reduce")
+    rs, ag = on_both(reduce_scatter, "reduce_scatter"), on_both(all_gather, "all_gather")
+    ag_u = on_both(all_gather, "all_gather", 1 / (2 * m * units))  # one unit's gather, one pass, one micro-batch
+    rs_u = on_both(reduce_scatter, "reduce_scatter", 1 / (m * units))
     fsdp = m * (
         2 * ag_u
         + rs_u

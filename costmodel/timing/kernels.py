@@ -16,6 +16,14 @@ The op's rule then gives its FLOPs and bytes at those sizes, and :mod:`.efficien
 two operands is a GEMM (forward; backward the input- and weight-gradient GEMMs, whose shapes are the forward's
 rotated), fused attention runs at the attention efficiency, every other op is memory-bound. Every divisor is a
 sympy expression: numbers for one estimate, symbols for the planner.
+
+Which dtype a GEMM runs in (:func:`gemm_dtype`): the layers' weight GEMMs (dense and routed experts) run in the
+precision's compute copy — fp8 under ``fp8-mixed``, the autocast dtype under autocast — at that dtype's dense
+peak and on its GEMM curve; everything else in the activations' dtype. That is Transformer Engine's scope in
+Megatron-Core: ``fp8_autocast`` wraps the ``TransformerBlock``'s layers (``megatron/core/transformer/
+transformer_block.py``), whose ``Linear`` and grouped expert GEMMs cast to fp8; the embedding, the output layer
+(a plain ``ColumnParallelLinear``) and the attention core (``fp8_dpa`` off by default) stay in bf16. The casts
+and scaling-factor updates fp8 adds are not counted.
 """
 
 from __future__ import annotations
@@ -32,7 +40,8 @@ from ..formulas.quantities import maximum
 from ..graph.cost import Zero, dtype_bytes
 from ..graph.pattern import elements
 from ..graph.registry import Op, data_operands, op_cost, weight_operand, weight_use
-from ..options import Counting
+from ..options import Counting, Options
+from ..options.policies import precision
 from ..symbols import B, T
 
 
@@ -108,12 +117,31 @@ class OpTime:
     backward: sympy.Expr
 
 
+def gemm_dtype(options: Options, dtype: str) -> str:
+    """The dtype the layers' weight GEMMs run in (module notes): the precision's compute copy (``fp8-mixed``:
+    ``"fp8"``), else ``dtype``, the activations'. An explicit ``--dtype`` ("whose peak") times every op at it.
+
+    >>> gemm_dtype(Options.make(precision="fp8-mixed"), "bf16"), gemm_dtype(Options.make(), "bf16")
+    ('fp8', 'bf16')
+    """
+    if options.dtype is not None:
+        return options.dtype
+    return precision(options.precision).compute_copy or dtype
+
+
 def op_time(
-    op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Counting, launch_s: sympy.Expr = Zero
+    op: Op,
+    dev: Device,
+    eff: Efficiency,
+    dtype: str,
+    counting: Counting,
+    launch_s: sympy.Expr = Zero,
+    gemm: str | None = None,
 ) -> OpTime:
     """Forward and backward time of ``op`` (already sized for the device), each at least its kernels' host
-    launches, ``kernels × launch_s`` (:mod:`costmodel.timing.host`)."""
-    t = _op_time(op, dev, eff, dtype, counting)
+    launches, ``kernels × launch_s`` (:mod:`costmodel.timing.host`). ``gemm``: the dtype a weight GEMM of the
+    op runs in (:func:`gemm_dtype`; default ``dtype``)."""
+    t = _op_time(op, dev, eff, dtype, counting, gemm or dtype)
     if launch_s == 0:
         return t
     return OpTime(
@@ -139,17 +167,18 @@ def _backward_kernels(op: Op, counting: Counting) -> int:
     return n
 
 
-def _op_time(op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Counting) -> OpTime:
+def _op_time(op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Counting, gemm_dt: str) -> OpTime:
     c = op_cost(op, counting)
     f, b = c.forward, c.backward
     peak = dev.peak(dtype)
     vector = dev.peak("fp32") if "fp32" in dev.peak_flops else peak  # non-matmul FLOPs: the vector units
     bw = dev.memory_bandwidth
-    curve = eff.curve(dtype)
     t0 = eff.overhead_s
     gemm = _gemm(op, counting) if f.matmul_flops != 0 else None
     kernels_b = 1 + len(op.attr("parts") or ())
     if gemm is not None:
+        dt = gemm_dt if weight_use(op) in ("dense", "routed") else dtype  # a weight GEMM: the compute copy's
+        peak, curve = dev.peak(dt), eff.curve(dt)
         A, Bm, C = gemm
         fwd_c = gemm_seconds(f.matmul_flops, A, Bm, C, peak, curve)
         dgrad = gemm_seconds(f.matmul_flops, C, Bm, A, peak, curve)  # dA = dC·Bᵀ: (M, K) from (M, N)·(N, K)

@@ -37,6 +37,7 @@ from ..memory.serving import prefill, prompt
 from ..options import Options
 from ..symbols import B, C, T
 from .calibrated import calibrated_quantities
+from .kernels import gemm_dtype
 from .links import LINKS, _positive, comm_seconds
 from .roofline import op_bounds
 
@@ -133,9 +134,12 @@ def _devices(q: Quantities, options: Options) -> tuple[int, tuple[int, sympy.Exp
     return n, pipe
 
 
-def _sum_time(G: nx.DiGraph, dev: Device, phase: str, dtype: str, options: Options) -> tuple[sympy.Expr, ...]:
-    """(time, compute, memory) of the per-op roofline bound of one pass, symbolic."""
-    rows = op_bounds(G, dev, phase=phase, dtype=dtype, counting=options.counting)
+def _sum_time(
+    G: nx.DiGraph, dev: Device, phase: str, dtype: str, options: Options, gemm: str | None = None
+) -> tuple[sympy.Expr, ...]:
+    """(time, compute, memory) of the per-op roofline bound of one pass, symbolic; ``gemm``: the dtype the
+    layers' weight matmuls run in (:func:`~costmodel.timing.kernels.gemm_dtype`)."""
+    rows = op_bounds(G, dev, phase=phase, dtype=dtype, counting=options.counting, gemm=gemm)
     return tuple(sympy.Add(*(getattr(r, f) for r in rows)) for f in ("time_s", "compute_s", "memory_s"))
 
 
@@ -196,17 +200,20 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
     if devices is not None and options.layout.devices == 1:
         n = devices
     dtype = options.dtype or model.graph.graph.get("dtype", "bf16")
-    peak = dev.peak(dtype)
     G = prepared(model.graph, options)
     if options.inference:
         return _inference_times(G, dev, dtype, n, options, q)
+    # fp8-mixed: the layers' matmuls at the fp8 peak, and MFU a share of it (the peak of the dtype the model's
+    # FLOPs run in, as PaLM's Appendix B takes the peak of the precision used)
+    gemm = gemm_dtype(options, dtype)
+    peak = dev.peak(gemm)
     t = totals(G, options.counting)
     model_flops = q.exprs.get("flops.mfu_basis", q.exprs["flops.training"])  # the MFU's basis (engine by default)
     own = t.training.recompute_flops  # e.g. FlashAttention's score recompute
     extra = q.exprs.get("flops.recompute", sympy.Integer(0))  # the memory section's recompute policy
     hardware_flops = model_flops + own + extra
-    bound, _, _ = _sum_time(G, dev, "training", dtype, options)
-    rate = achieved_flops(dev, dtype, achieved=options.achieved_flops, mfu=options.mfu)
+    bound, _, _ = _sum_time(G, dev, "training", dtype, options, gemm)
+    rate = achieved_flops(dev, gemm, achieved=options.achieved_flops, mfu=options.mfu)
     tokens = q.exprs["tokens.per_step"]
     if options.tokens_per_s is not None:  # a measurement already includes communication and bubbles
         basis, compute_s = "measured", tokens / _positive(options.tokens_per_s, "tokens/s")
@@ -218,7 +225,7 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
                 Text(
                     f"a measured {float(options.tokens_per_s):g} tokens/s on {units.devices(n)} means "
                     + "{each:.3g}"
-                    + f" FLOP/s each, above the {dtype} peak {float(peak):.3g}; expected a throughput the devices can reach",
+                    + f" FLOP/s each, above the {gemm} peak {float(peak):.3g}; expected a throughput the devices can reach",
                     {"each": each},
                 ),
             )
@@ -259,6 +266,8 @@ def time_quantities(model, options: Options, q: Quantities, *, devices: sympy.Ex
             "time.mfu_basis": options.mfu_basis,
         }
     )
+    if gemm != dtype:  # the layers' weight matmuls run in the precision's compute copy (and MFU is a share of its peak)
+        out.info["time.gemm_dtype"] = gemm
     _fits(q, out)
     out.add("time.peak_flops", peak, "number")
     out.add("time.model_flops_per_s", model_flops / (step_s * n), "number")

@@ -32,10 +32,10 @@ import sympy
 from ..devices.table import Device
 from ..errors import CostModelError
 from ..formulas.quantities import maximum
-from ..graph.analysis import evaluate, op_nodes
+from ..graph.analysis import evaluate, op_nodes, structure
 from ..graph.cost import Cost
 from ..graph.passes import flash_attention, fuse_elementwise
-from ..graph.registry import op_cost
+from ..graph.registry import op_cost, weight_use
 from ..options import Counting
 
 PHASES = ("forward", "backward", "training")
@@ -123,12 +123,19 @@ class OpBound:
 
 
 def op_bounds(
-    G: nx.DiGraph, dev: Device, *, phase: str = "forward", dtype: str | None = None, counting: Counting = Counting()
+    G: nx.DiGraph,
+    dev: Device,
+    *,
+    phase: str = "forward",
+    dtype: str | None = None,
+    counting: Counting = Counting(),
+    gemm: str | None = None,
 ) -> list[OpBound]:
     """Per-op roofline of one step of ``G``, symbolic: the one derivation behind :func:`roofline` and the
     time of an estimate. ``phase``: ``"forward"``, ``"backward"`` or ``"training"`` (forward and backward
     run as separate kernels: their bounds add). ``dtype``: whose peak to use (default: each op's dtype).
-    Free ops (views) are left out.
+    ``gemm``: whose peak the layers' weight matmuls use (the precision's compute copy,
+    :func:`costmodel.timing.kernels.gemm_dtype`; default as every other op). Free ops (views) are left out.
     """
     if phase not in PHASES:
         raise CostModelError(f"roofline: phase must be one of {', '.join(PHASES)}, received {phase!r}")
@@ -136,7 +143,10 @@ def op_bounds(
     bw = dev.memory_bandwidth
     for name, data in op_nodes(G):
         op = data["op"]
-        peak = dev.peak(dtype or op.dtype)  # an error names the dtypes the device has
+        own = dtype or op.dtype
+        if gemm is not None and weight_use(op) in ("dense", "routed") and structure(G).stage(name) == "block":
+            own = gemm  # a layer's weight matmul runs in the compute copy (Transformer Engine's fp8 scope)
+        peak = dev.peak(own)  # an error names the dtypes the device has
         count = data["count"]
         cost = op_cost(op, counting)
         passes = {"forward": [cost.forward], "backward": [cost.backward], "training": [cost.forward, cost.backward]}[

@@ -49,7 +49,8 @@ def activation_bytes(G: nx.DiGraph, conv: Convention) -> sympy.Expr:
 
 
 def quantities(G: nx.DiGraph, conv: Convention) -> dict[str, sympy.Expr]:
-    """``flops.training`` and ``memory_bytes.*`` of one step under ``conv``, as expressions."""
+    """``flops.training`` and ``memory_bytes.*`` of one step under ``conv``, as expressions; for a convention
+    that counts 6 per parameter, ``params.convention``: its N."""
     states = model_state(G, conv.policy, "adamw")
     q = {
         "flops.training": training_flops(G, conv),
@@ -57,6 +58,8 @@ def quantities(G: nx.DiGraph, conv: Convention) -> dict[str, sympy.Expr]:
         "memory_bytes.activations": activation_bytes(G, conv),
     }
     q["memory_bytes.total"] = sympy.expand(q["memory_bytes.model_states"] + q["memory_bytes.activations"])
+    if conv.method == "params":  # the N the convention counts, as its source prints it (Kaplan's, nanoGPT's)
+        q["params.convention"] = sympy.expand(n_params(G, conv.params, conv.ops))
     return q
 
 
@@ -117,6 +120,8 @@ def compare_conventions(
             k: as_int(evaluate(q[k], values, f"{name}: {k}"), k)
             for k in ("flops.training", "memory_bytes.model_states", "memory_bytes.activations", "memory_bytes.total")
         }
+        if "params.convention" in q:  # N of a 6N-style convention
+            number["params.convention"] = as_int(evaluate(q["params.convention"], values, f"{name}: N"), "N")
         if opts.tokens is not None:  # every term of a step's FLOPs carries B*T, so per token × D is exact
             number["flops.training_total"] = number["flops.training"] * opts.tokens // step_tokens
         out["conventions"][name] = {

@@ -56,6 +56,8 @@ def test_nanogpt_estimate_mfu_matches_transformers_count():
     N = sum(p.numel() for p in model.parameters()) - model.transformer.wpe.weight.numel()
     row = _compare("gpt2-small", "nanogpt")
     assert row["flops.training"] == (6 * N + 12 * 12 * 12 * 64 * 1024) * 1024
+    # nanoGPT's GPT.__init__ prints "number of parameters: %.2fM" % (get_num_params()/1e6): 123.65M for GPT-2
+    assert row["params.convention"] == N == 123_653_376 and f"{N / 1e6:.2f}M" == "123.65M"
     # palm and nanogpt agree on a tied GPT-2 (N = non-embedding + the tied table = all but the positions)
     assert _compare("gpt2-small", "palm")["flops.training"] == row["flops.training"]
 
@@ -68,6 +70,7 @@ def test_kaplan_strict_table_1():
     assert N == 84_934_656
     row = _compare("gpt2-small", "kaplan-strict")
     assert row["flops.training"] == 3 * (2 * N + 2 * L * T * d + 4 * d) * T
+    assert row["params.convention"] == N  # the convention's N, printed beside its count
 
 
 def test_megatron_core_moe_formula():
@@ -83,6 +86,17 @@ def test_megatron_core_moe_formula():
         * ((1 + Fraction(g, a) + Fraction(s, h)) + Fraction(f, h) * k * Fraction(3, 2) + Fraction(V, 2 * L * h))
     )
     assert _compare("mixtral-8x7b", "megatron-core", seq=s)["flops.training"] == ref
+
+
+def test_megatron_core_causal_formula():
+    # NVIDIA/Megatron-LM training.py num_floating_point_operations at commit 001b00c2 (transformer_flops): the core
+    # attention term is query_projection_size · seq_length / 2 · 2 ("causal mask (only half of the mask is
+    # non-zero)"), no router term. Per token, 6 × (h·(q + k + v) + q·s/2·2 + q·h) per layer, the experts' 6·h·f·3·k,
+    # the logits' 6·h·V; Mixtral 8x7B (q = 4096, k = v = 1024) at s = 4096, batch 1
+    h, L, f, k, V, s, kv = 4096, 32, 14336, 2, 32000, 4096, 1024
+    attn = 6 * (h * (h + kv + kv) + h * s // 2 * 2 + h * h)
+    per_token = L * (attn + 6 * h * f * 3 * k) + 6 * h * V
+    assert _compare("mixtral-8x7b", "megatron-core-causal", seq=s)["flops.training"] == s * per_token
 
 
 def test_korthikanti_table_2_per_layer_activations():

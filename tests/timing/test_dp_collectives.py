@@ -94,3 +94,24 @@ def test_the_optimizer_steps_its_shard():
     expected = Fraction(nbytes) / (Fraction("3.35e12") * Fraction("0.9345") * Fraction("0.72")) + Fraction("5.683e-6")
     r = run(zero=1, dp=48, batch=48)
     assert r["time"]["breakdown"]["optimizer_s"] == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_expert_gradients_reduce_over_the_expert_data_parallel_group():
+    # Megatron keeps the experts in their own buffers, reduced over the dp/ep devices holding the same experts
+    # (megatron/core/parallel_state.py's expert data-parallel group). Mixtral 8x7B (32 layers, 8 experts of
+    # three 4096 x 14336 matrices; 46,702,792,704 parameters) at dp 16, ep 8 on 8-GPU H100 nodes:
+    experts = 32 * 8 * 3 * 4096 * 14336
+    assert experts == 45_097_156_608
+    dense = 46_702_792_704 - experts  # attention, router, norms, embeddings: 1,605,636,096
+    g_e, g_d = 2 * experts // 8, 2 * dense  # bf16 gradients one device holds (experts ÷ ep)
+    r = costmodel.estimate("mixtral-8x7b", hardware="h100-sxm", zero=1, dp=16, ep=8, batch=16, overlap_comm=())
+    r = r.to_dict()
+    assert r["params"]["total"] == 46_702_792_704
+    # the experts' group: 16 / 8 = 2 members, 8 ranks apart (one a node): (2 − 1)·⌈G_e/2⌉ each way
+    assert r["communication"]["dp"]["expert_reduce_scatter_bytes"] == ceil_div(g_e, 2) == 5_637_144_576
+    # the dense weights over all 16: 15·⌈G_d/16⌉; the totals hold both
+    assert r["communication"]["dp"]["reduce_scatter_bytes"] == 15 * ceil_div(g_d, 16) + ceil_div(g_e, 2)
+    # seconds: the dense part at 8 NICs a node (360 GB/s), the experts' at one (50 GB/s · 0.9), both exposed
+    dense_s = LAT_OUT + Fraction(15 * ceil_div(g_d, 16)) / BW_OUT
+    expert_s = LAT_OUT + Fraction(ceil_div(g_e, 2)) / Fraction(45 * 10**9)
+    assert r["time"]["comm_by_kind"]["dp"] == pytest.approx(float(2 * (dense_s + expert_s)), rel=1e-12)

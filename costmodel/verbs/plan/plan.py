@@ -44,6 +44,7 @@ from ...sections.run import finetuned, resolve
 from ...symbols import B
 from ...timing.calibrated import Knobs, megatron_overlap, overlap_flags, step
 from ...timing.host import host_of
+from ...timing.kernels import gemm_dtype
 from ..estimate import estimate
 from .memory import MemoryTable, memory, table
 from .rank import RECOMPUTE, check_reference, pareto, rank
@@ -121,7 +122,17 @@ def derive(
     counting = Counting(causal="half" if options.flash else "full")
     dtype = options.dtype or G.graph.get("dtype", "bf16")
     parts = {"reduce_scatter": dprs, "all_gather": dpag}
-    s = step(G, dev, dtype, k, dp_bytes=dpb, optimizer_bytes=optb, counting=counting, dp_parts=parts)
+    s = step(
+        G,
+        dev,
+        dtype,
+        k,
+        dp_bytes=dpb,
+        optimizer_bytes=optb,
+        counting=counting,
+        dp_parts=parts,
+        gemm=gemm_dtype(options, dtype),
+    )
     s = s["step_s"].xreplace(sub)
     layers = sum(int(sympy.sympify(c).xreplace(sub)) for c in repeated_blocks(G).values())
     # the flags first (a term times 0 vanishes), then the sizes: never 0·∞
