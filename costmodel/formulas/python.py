@@ -171,9 +171,10 @@ def source(
     return "\n".join(lines) + "\n"
 
 
-def compile_exprs(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol]):
-    """A Python function ``f(mode, *values)`` returning the expressions' values (see the module notes)."""
-    return run_source(source(exprs, symbols))  # our own generated source
+def compile_exprs(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], *, exact: bool = False):
+    """A Python function ``f(mode, *values)`` returning the expressions' values (see the module notes);
+    ``exact``: it will only run in exact mode (:func:`source`)."""
+    return run_source(source(exprs, symbols, exact=exact))  # our own generated source
 
 
 # The modes (EXACT, float_mode, object_mode) live with the sympy-free formulas (:mod:`costmodel.formulas.compiled`), which

@@ -272,7 +272,7 @@ def evaluate_ops(
     if not exprs:
         return [], {}
     symbols = tuple(sorted(free_symbols(exprs), key=str))
-    nums = [Fraction(x) for x in compile_exprs(exprs, symbols)(EXACT, *(int(values[s]) for s in symbols))]
+    nums = [Fraction(x) for x in compile_exprs(exprs, symbols, exact=True)(EXACT, *(int(values[s]) for s in symbols))]
     k = len(fields)
     ops = [{"name": r.name, "kind": r.kind, **dict(zip(fields, nums[k * i : k * i + k]))} for i, r in enumerate(rows)]
     return ops, dict(zip(extra, nums[k * len(rows) :]))
