@@ -16,6 +16,7 @@ from costmodel.render.plot import (
     plan_chart,
     roofline_chart,
     sweep_chart,
+    texts_over_markers,
     texts_overlap,
 )
 from costmodel.symbols import B, C
@@ -86,6 +87,30 @@ def test_overlap_check_sees_overlaps():
     ax.text(0.5, 0.5, "one label")
     ax.text(0.52, 0.5, "another label")
     assert ("one label", "another label") in texts_overlap(fig)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill", "training"])
+def test_roofline_labels_sit_off_the_points(tmp_path, phase):
+    # issue 30 ("roofline labels over points"): gpt2-small's decode step put layers.attn.k over the norm's and
+    # an elementwise op's markers, layers.mlp.proj over the softmax's; the renderer's extents of every label
+    # against every marker's box (its size in points², at the figure's dpi)
+    m = load("gpt2-small")
+    graph = {"decode": decode_graph, "prefill": prefill_graph, "training": lambda g: g}[phase](m.graph)
+    rows = roofline(graph, {**m.values, B: 1, C: 1024}, H100, phase="training" if phase == "training" else "forward")
+    fig = roofline_chart(rows, H100, tmp_path / "r.png")
+    assert texts_over_markers(fig) == [] and texts_overlap(fig) == []
+    assert 4 <= len(_labels(fig)) <= LABELLED
+
+
+def test_marker_check_sees_a_label_over_a_point():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.scatter([1, 2], [1, 2], s=30)
+    ax.annotate("on the point", (1, 1), ha="center", va="center")
+    ax.text(1.5, 1.0, "off")  # between the points, far from both
+    assert texts_over_markers(fig) == [("on the point", (1.0, 1.0))]
     plt.close(fig)
 
 
