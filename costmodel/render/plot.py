@@ -15,7 +15,7 @@ from ..devices.table import Device
 from ..errors import CostModelError
 from ..files import write_atomic
 from ..timing.roofline import Bound
-from .names import unit
+from .names import label, unit
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -245,8 +245,15 @@ def sweep_chart(
         raise CostModelError(f"sweep chart: no column {metric!r}; expected one of {', '.join(columns)}")
     plt = _pyplot()
     x_name = grid[0]
-    # bytes in decimal GB, as every report writes them (the axis read 1e11 of raw bytes)
-    scale, y_label = (1e9, f"{metric} (GB, 1e9 bytes)") if unit(metric) == "bytes" else (1, metric)
+    # bytes in decimal GB, as every report writes them (the axis read 1e11 of raw bytes); a time as the quantity
+    # and its unit, "compute time of a step (s)", not the key's "time.compute_s" read as "compute s"
+    scale, y_label = (
+        (1e9, f"{metric} (GB, 1e9 bytes)")
+        if unit(metric) == "bytes"
+        else (1, f"{label(metric)} (s)")
+        if unit(metric) == "seconds"
+        else (1, metric)
+    )
     valid = list(columns.get("valid", [True] * len(columns[x_name])))
     series: dict[object, list[tuple[float, float]]] = {}
     for i, ok in enumerate(valid):

@@ -227,3 +227,11 @@ def test_sweep_chart_of_bytes_is_in_gb(tmp_path):
     ax = sweep_chart(cols, ["B"], "memory_bytes.total", tmp_path / "m.png").axes[0]
     assert ax.get_ylabel() == "memory_bytes.total (GB, 1e9 bytes)"
     assert list(ax.get_lines()[0].get_ydata()) == [v / 1e9 for v in cols["memory_bytes.total"]]
+
+
+def test_sweep_chart_of_a_time_names_the_quantity_and_its_unit(tmp_path):
+    # issue 30 ("compute s:" labels): a time key on an axis read as "time.compute_s"; the quantity and its unit
+    cols = {"B": [1, 2, 4], "time.compute_s": [0.5, 1.0, 2.0], "time.step_s": [0.6, 1.1, 2.2]}
+    for metric, want in (("time.compute_s", "compute time of a step (s)"), ("time.step_s", "step time (s)")):
+        ax = sweep_chart(cols, ["B"], metric, tmp_path / "t.png").axes[0]
+        assert ax.get_ylabel() == want and " s:" not in ax.get_title()
