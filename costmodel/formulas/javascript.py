@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import sympy
 from sympy.printing.jscode import JavascriptCodePrinter
 
-from .printer import ExactPrinter
+from .printer import ExactPrinter, Shared, hash_consed
 
 
 class _Printer(ExactPrinter, JavascriptCodePrinter):
@@ -69,11 +69,15 @@ def name(s: sympy.Symbol) -> str:
     return "v_" + "".join(c if c.isalnum() else "_" for c in str(s))
 
 
+class _Shared(Shared, _Printer):
+    """JavaScript with shared subexpressions by name (:func:`~costmodel.formulas.printer.hash_consed`)."""
+
+
 def source(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol]) -> str:
-    """``function (R, <symbols>) { ...; return [<exprs>]; }``, common subexpressions computed once."""
-    printer = _Printer()
-    replacements, reduced = sympy.cse(list(exprs), symbols=sympy.numbered_symbols("_x"), optimizations=None)
-    lines = ["function (" + ", ".join(["R", *(name(s) for s in symbols)]) + ") {"]
-    lines += [f"  const {name(sym)} = {printer.doprint(expr)};" for sym, expr in replacements]
-    lines.append("  return [" + ", ".join(printer.doprint(e) for e in reduced) + "];")
+    """``function (R, <symbols>) { ...; return [<exprs>]; }``, every subexpression met more than once computed
+    once (by hash-consing: the runtime is exact, so no grouping of a sum can change a number; sympy's ``cse``,
+    which also splits sums, took most of the time of writing a page)."""
+    defined, printed = hash_consed(list(exprs), _Shared({}), lambda n, text: f"  const {n} = {text};")
+    lines = ["function (" + ", ".join(["R", *(name(s) for s in symbols)]) + ") {", *defined]
+    lines.append("  return [" + ", ".join(printed) + "];")
     return "\n".join(lines) + "\n}"

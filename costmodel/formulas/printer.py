@@ -55,6 +55,16 @@ class ExactPrinter:
     def symbol(self, s: sympy.Symbol) -> str:
         raise NotImplementedError
 
+    def text(self, e) -> str:
+        """``doprint(e)`` without its first step, a rebuild of the whole tree that strips ``re(...)`` around
+        unevaluated expressions (costs have none): that walk was most of the time of writing thousands of
+        formulas. What the printer cannot write goes through ``doprint``, which says so."""
+        self._not_supported, self._number_symbols = set(), set()
+        out = self._print(e)
+        if self._not_supported or self._number_symbols:
+            return self.doprint(e)
+        return out
+
     # -- the walk --------------------------------------------------------------------------------------
     def _args(self, e) -> list[str]:
         return [self._print(a) for a in e.args]
@@ -152,4 +162,66 @@ class ExactPrinter:
     _print_Dummy = _print_Symbol  # noqa: N815  (sympy's printer method names)
 
 
-__all__ = ["CALLS", "ExactPrinter"]
+class Shared:
+    """A printer mixin for :func:`hash_consed`: a named subexpression prints as its name, except where it is
+    being defined (``defining``). ``Shared(names, settings)`` beside a target's printer."""
+
+    def __init__(self, names: dict[sympy.Basic, str], settings: dict | None = None):
+        super().__init__(settings or {})
+        self.names = names
+        self.defining: sympy.Basic | None = None
+
+    def _print(self, expr, **kwargs):
+        if expr is not self.defining and isinstance(expr, sympy.Basic):
+            got = self.names.get(expr)
+            if got is not None:
+                return got
+        return super()._print(expr, **kwargs)
+
+
+def hash_consed(exprs, printer: Shared, line) -> tuple[list[str], list[str]]:
+    """(definitions, printed expressions): every subexpression of ``exprs`` met more than once computed once,
+    named ``_x0``, ``_x1``... and defined by ``line(name, text)``; ``printer`` a :class:`Shared` printer of the
+    target, with no names yet.
+
+    One walk counts the subtrees (a subtree already seen is not walked again), a second prints each repeated
+    one after its own repeated parts, and the expressions refer to them by name; nothing is rebuilt in sympy.
+    Exact arithmetic gives the same numbers however the sums are grouped.
+    """
+    seen: dict[sympy.Basic, int] = {}
+
+    def count(e) -> None:
+        if not isinstance(e, sympy.Expr) or e.is_Atom:  # numbers and symbols print as they are
+            for a in e.args if isinstance(e, sympy.Basic) else ():
+                count(a)
+            return
+        if e in seen:
+            seen[e] += 1
+            return
+        seen[e] = 1
+        for a in e.args:
+            count(a)
+
+    for e in exprs:
+        count(e)
+    names = printer.names
+    lines: list[str] = []
+
+    def define(e) -> None:  # post-order: a subtree's own shared parts are named first
+        if not isinstance(e, sympy.Basic) or e in names:
+            return
+        for a in e.args:
+            define(a)
+        if seen.get(e, 0) > 1:
+            printer.defining = e
+            text = printer.text(e)
+            names[e] = f"_x{len(names)}"
+            lines.append(line(names[e], text))
+
+    for e in exprs:
+        define(e)
+    printer.defining = None
+    return lines, [printer.text(e) for e in exprs]
+
+
+__all__ = ["CALLS", "ExactPrinter", "Shared", "hash_consed"]

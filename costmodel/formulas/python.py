@@ -23,7 +23,7 @@ import sympy
 from sympy.printing.pycode import PythonCodePrinter
 
 from .compiled import run_source
-from .printer import ExactPrinter
+from .printer import ExactPrinter, Shared, hash_consed
 
 
 class _Printer(ExactPrinter, PythonCodePrinter):
@@ -32,16 +32,6 @@ class _Printer(ExactPrinter, PythonCodePrinter):
 
     TARGET = "codegen"
     _print_Float = PythonCodePrinter._print_Float  # noqa: N815  (a float mode's formula keeps its floats)
-
-    def text(self, e) -> str:
-        """``doprint(e)`` without its first step, a rebuild of the whole tree that strips ``re(...)`` around
-        unevaluated expressions (costs have none): that walk was most of the time of writing thousands of
-        formulas. What the printer cannot write goes through ``doprint``, which says so."""
-        self._not_supported, self._number_symbols = set(), set()
-        out = self._print(e)
-        if self._not_supported or self._number_symbols:
-            return self.doprint(e)
-        return out
 
     def integer(self, p: int) -> str:
         return str(p)
@@ -79,71 +69,21 @@ def _name(s: sympy.Symbol) -> str:
     return "v_" + "".join(c if c.isalnum() else "_" for c in str(s))
 
 
-class _Shared(_Printer):
-    """The printer of :func:`_hash_consed`: a named subexpression prints as its name, except where it is
-    being defined (``defining``)."""
-
-    def __init__(self, names: dict[sympy.Basic, str]):
-        super().__init__({"fully_qualified_modules": False})
-        self.names = names
-        self.defining: sympy.Basic | None = None
-
-    def _print(self, expr, **kwargs):
-        if expr is not self.defining and isinstance(expr, sympy.Basic):
-            got = self.names.get(expr)
-            if got is not None:
-                return got
-        return super()._print(expr, **kwargs)
+class _Shared(Shared, _Printer):
+    """The printer of :func:`_hash_consed`: Python with shared subexpressions by name."""
 
 
 #: Up to this many expressions, sympy's ``cse`` writes the source (it also pulls common sub-sums out of
 #: sums, which costs more than the derivation for thousands of liveness points); above it, shared
-#: subtrees are named by hash-consing only (:func:`_hash_consed`). Both give the same exact numbers; float
-#: mode may differ in the last bit where ``cse`` regrouped a sum.
+#: subtrees are named by hash-consing only (:func:`~costmodel.formulas.printer.hash_consed`). Both give the
+#: same exact numbers; float mode may differ in the last bit where ``cse`` regrouped a sum.
 SYMPY_CSE_LIMIT = 1000
 
 
 def _hash_consed(exprs: Sequence[sympy.Basic]) -> tuple[list[str], list[str]]:
-    """(definitions ``_xN = ...``, printed expressions): every subexpression met more than once computed once.
-
-    One walk counts the subtrees (a subtree already seen is not walked again), a second prints each repeated
-    one after its own repeated parts, and the expressions refer to them by name; nothing is rebuilt in sympy.
-    """
-    seen: dict[sympy.Basic, int] = {}
-
-    def count(e) -> None:
-        if not isinstance(e, sympy.Expr) or e.is_Atom:  # numbers and symbols print as they are
-            for a in e.args if isinstance(e, sympy.Basic) else ():
-                count(a)
-            return
-        if e in seen:
-            seen[e] += 1
-            return
-        seen[e] = 1
-        for a in e.args:
-            count(a)
-
-    for e in exprs:
-        count(e)
-    names: dict[sympy.Basic, str] = {}
-    printer = _Shared(names)
-    lines: list[str] = []
-
-    def define(e) -> None:  # post-order: a subtree's own shared parts are named first
-        if not isinstance(e, sympy.Basic) or e in names:
-            return
-        for a in e.args:
-            define(a)
-        if seen.get(e, 0) > 1:
-            printer.defining = e
-            text = printer.text(e)
-            names[e] = f"_x{len(names)}"
-            lines.append(f"    {names[e]} = {text}")
-
-    for e in exprs:
-        define(e)
-    printer.defining = None
-    return lines, [printer.text(e) for e in exprs]
+    """(definitions ``_xN = ...``, printed expressions): every subexpression met more than once computed once."""
+    printer = _Shared({}, {"fully_qualified_modules": False})
+    return hash_consed(exprs, printer, lambda name, text: f"    {name} = {text}")
 
 
 def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
@@ -162,6 +102,17 @@ def free_symbols(exprs: Iterable[object]) -> set[sympy.Symbol]:
             out |= e.free_symbols
     out |= {s for e in exprs if not isinstance(e, sympy.Basic) for s in getattr(e, "free_symbols", ())}
     return out
+
+
+def contains(expr: object, types: tuple[type, ...]) -> bool:
+    """Whether a node of one of ``types`` is anywhere in ``expr``: ``expr.has(*types)`` over the distinct
+    subtrees only (a shared term is not walked again).
+
+    >>> from costmodel.symbols import B, d
+    >>> contains(sympy.Max(B, d) + 1, (sympy.Max,)), contains(B * d, (sympy.Function,))
+    (True, False)
+    """
+    return any(isinstance(e, types) for e in _distinct([expr], lambda e: True))
 
 
 def _has_float(exprs: Iterable[object]) -> bool:
@@ -220,9 +171,10 @@ def source(
     return "\n".join(lines) + "\n"
 
 
-def compile_exprs(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol]):
-    """A Python function ``f(mode, *values)`` returning the expressions' values (see the module notes)."""
-    return run_source(source(exprs, symbols))  # our own generated source
+def compile_exprs(exprs: Sequence[sympy.Basic], symbols: Sequence[sympy.Symbol], *, exact: bool = False):
+    """A Python function ``f(mode, *values)`` returning the expressions' values (see the module notes);
+    ``exact``: it will only run in exact mode (:func:`source`)."""
+    return run_source(source(exprs, symbols, exact=exact))  # our own generated source
 
 
 # The modes (EXACT, float_mode, object_mode) live with the sympy-free formulas (:mod:`costmodel.formulas.compiled`), which

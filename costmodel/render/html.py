@@ -28,6 +28,7 @@ from sympy.printing.mathml import MathMLPresentationPrinter
 from ..errors import CostModelError, closest
 from ..families import graph_symbols
 from ..formulas import javascript as jscode
+from ..formulas.python import free_symbols
 from ..formulas.quantities import Quantities
 from ..formulas.shaped import shape
 from ..graph.analysis import op_nodes
@@ -198,7 +199,7 @@ class _Page:
         return [sympy.sympify(e) for e in exprs], layout
 
     def data(self, exprs: list[sympy.Basic], layout: dict[str, object]) -> tuple[dict[str, object], str]:
-        free = set().union(*(e.free_symbols for e in exprs)) | {s for s in self.base if str(s) in self.controls}
+        free = free_symbols(exprs) | {s for s in self.base if str(s) in self.controls}
         symbols = tuple(sorted(free, key=str))
         missing = [str(s) for s in symbols if s not in self.base]
         if missing:

@@ -85,6 +85,8 @@ def label(key: str) -> str:
     for prefix, words in PREFIXES.items():
         if key.startswith(prefix):
             return words + key.removeprefix(prefix).removesuffix("_s").replace("_", " ")  # the unit says seconds
+    if unit(key) == "seconds":  # a time this table does not name: its words, then the unit ("x (s)", not "x s")
+        return key.removesuffix("_s").replace(".", " ").replace("_", " ") + " (s)"
     return key.replace(".", " ").replace("_", " ")
 
 

@@ -15,7 +15,7 @@ from ..devices.table import Device
 from ..errors import CostModelError
 from ..files import write_atomic
 from ..timing.roofline import Bound
-from .names import unit
+from .names import label, unit
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -56,6 +56,14 @@ OFFSETS = (
     (-10, 20, "right", "bottom"),
     (10, 20, "left", "bottom"),
     (-10, -20, "right", "top"),
+    (0, 24, "center", "bottom"),
+    (0, -24, "center", "top"),
+    (14, 36, "left", "bottom"),
+    (-14, -36, "right", "top"),
+    (-14, 36, "right", "bottom"),
+    (14, -36, "left", "top"),
+    (0, 48, "center", "bottom"),
+    (0, -48, "center", "top"),
 )
 
 
@@ -126,7 +134,8 @@ def _labels(fig, ax, points: Sequence[Bound], xs: Sequence[float], peak: float, 
         for r, x in zip(points, xs):
             spots.setdefault(round(math.log10(x), 2), []).append((r.name, x))
         chosen = [([n for n, _ in members], members[0][1]) for _, members in sorted(spots.items())]
-    _place(fig, ax, [("\n".join(names), x, min(peak, x * bw)) for names, x in chosen])
+    every = [(x, min(peak, x * bw)) for x in xs]  # no label over a point, its own or another's
+    _place(fig, ax, [("\n".join(names), x, min(peak, x * bw)) for names, x in chosen], avoid=every, arrows=True)
 
 
 def _place(fig, ax, labels: Sequence[tuple[str, float, float]], offsets=OFFSETS, *, avoid=(), arrows=False):
@@ -145,21 +154,48 @@ def _place(fig, ax, labels: Sequence[tuple[str, float, float]], offsets=OFFSETS,
     if ax.get_legend() is not None:
         taken.append(ax.get_legend().get_window_extent(renderer))
     frame = ax.get_window_extent(renderer)
-    placed = []
+    placed: list[str] = []
+    arrows_drawn: list[tuple[float, float]] = []  # pixels along the arrows drawn so far
     for text, x, y in labels:
         for dx, dy, ha, va in offsets:
+            near = math.hypot(dx, dy) < 15  # a label beside its point needs no arrow
             a = ax.annotate(
-                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha, va=va, arrowprops=arrow
+                text,
+                (x, y),
+                textcoords="offset points",
+                xytext=(dx, dy),
+                fontsize=7,
+                ha=ha,
+                va=va,
+                arrowprops=None if near else arrow,
             )
             a.update_positions(renderer)  # where the offset puts the text, before measuring it
             box = Text.get_window_extent(a, renderer)  # the text alone (an annotation's box spans its arrow)
             inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-            if inside and not any(box.overlaps(t) for t in taken + dots):
+            line = [] if near or arrow is None else _along(ax.transData.transform((x, y)), box)
+            crossed = any(t.contains(px, py) for px, py in line for t in taken) or any(
+                box.contains(px, py) for px, py in arrows_drawn
+            )  # an arrow through a label, this one's or an earlier one's
+            if inside and not crossed and not any(box.overlaps(t) for t in taken + dots):
+                arrows_drawn += line
                 taken.append(box)
                 placed.append(text)
                 break
             a.remove()
     return placed
+
+
+def _along(point, box, start: float = 4) -> list[tuple[float, float]]:
+    """Pixels along the arrow matplotlib draws from the middle of the label's ``box`` to ``point``, outside the
+    box and past the first ``start`` pixels from the point (the marker): one every two pixels."""
+    px, py = point
+    ex, ey = (box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2
+    length = math.hypot(ex - px, ey - py)
+    steps = max(1, int(length / 2))
+    along = [
+        (px + (ex - px) * i / steps, py + (ey - py) * i / steps) for i in range(steps) if i * length / steps > start
+    ]
+    return [(x, y) for x, y in along if not box.contains(x, y)]
 
 
 def memory_chart(parts: Mapping[str, int], path: str | Path, *, title: str = "memory", capacity: int | None = None):
@@ -209,8 +245,15 @@ def sweep_chart(
         raise CostModelError(f"sweep chart: no column {metric!r}; expected one of {', '.join(columns)}")
     plt = _pyplot()
     x_name = grid[0]
-    # bytes in decimal GB, as every report writes them (the axis read 1e11 of raw bytes)
-    scale, y_label = (1e9, f"{metric} (GB, 1e9 bytes)") if unit(metric) == "bytes" else (1, metric)
+    # bytes in decimal GB, as every report writes them (the axis read 1e11 of raw bytes); a time as the quantity
+    # and its unit, "compute time of a step (s)", not the key's "time.compute_s" read as "compute s"
+    scale, y_label = (
+        (1e9, f"{metric} (GB, 1e9 bytes)")
+        if unit(metric) == "bytes"
+        else (1, f"{label(metric)} (s)")
+        if unit(metric) == "seconds"
+        else (1, metric)
+    )
     valid = list(columns.get("valid", [True] * len(columns[x_name])))
     series: dict[object, list[tuple[float, float]]] = {}
     for i, ok in enumerate(valid):
@@ -364,6 +407,38 @@ def texts_overlap(fig) -> list[tuple[str, str]]:
         if box.width and box.x1 > whole.x0 and box.x0 < whole.x1 and box.y1 > whole.y0 and box.y0 < whole.y1:
             boxes.append((t.get_text(), box))
     return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1 :] if ba.overlaps(bb)]
+
+
+def texts_over_markers(fig) -> list[tuple[str, tuple[float, float]]]:
+    """(text, point) for each drawn text of ``fig``'s axes (labels, annotations, notes) whose box overlaps the
+    box of a scatter marker (its size from the collection, in display pixels): a label drawn over a point
+    hides it. Measured with the renderer's extents, as :func:`texts_overlap`."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # matplotlib is present: fig is one of its figures
+    from matplotlib.collections import PathCollection  # with the canvas above
+    from matplotlib.text import Text  # with the canvas above
+    from matplotlib.transforms import Bbox  # with the canvas above
+
+    if not hasattr(fig.canvas, "get_renderer"):  # a closed figure: draw it again off screen
+        FigureCanvasAgg(fig)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        marks = []
+        for c in ax.collections:
+            if not isinstance(c, PathCollection) or not len(c.get_offsets()):
+                continue
+            sizes = c.get_sizes()  # marker areas in points²
+            pixels = c.get_offset_transform().transform(c.get_offsets())
+            for i, ((px, py), point) in enumerate(zip(pixels, c.get_offsets())):
+                r = math.sqrt(sizes[i % len(sizes)] if len(sizes) else 36) / 2 * fig.dpi / 72
+                marks.append((Bbox.from_extents(px - r, py - r, px + r, py + r), (float(point[0]), float(point[1]))))
+        for t in ax.texts:
+            if not (t.get_visible() and t.get_text().strip()):
+                continue
+            box = Text.get_window_extent(t, renderer)  # the text alone, not an annotation's arrow
+            out += [(t.get_text(), point) for mark, point in marks if box.overlaps(mark)]
+    return out
 
 
 def _save(fig, path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import sympy
 
 from .. import units
+from ..formulas.python import contains
 from ..graph.analysis import breakdown
 from ..options import Options
 from ..symbols import SYMBOLS, describe
@@ -47,8 +48,8 @@ class Context:
         return self.__dict__["_ops"]
 
     def parts(self) -> dict[str, float] | None:
-        if self.options.hardware is None or self.options.inference:
-            return summary.parts_from(self.flat, None, {}, 1)
+        if self.options.hardware is None or self.options.inference or summary.given_parts(self.flat):
+            return summary.parts_from(self.flat, None, {}, 1)  # the estimate's own parts: no op evaluated
         ops, extra = self.ops()
         return summary.parts_from(
             self.flat,
@@ -75,7 +76,7 @@ def printable(exprs: Mapping[str, sympy.Expr]) -> tuple[dict[str, sympy.Expr], l
     for k, v in exprs.items():
         if not k.startswith(PRINTED) or k.endswith("_share"):
             continue  # time and rates: numbers of a device, in the tables below
-        if isinstance(v, sympy.Basic) and (v.atoms(sympy.Function) or v.has(sympy.Min, sympy.Max)):
+        if contains(v, (sympy.Function, sympy.Min, sympy.Max)):  # one walk of the distinct subtrees
             left.append(k)
         else:
             shown[k] = v

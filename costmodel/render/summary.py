@@ -24,7 +24,7 @@ import sympy
 from .. import units
 from ..devices.table import device
 from ..formulas.compiled import EXACT
-from ..formulas.python import compile_exprs
+from ..formulas.python import compile_exprs, free_symbols
 from ..graph.analysis import breakdown
 from ..graph.decode import prefill_graph
 from ..memory.device import prepared
@@ -231,6 +231,16 @@ def part_exprs(q, rows: list[OpRow]) -> dict[str, sympy.Expr]:
     return out
 
 
+def given_parts(v: Mapping[str, object]) -> dict[str, float]:
+    """The parts of the step an estimate gives (``time.breakdown.*``: the calibrated step), empty when it gives
+    none; hidden (overlapped) communication takes no time of its own."""
+    return {
+        k.removeprefix("time.breakdown.").removesuffix("_s").replace("_", " "): float(x)
+        for k, x in v.items()
+        if k.startswith("time.breakdown.") and not k.endswith(HIDDEN) and isinstance(x, (int, float))
+    }
+
+
 def parts_from(
     v: Mapping[str, object],
     ops: list[tuple[Fraction, Fraction, Fraction]] | None,
@@ -240,13 +250,9 @@ def parts_from(
     """The time breakdown from exact numbers: ``time.breakdown.*`` where present, else each op's bound (in
     ``ops``: compute, memory and bound seconds) summed by the side that binds it, over ``devices``, with
     ``extra`` (communication, bubble) where not zero."""
-    given = {  # the parts of the step: hidden (overlapped) communication takes no time of its own
-        k.removeprefix("time.breakdown."): x
-        for k, x in v.items()
-        if k.startswith("time.breakdown.") and not k.endswith(HIDDEN) and isinstance(x, (int, float))
-    }
+    given = given_parts(v)
     if given:
-        return {k.removesuffix("_s").replace("_", " "): float(x) for k, x in given.items()}
+        return given
     if not ops:
         return None
     compute = sum((t for c, m, t in ops if c >= m), Fraction(0))
@@ -267,8 +273,8 @@ def evaluate_ops(
     exprs = [sympy.sympify(getattr(r, f)) for r in rows for f in fields] + [sympy.sympify(e) for e in extra.values()]
     if not exprs:
         return [], {}
-    symbols = tuple(sorted(set().union(*(e.free_symbols for e in exprs)), key=str))
-    nums = [Fraction(x) for x in compile_exprs(exprs, symbols)(EXACT, *(int(values[s]) for s in symbols))]
+    symbols = tuple(sorted(free_symbols(exprs), key=str))
+    nums = [Fraction(x) for x in compile_exprs(exprs, symbols, exact=True)(EXACT, *(int(values[s]) for s in symbols))]
     k = len(fields)
     ops = [{"name": r.name, "kind": r.kind, **dict(zip(fields, nums[k * i : k * i + k]))} for i, r in enumerate(rows)]
     return ops, dict(zip(extra, nums[k * len(rows) :]))
@@ -300,8 +306,8 @@ def top_ops(ops: list[dict[str, object]], k: int = 10) -> list[dict[str, object]
 
 def time_parts(model, options: Options, values: Mapping, q, flat: Mapping[str, object]) -> dict[str, float] | None:
     """The time breakdown of an estimate (see the module notes); None without a device or for inference."""
-    if options.hardware is None or options.inference:
-        return parts_from(flat, None, {}, 1)
+    if options.hardware is None or options.inference or given_parts(flat):
+        return parts_from(flat, None, {}, 1)  # the estimate's own parts: no op need be evaluated
     rows = op_rows(model, options)
     ops, extra = evaluate_ops(rows, part_exprs(q, rows), values)
     return parts_from(

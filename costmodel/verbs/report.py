@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import CostModelError, closest
@@ -52,12 +52,38 @@ class Later(Mapping):
         return len(self._data)
 
 
+class LaterSections(Sequence):
+    """The sections, built on first use: the HTML page is rendered from the quantities themselves and reads
+    none of them, so a report written only as HTML does not build (and shape, and evaluate) them at all."""
+
+    def __init__(self, make: Callable[[], list[Section]]):
+        self._make = make
+
+    @functools.cached_property
+    def _sections(self) -> tuple[Section, ...]:
+        return tuple(self._make())
+
+    def __getitem__(self, i):
+        return self._sections[i]
+
+    def __len__(self) -> int:
+        return len(self._sections)
+
+    def __eq__(self, other: object) -> bool:
+        return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"LaterSections({list(self._sections)!r})" if "_sections" in self.__dict__ else "LaterSections(...)"
+
+
 @dataclass(frozen=True)
 class Document:
     """A report: a title and sections. ``to_latex()`` is a whole pdflatex-ready file."""
 
     title: str
-    sections: tuple[Section, ...]
+    sections: Sequence[Section]  # a tuple, or LaterSections: built when first read
     data: Mapping[str, object] = field(default_factory=dict)  # the exact numbers, for to_json()
     page: Callable[[], str] | None = field(default=None, repr=False, compare=False)  # the HTML page, when asked
 
@@ -261,12 +287,15 @@ def report(
     # from the quantities the estimate derived (shown=False: a peak, which no page prints, over its maximal points);
     # the JSON export, which carries every expression, derives them all when it is written
     printed = lambda k: k.startswith(PRINTED) and not k.endswith("_share")  # noqa: E731
-    d = {"expressions": expressions(m, opts, keep=printed, shown=False)}
-    ctx = Context(m, values, r, d, opts, quantities(m, opts, shown=False))
-    sections: list[Section] = []
-    for build in DOCUMENT_SECTIONS:
-        made = build(ctx)
-        sections += made if isinstance(made, list) else [made] if made is not None else []
+
+    def sections() -> list[Section]:  # built when a LaTeX, Markdown or JSON document reads them
+        d = {"expressions": expressions(m, opts, keep=printed, shown=False)}
+        ctx = Context(m, values, r, d, opts, quantities(m, opts, shown=False))
+        out: list[Section] = []
+        for build in DOCUMENT_SECTIONS:
+            made = build(ctx)
+            out += made if isinstance(made, list) else [made] if made is not None else []
+        return out
 
     def data() -> dict[str, object]:
         every = derive(m, options=opts)["expressions"]
@@ -282,7 +311,7 @@ def report(
 
         return render(m, opts, r, controls)
 
-    return Document(f"costmodel report: {r['model']}", tuple(sections), Later(data), page)
+    return Document(f"costmodel report: {r['model']}", LaterSections(sections), Later(data), page)
 
 
 __all__ = ["Document", "Section", "Text", "Math", "Table", "Cell", "Box", "report", "equation", "PREAMBLE"]

@@ -16,6 +16,7 @@ from costmodel.render.plot import (
     plan_chart,
     roofline_chart,
     sweep_chart,
+    texts_over_markers,
     texts_overlap,
 )
 from costmodel.symbols import B, C
@@ -86,6 +87,30 @@ def test_overlap_check_sees_overlaps():
     ax.text(0.5, 0.5, "one label")
     ax.text(0.52, 0.5, "another label")
     assert ("one label", "another label") in texts_overlap(fig)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill", "training"])
+def test_roofline_labels_sit_off_the_points(tmp_path, phase):
+    # issue 30 ("roofline labels over points"): gpt2-small's decode step put layers.attn.k over the norm's and
+    # an elementwise op's markers, layers.mlp.proj over the softmax's; the renderer's extents of every label
+    # against every marker's box (its size in points², at the figure's dpi)
+    m = load("gpt2-small")
+    graph = {"decode": decode_graph, "prefill": prefill_graph, "training": lambda g: g}[phase](m.graph)
+    rows = roofline(graph, {**m.values, B: 1, C: 1024}, H100, phase="training" if phase == "training" else "forward")
+    fig = roofline_chart(rows, H100, tmp_path / "r.png")
+    assert texts_over_markers(fig) == [] and texts_overlap(fig) == []
+    assert 4 <= len(_labels(fig)) <= LABELLED
+
+
+def test_marker_check_sees_a_label_over_a_point():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.scatter([1, 2], [1, 2], s=30)
+    ax.annotate("on the point", (1, 1), ha="center", va="center")
+    ax.text(1.5, 1.0, "off")  # between the points, far from both
+    assert texts_over_markers(fig) == [("on the point", (1.0, 1.0))]
     plt.close(fig)
 
 
@@ -202,3 +227,11 @@ def test_sweep_chart_of_bytes_is_in_gb(tmp_path):
     ax = sweep_chart(cols, ["B"], "memory_bytes.total", tmp_path / "m.png").axes[0]
     assert ax.get_ylabel() == "memory_bytes.total (GB, 1e9 bytes)"
     assert list(ax.get_lines()[0].get_ydata()) == [v / 1e9 for v in cols["memory_bytes.total"]]
+
+
+def test_sweep_chart_of_a_time_names_the_quantity_and_its_unit(tmp_path):
+    # issue 30 ("compute s:" labels): a time key on an axis read as "time.compute_s"; the quantity and its unit
+    cols = {"B": [1, 2, 4], "time.compute_s": [0.5, 1.0, 2.0], "time.step_s": [0.6, 1.1, 2.2]}
+    for metric, want in (("time.compute_s", "compute time of a step (s)"), ("time.step_s", "step time (s)")):
+        ax = sweep_chart(cols, ["B"], metric, tmp_path / "t.png").axes[0]
+        assert ax.get_ylabel() == want and " s:" not in ax.get_title()

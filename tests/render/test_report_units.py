@@ -46,3 +46,10 @@ def test_a_calibrated_step_is_not_called_the_roofline_bound():
     v = {"time.devices": 8, "time.step_s": 0.85, "time.tokens_per_s": 76854.0, "mfu": 0.563}
     text = summary._time(v, f)
     assert "calibrated step" in text and "roofline" not in text
+
+
+def test_a_time_key_without_a_name_reads_as_a_quantity_and_its_unit():
+    # issue 30 ("compute s:" labels): the last parts of a key, spaced, read "time kernel launch s"
+    assert names.label("time.kernel_launch_s") == "time kernel launch (s)"
+    assert names.label("time.breakdown.compute_s") == "time: compute"  # the unit column says seconds
+    assert names.label("time.tokens_per_s") == "throughput (tokens/s, all devices)"  # a rate keeps its name
