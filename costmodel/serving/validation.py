@@ -38,11 +38,14 @@ from ..sections.run import prepare
 from ..symbols import B, C, T
 from . import error_slices
 from .analytic import Shape, Solver
+from .batch import Request
 from .measured import Run, runs
 from .measured import sources as sources_
 from .memory import kv_pool
 from .predictor import replica_step
 from .profiles import Profile, profile
+from .simulate import simulate
+from .workload import Workload
 
 #: The slice the factors are fitted on, and those held out (each reported on its own).
 FIT_SLICE = ("hardware", "h100-sxm")
@@ -146,6 +149,47 @@ def predict_all(rows: Sequence[Run], prof_for=None) -> list[dict[str, float]]:
             solvers[key] = Solver(step, limits, shape, points=sorted(points[key]))
         out.append(_metrics(r, solvers[key].closed_loop(r.concurrency, float(prof.prefill_queue_share))))
     return out
+
+
+# -- the simulated closed loop ------------------------------------------------------------------------------------
+
+#: The source's rounds: aiperf sends rounds × C requests after the warm-up (AIConfigurator's MULTI_ROUND, 20).
+ROUNDS = 20
+
+
+def protocol(r: Run, rounds: int = ROUNDS) -> Workload:
+    """The source's experiment as the simulator replays it: ``rounds × C`` requests of the run's fixed lengths in a
+    closed loop of ``C`` users. aiperf waits for every warm-up response before its profiling phase starts
+    (ai-dynamo/aiperf docs/tutorials/warmup.md, "Grace Period": "waits indefinitely for all warmup responses"), so
+    the warm-up leaves an idle engine and the ``C`` users send their first measured request together (t = 0)."""
+    req = Request(0.0, r.input_tokens, r.output_tokens)
+    return Workload((req,) * (rounds * r.concurrency), r.concurrency)
+
+
+def simulated(r: Run, prof: Profile | None = None, *, rounds: int = ROUNDS, simulated_rounds: int | None = None):
+    """:func:`replay` of run ``r`` on the step and limits that ``costmodel serve`` builds for it under ``prof``
+    (default: its engine's built-in profile). ``prefill_queue_share`` is not used: the wait it stands for is
+    simulated."""
+    prof = prof or profile(r.engine)
+    step, limits = _replica(r.setting, prof)
+    return replay(r, step, _limits(limits, prof, r), rounds=rounds, simulated_rounds=simulated_rounds)
+
+
+def replay(r: Run, step, limits, *, rounds: int = ROUNDS, simulated_rounds: int | None = None):
+    """The means of run ``r`` (seconds: ``ttft``, ``tpot``, ``e2e``) by the discrete-event simulator replaying
+    :func:`protocol` with ``step`` and ``limits``, and the mean TTFT and E2E of each round simulated (requests in
+    the order issued, ``C`` a round). ``simulated_rounds``: the rounds simulated (default all); those past them are
+    taken to repeat the last one simulated (a closed loop of fixed lengths settles after its first, synchronised
+    round)."""
+    k = min(rounds, simulated_rounds or rounds)
+    sim = simulate(protocol(r, k), step, limits)
+    C, over = r.concurrency, limits.request_overhead_s
+    ttft = (sim.first_token_s - sim.arrival_s).reshape(k, C).mean(axis=1) + over
+    e2e = (sim.finish_s - sim.arrival_s).reshape(k, C).mean(axis=1) + over
+    weights = np.ones(k)
+    weights[-1] += rounds - k  # the rounds not simulated repeat the last
+    t, e = float(ttft @ weights / rounds), float(e2e @ weights / rounds)
+    return {"ttft": t, "tpot": (e - t) / (r.output_tokens - 1), "e2e": e}, {"ttft": ttft, "e2e": e2e}
 
 
 # -- the fit ------------------------------------------------------------------------------------------------------
