@@ -188,3 +188,17 @@ def test_the_replayed_protocol_starts_users_together_and_staggers_them_by_hand()
     # one round simulated, the second taken to repeat it
     once, _ = v.replay(r, lambda batch: 1.0, limits, rounds=2, simulated_rounds=1)
     assert once["ttft"] == pytest.approx(2.0) and once["e2e"] == pytest.approx(4.0)
+
+
+def test_the_simulated_section_sets_both_solvers_errors_side_by_side():
+    """Two fit-slice runs predicted 10 % high by one solver and 20 % low by the other: the 'fit | all' row reads
+    10.0 (10.0) / 20.0 (20.0) for TTFT, TPOT and E2E (E2E = TTFT + (O − 1)·TPOT moves by the same share)."""
+    rows = [r for r in runs() if v.in_slice(r, v.FIT_SLICE)][:2]
+    hi = [{"ttft": r.ttft_s * 1.1, "tpot": r.tpot_s * 1.1, "e2e": r.e2e_s * 1.1} for r in rows]
+    lo = [{"ttft": r.ttft_s * 0.8, "tpot": r.tpot_s * 0.8, "e2e": r.e2e_s * 0.8} for r in rows]
+    lines = v.simulated_section(rows, hi, lo, rounds=v.ROUNDS)
+    row = next(x for x in lines if x.startswith("| fit | all |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2] == "2" and cells[3:6] == ["10.0 (10.0) / 20.0 (20.0)"] * 3
+    assert "the rest taken to repeat" not in " ".join(lines)
+    assert "the rest taken to repeat the last" in " ".join(v.simulated_section(rows, hi, lo, rounds=3))
