@@ -423,7 +423,7 @@ def simulated_section(
         "(`costmodel.serving.validation.protocol`): aiperf waits for every warm-up response before it starts "
         "profiling, so the C users send their first measured request together to an idle engine, then each its "
         f"next when the last finishes, {ROUNDS} × C requests of the run's fixed lengths "
-        f"({rounds} rounds simulated{', the rest taken to repeat the last' if rounds < ROUNDS else ''}; "
+        f"({rounds} round{'s' if rounds > 1 else ''} simulated{', the rest taken to repeat the last' if rounds < ROUNDS else ''}; "
         "benchmarks/serving_des.py times it). Same profiles and factors (fitted with the analytic "
         "solver); `prefill_queue_share` is not used, the wait it stands for being simulated. Mean absolute error "
         "in percent (median), analytic / simulated:",
