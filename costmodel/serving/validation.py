@@ -1,6 +1,7 @@
 """Serving predictions against measured runs (:mod:`costmodel.serving.measured`): the fit of an engine's factors on
 one slice and the errors on the slices held out. ``python -m costmodel.serving.validation`` writes
-docs/serving-validation.md (``--fit`` fits first and writes the factors into ``data/engines.json``).
+docs/serving-validation.md (``--fit`` fits first and writes the factors into ``data/engines.json``; ``--solver des``
+adds the errors of the simulated closed loop, the source's protocol replayed by :func:`replay`).
 
 **What is predicted.** Each run is a closed loop of ``C`` users with fixed prompt and output lengths (the source's
 experiment, :func:`~costmodel.serving.measured.sources`), answered by the analytic solver
