@@ -165,3 +165,40 @@ def test_fp8_weights_read_the_fp8_gemm_curve_where_the_device_has_one():
     # a slower bf16 curve leaves an fp8 step alone; a slower fp8 curve slows it
     assert step_model(G, m.values, with_curve("bf16", 2), weights_dtype="fp8")(prompt) == pytest.approx(base)
     assert step_model(G, m.values, with_curve("fp8", 2), weights_dtype="fp8")(prompt) > 1.3 * base
+
+
+def test_the_replayed_protocol_starts_users_together_and_staggers_them_by_hand():
+    """Two users, prompts of 4 tokens, 3 output tokens, a budget of 5 tokens a step, every step 1 s, 0.5 s a
+    request. aiperf's profiling starts after every warm-up response, so both users send at t = 0: step 1 prefills
+    A (4 tokens) and 1 token of B's prompt; step 2 decodes A and ends B's prompt (3 tokens): TTFT 1 s and 2 s.
+    A finishes in step 3 (t = 3, its third token), B in step 4 (t = 4): round 2 arrives one step apart, each prompt
+    computed whole in the step after its arrival beside the other's decode, TTFT 1 s each; E2E 3 s in both rounds
+    for A, 4 s then 3 s for B."""
+    from costmodel.serving.measured import Run
+
+    r = Run("", 1, "m", "h", "e", "", "bf16", 1, 4, 3, 2, 1.0, 1.0)
+    wl = v.protocol(r, rounds=2)
+    assert len(wl) == 4 and wl.concurrency == 2 and {q.arrival_s for q in wl.requests} == {0.0}
+    limits = Limits(max_num_seqs=8, max_num_batched_tokens=5, block_size=4, num_blocks=64, request_overhead_s=0.5)
+    means, rounds = v.replay(r, lambda batch: 1.0, limits, rounds=2)
+    assert rounds["ttft"].tolist() == [(1 + 2) / 2 + 0.5, 1 + 0.5]
+    assert rounds["e2e"].tolist() == [(3 + 4) / 2 + 0.5, 3 + 0.5]
+    assert means["ttft"] == pytest.approx((2.0 + 1.5) / 2) and means["e2e"] == pytest.approx((4.0 + 3.5) / 2)
+    assert means["tpot"] == pytest.approx((means["e2e"] - means["ttft"]) / 2)
+    # one round simulated, the second taken to repeat it
+    once, _ = v.replay(r, lambda batch: 1.0, limits, rounds=2, simulated_rounds=1)
+    assert once["ttft"] == pytest.approx(2.0) and once["e2e"] == pytest.approx(4.0)
+
+
+def test_the_simulated_section_sets_both_solvers_errors_side_by_side():
+    """Two fit-slice runs predicted 10 % high by one solver and 20 % low by the other: the 'fit | all' row reads
+    10.0 (10.0) / 20.0 (20.0) for TTFT, TPOT and E2E (E2E = TTFT + (O − 1)·TPOT moves by the same share)."""
+    rows = [r for r in runs() if v.in_slice(r, v.FIT_SLICE)][:2]
+    hi = [{"ttft": r.ttft_s * 1.1, "tpot": r.tpot_s * 1.1, "e2e": r.e2e_s * 1.1} for r in rows]
+    lo = [{"ttft": r.ttft_s * 0.8, "tpot": r.tpot_s * 0.8, "e2e": r.e2e_s * 0.8} for r in rows]
+    lines = v.simulated_section(rows, hi, lo, rounds=v.ROUNDS)
+    row = next(x for x in lines if x.startswith("| fit | all |"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2] == "2" and cells[3:6] == ["10.0 (10.0) / 20.0 (20.0)"] * 3
+    assert "the rest taken to repeat" not in " ".join(lines)
+    assert "the rest taken to repeat the last" in " ".join(v.simulated_section(rows, hi, lo, rounds=3))
