@@ -241,17 +241,7 @@ class Solver:
             tpot = t_d / (1 - u)
             queue = np.where(u < 1, u / (1 - u) * tau * burstiness**2 / 2, np.inf)
         ttft = np.minimum(n, 1) * t_d / 2 + queue + tau
-        e2e = ttft + (O - 1) * tpot
-        nan = np.full(lam.shape, math.nan)
-        over = self.limits.request_overhead_s
-        return self._result(
-            np.where(saturated, self.n_max, n),
-            np.where(saturated, nan, ttft + over),
-            np.where(saturated, nan, tpot),
-            np.where(saturated, nan, e2e + over),
-            np.where(saturated, self.capacity, lam),
-            saturated,
-        )
+        return self._open_result(lam, n, ttft, tpot, ttft + (O - 1) * tpot, saturated)
 
     def open_loop(self, rate, burstiness: float = 1.0) -> dict:
         """Means at each rate, requests/s (an array or a number; ``inf`` is saturated): see the module."""
@@ -276,13 +266,16 @@ class Solver:
         with np.errstate(divide="ignore", invalid="ignore"):
             queue = np.where(rho < 1, rho / (1 - rho) / x_p * burstiness**2 / 2, np.inf)
         ttft = np.minimum(n, 1) * tbar / 2 + queue + k * t_m
-        e2e = ttft + (self.shape.output_tokens - 1) * tbar
+        return self._open_result(lam, n, ttft, tbar, ttft + (self.shape.output_tokens - 1) * tbar, saturated)
+
+    def _open_result(self, lam, n, ttft, tpot, e2e, saturated) -> dict:
+        """An open loop's means, the per-request overhead added; NaN latencies and the capacity where saturated."""
         nan = np.full(lam.shape, math.nan)
         over = self.limits.request_overhead_s
         return self._result(
             np.where(saturated, self.n_max, n),
             np.where(saturated, nan, ttft + over),
-            np.where(saturated, nan, tbar),
+            np.where(saturated, nan, tpot),
             np.where(saturated, nan, e2e + over),
             np.where(saturated, self.capacity, lam),
             saturated,
