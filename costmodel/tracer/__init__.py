@@ -40,6 +40,7 @@ class Traced:
     bounds: dict[str, int] = field(default_factory=dict)  # symbol → the largest size export allows
     values: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    graph: object = None  # the graph already written (a fit of collapsed traces, :mod:`.collapse`), or None
 
 
 def _check_supported(read, module_name: str) -> None:
@@ -130,6 +131,14 @@ def write(traced: Traced) -> nx.DiGraph:
     from .kinds import register  # deferred: the tracer's modules import each other
 
     register()
+    if traced.graph is not None:  # written already: its bounds and the trace's facts added
+        G = traced.graph
+        for name, upper in traced.bounds.items():
+            G.graph.setdefault("constraints", []).append(
+                (sym_(name) <= upper, f"traced with {name} ≤ {upper} (the range torch.export was given)")
+            )
+        G.graph["traced"] = {**traced.info, "folded": dict(G.graph.get("traced", {}).get("folded", {}))}
+        return G
     w = Writer(traced.name, traced.dtype, traced.read.alias, traced.plan, lambda fqn: fqn in traced.frozen)
     G = w.write()
     for name, upper in traced.bounds.items():
@@ -229,6 +238,7 @@ def trace(
             step=t_step,
             why=str(exc),
             read_module=read_module,
+            write=write,
         )
     G = write(traced)
     notes = ()

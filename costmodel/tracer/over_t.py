@@ -18,6 +18,7 @@ config), so a padding to a chunk is exact at every fitted T.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 
 import sympy
@@ -77,12 +78,15 @@ def trace_over_t(
     step: int,
     why: str,
     read_module,
+    write=None,
 ):
     """The :class:`~.Traced` of ``module`` with T fitted from exports at fixed T (see the module), and the note
     saying so; ``why`` is torch's reason the symbolic export failed (quoted in the note and in any error);
-    ``read_module``: :func:`costmodel.tracer.read_module`, the export of one trace (given: this module is
-    imported by the package, not the other way round)."""
-    from .across import fit_across  # deferred: only a module torch cannot export with a symbolic T
+    ``read_module``: :func:`costmodel.tracer.read_module`, the export of one trace, and ``write``:
+    :func:`costmodel.tracer.write`, its graph (given: this module is imported by the package, not the other way
+    round). Where the traces differ in structure (a loop over positions), ``write`` given: each trace is written,
+    its ops summed by kind and shape, and their sizes and counts fitted in T (:mod:`.collapse`)."""
+    from .across import fit_across, structure_difference  # deferred: only a module export cannot keep T symbolic
 
     fixed = {k: {a: s for a, s in spec.items() if s != "T"} for k, spec in dynamic.items()}
     others = {k: v for k, v in (ranges or {}).items() if k != "T"}
@@ -96,16 +100,40 @@ def trace_over_t(
             )
         except CostModelError as exc:
             raise CostModelError(f"{why}; exported at fixed T = {seq} instead, that failed too: {exc}") from None
-    result, missing = fit_across(traced, [{"T": t} for t in lengths], ["T"], FIT, name, "T")
+    points = [{"T": t} for t in lengths]
+    difference = structure_difference(traced, points, name, "T")
+    if difference is not None and write is not None:
+        from .collapse import fit_collapsed  # deferred: only traces that differ in structure
+
+        try:
+            graph = fit_collapsed([write(t) for t in traced], lengths, FIT, name or "the module")
+        except CostModelError as exc:
+            raise CostModelError(
+                f"{why}; exported at T = {', '.join(map(str, lengths))} instead: {difference}; "
+                f"summed by kind and shape instead: {exc}"
+            ) from None
+        result = copy.copy(traced[0])
+        result.graph = graph
+        result.bounds = {k: v for k, v in traced[0].bounds.items() if k != "T"}
+        return _finish(result, lengths, step, limit, "collapsed")
+    result, missing = fit_across(traced, points, ["T"], FIT, name, "T")
     if missing:
         raise CostModelError(
             f"{why}; exported at T = {', '.join(map(str, lengths))} instead, {len(missing)} size(s) are no "
             f"polynomial in T of degree at most {DEGREE} there: " + "; ".join(missing[:3])
         )
+    return _finish(result, lengths, step, limit, "op by op")
+
+
+def _finish(result, lengths: list[int], step: int, limit: int | None, how: str):
+    """``result`` bounded by the position table, its T valued, and what the fit did recorded."""
     if limit is not None:
-        result.bounds["T"] = limit  # written as the constraint T <= limit, as a symbolic export's range is
+        result.bounds = {**result.bounds, "T": limit}  # the constraint T <= limit, as a symbolic export's range
     result.values = {**result.values, T: limit if limit is not None else lengths[-1]}
-    result.info["fixed_T"] = {"fitted": lengths[:FIT], "checked": lengths[FIT:], "step": step}
+    result.info = {
+        **result.info,
+        "fixed_T": {"fitted": lengths[:FIT], "checked": lengths[FIT:], "step": step, "fit": how},
+    }
     return result
 
 
@@ -118,9 +146,18 @@ def note(G, step: int) -> str:
     info["flops_degree"] = int(degree)
     fitted = ", ".join(map(str, info["fitted"]))
     checked = ", ".join(map(str, info["checked"]))
+    collapsed = info.get("fit") == "collapsed"
+    how = (
+        "; the traces differ op by op (a loop over positions or chunks), so each one's ops were summed by kind "
+        "and shape and every size and count fitted (the totals are exact there, data flow between the loop's "
+        "iterations is not kept)"
+        if collapsed
+        else ""
+    )
     return (
         f"T fitted: torch.export cannot keep T symbolic here, so it exported at T = {fitted} and fitted every "
-        f"size exactly as a polynomial in T (degree at most {DEGREE}; the forward FLOPs are of degree {degree} "
+        f"size{' and count' if collapsed else ''} exactly as a polynomial in T (degree at most {DEGREE}; the forward FLOPs are of degree {degree} "
         f"in T), checked at T = {checked}; exact at those T, and at any T where each size is the same "
         f"polynomial (a padding to a chunk of {step} or a min with a constant may differ between or past them)"
+        f"{how}"
     )
