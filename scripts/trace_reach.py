@@ -166,11 +166,11 @@ def section(records: list[dict], total: int, when: str) -> str:
     import transformers
 
     exact = sum(1 for r in records if r["result"] == "exact")
-    scope = "every one" if len(records) == total else f"{len(records)} of them (the types listed below)"
+    scope = f"all {total}" if len(records) == total else f"{len(records)} (those listed below)"
     lines = [
         BEGIN,
         f"Measured {when} (torch {torch.__version__}, transformers {transformers.__version__}) over {scope} of "
-        f"transformers' {total} causal-LM types: **{exact} of {len(records)} exact** (forward and training matmul "
+        f"transformers' {total} causal-LM types, each from `small_config` and the script's `OVERRIDES`: **{exact} of {len(records)} exact** (forward and training matmul "
         "FLOPs equal to `FlopCounterMode` at two sizes no fit saw, parameters equal to `numel`).",
         "",
         "| result | types |",

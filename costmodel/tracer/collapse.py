@@ -29,10 +29,6 @@ from ..graph.pattern import parse
 from ..graph.registry import Op, kind_of
 from .ir import AXIS_ATTRS
 
-#: Kinds whose many operands of one shape can be read as one operand with an axis of their number: the cost
-#: rule reads each operand once and writes the output once (a ``cat`` or ``stack`` of the loop's outputs).
-STACKED = ("aten",)
-
 
 class Entry:
     """One collapsed node: the ops of one written trace that are one op, and how many (their counts summed)."""
@@ -44,8 +40,9 @@ class Entry:
 
 def _stacked(op: Op) -> Op:
     """``b n8, b n8, b n8 -> b n3 n8`` (a ``cat`` of a loop's outputs) as ``b k n8 -> b n3 n8`` with k = 3: the
-    same bytes read, written and FLOPs, and an arity that does not grow with the loop."""
-    if op.kind not in STACKED or op.attr("fn") != "torch.cat" or op.attr("saves"):
+    same bytes read, written and FLOPs (a traced ``torch.cat`` reads each operand once and writes its output
+    once, :mod:`.kinds`), and an arity that does not grow with the loop."""
+    if op.attr("fn") != "torch.cat" or op.attr("saves"):
         return op
     p = parse(op.pattern)
     if len(p.inputs) < 2 or len(set(p.inputs)) != 1:
