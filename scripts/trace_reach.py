@@ -72,7 +72,8 @@ def one(model_type: str) -> dict:
         text = str(exc)
         last = text.rpartition("failed too: ")[2]  # the fixed-T exports' own reason, when they were tried
         stage = "torch.export" if "torch.export could not export" in last else "costmodel"
-        return {**out, "result": f"refused ({stage})", "why": text[:600], "s": round(time.perf_counter() - t0, 1)}
+        why = text if len(text) <= 1200 else f"{text[:400]} … {text[-800:]}"  # torch's reason, and the fit's
+        return {**out, "result": f"refused ({stage})", "why": why, "s": round(time.perf_counter() - t0, 1)}
     out["fixed_T"] = "fixed_T" in m.graph.graph["traced"]
     if out["fixed_T"]:
         fixed = m.graph.graph["traced"]["fixed_T"]

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from costmodel.tracer.hf import _per_layer, small_config  # noqa: E402
+from costmodel.tracer.hf import _per_layer, small_config
 
 
 def test_a_per_layer_list_keeps_each_kind_of_layer():
