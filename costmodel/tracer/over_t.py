@@ -51,14 +51,16 @@ def resized(inputs: Mapping[str, object], dynamic: Mapping[str, Mapping[int, str
     return out
 
 
-def lengths_for(module, inputs: Mapping[str, object], step: int) -> list[int]:
+def lengths_for(module, inputs: Mapping[str, object], step: int, strict: bool = False) -> list[int]:
     """The fixed T to export at: ``step·k`` for k = 2, 3, ..., skipping any length (or count of chunks k) that is
-    also the size of a parameter's or an input's dimension (at T = d_head = 16 the tracer cannot tell a transpose
+    also the size of a parameter's or an input's dimension (``strict``: or one less) (at T = d_head = 16 the tracer cannot tell a transpose
     of two axes of one size from a view, and the traces' structures differ)."""
     import torch  # deferred: torch is optional, imported only when tracing
 
     taken = {int(n) for p in module.parameters() for n in p.shape}
     taken |= {int(n) for x in inputs.values() if isinstance(x, torch.Tensor) for n in x.shape}
+    if strict:  # one less too: a convolution's padding of k - 1 is an axis (mamba2's 3 beside its 3 chunks)
+        taken |= {n - 1 for n in taken}
     out, k = [], 2
     while len(out) < FIT + CHECK:
         if step * k not in taken and k not in taken:  # T/step is the count of chunks: an axis too
@@ -91,15 +93,20 @@ def trace_over_t(
     fixed = {k: {a: s for a, s in spec.items() if s != "T"} for k, spec in dynamic.items()}
     others = {k: v for k, v in (ranges or {}).items() if k != "T"}
     limit = (ranges or {}).get("T", (None, None))[1]
+
+    def export_at(lengths: list[int]) -> list:
+        out = []
+        for seq in lengths:
+            try:
+                out.append(
+                    read_module(module, resized(inputs, dynamic, seq), fixed, ranges=others, name=name, fold=fold)
+                )
+            except CostModelError as exc:
+                raise CostModelError(f"{why}; exported at fixed T = {seq} instead, that failed too: {exc}") from None
+        return out
+
     lengths = lengths_for(module, inputs, step)
-    traced = []
-    for seq in lengths:
-        try:
-            traced.append(
-                read_module(module, resized(inputs, dynamic, seq), fixed, ranges=others, name=name, fold=fold)
-            )
-        except CostModelError as exc:
-            raise CostModelError(f"{why}; exported at fixed T = {seq} instead, that failed too: {exc}") from None
+    traced = export_at(lengths)
     points = [{"T": t} for t in lengths]
     difference = structure_difference(traced, points, name, "T")
     if difference is not None and write is not None:
@@ -108,10 +115,21 @@ def trace_over_t(
         try:
             graph = fit_collapsed([write(t) for t in traced], lengths, FIT, name or "the module")
         except CostModelError as exc:
-            raise CostModelError(
-                f"{why}; exported at T = {', '.join(map(str, lengths))} instead: {difference}; "
-                f"summed by kind and shape instead: {exc}"
-            ) from None
+            strict = lengths_for(module, inputs, step, strict=True)
+            if strict == lengths:
+                raise CostModelError(
+                    f"{why}; exported at T = {', '.join(map(str, lengths))} instead: {difference}; "
+                    f"summed by kind and shape instead: {exc}"
+                ) from None
+            # two distinct ops can be one at a T where a count of chunks meets a size: again, clear of them
+            lengths, traced = strict, export_at(strict)
+            try:
+                graph = fit_collapsed([write(t) for t in traced], lengths, FIT, name or "the module")
+            except CostModelError as again:
+                raise CostModelError(
+                    f"{why}; exported at T = {', '.join(map(str, lengths))} instead: {difference}; "
+                    f"summed by kind and shape instead: {again}"
+                ) from None
         result = copy.copy(traced[0])
         result.graph = graph
         result.bounds = {k: v for k, v in traced[0].bounds.items() if k != "T"}
