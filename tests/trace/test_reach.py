@@ -53,4 +53,5 @@ def test_the_docs_reach_is_measured(tmp_path):
         capture_output=True,
     )
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line.strip()]
-    assert {r["type"]: reach.label(r) for r in records} == listed
+    result = {t: label.split(",")[0] for t, label in listed.items()}  # exact or not (how T was fitted may be newer)
+    assert {r["type"]: r["result"] for r in records} == result
