@@ -266,7 +266,7 @@ class Reader:
 
         first: dict[str, int] = {}
         for i, op in enumerate(self.items):
-            if isinstance(op, TOp) and op.weight is not None and op.kind != "parameter":
+            if isinstance(op, TOp) and op.weight is not None:  # a parameter op reads it whole: nothing left
                 first.setdefault(op.weight.source, i)
         for fqn, i in sorted(first.items(), key=lambda kv: -kv[1]):  # from the end: an insert keeps earlier indices
             op, t = self.items[i], self.prog.param_tensors.get(fqn)
