@@ -45,6 +45,14 @@ OVERRIDES: dict[str, dict] = {
     "zamba": {"num_hidden_layers": 4, "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"]},  # its
     # shared transformer is tied across hybrid layers: two of them
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},  # None by default, indexed per layer
+    # its last 15 layers share the caches of earlier ones (more than 2 layers have) and its per-layer inputs are
+    # sized by a vocabulary of their own
+    "gemma3n_text": {
+        "num_kv_shared_layers": 0,
+        "vocab_size_per_layer_input": 128,
+        "hidden_size_per_layer_input": 16,
+        "laurel_rank": 8,
+    },
     # its rotary embedding reads its parameters by layer type, which the class leaves empty
     "cohere_compass_text": {"rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}},
 }
