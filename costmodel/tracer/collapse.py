@@ -27,6 +27,7 @@ from ..errors import CostModelError
 from ..graph.builder import Tensor
 from ..graph.pattern import parse
 from ..graph.registry import Op, kind_of
+from .across import fit_values
 from .ir import AXIS_ATTRS
 
 
@@ -116,8 +117,6 @@ def fit_collapsed(graphs: Sequence[nx.DiGraph], lengths: Sequence[int], samples:
     """One graph whose every collapsed entry's sizes and count are fitted exactly in T across ``graphs`` (written
     traces at ``lengths``): the first ``samples`` fit, the rest check. An entry no trace has at another T, or a
     size no polynomial in T reproduces, is an error naming it."""
-    from .across import fit_values  # deferred: the tracer's modules import each other
-
     collapsed = [collapse(G)[0] for G in graphs]
     keys = [[k for k, _ in c] for c in collapsed]
     for t, other in zip(lengths[1:], keys[1:]):
