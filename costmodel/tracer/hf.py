@@ -311,31 +311,13 @@ def trace_config(data: Mapping[str, object], where: str, dtype: str | None = Non
 CHUNKS = ("chunk_size", "attention_chunk_size", "mamba_chunk_size", "ssm_chunk_size", "block_size")
 
 
-#: Chunk lengths a model type's code pads T to without a config field naming them: transformers' gated delta rule
-#: (``torch_chunk_gated_delta_rule(..., chunk_size=64)`` in each of these modeling files, transformers 5.24).
-UNNAMED_CHUNKS = {
-    t: 64
-    for t in (
-        "qwen3_next",
-        "qwen3_5",
-        "qwen3_5_text",
-        "qwen3_5_moe",
-        "qwen3_5_moe_text",
-        "olmo_hybrid",
-        "lara_mini",
-        "qwen4_exp",
-        "qwen4_exp_text",
-    )
-}
-
-
 def chunk_of(config, least: int = 16) -> int:
     """The step of the fixed T a module torch cannot export with a symbolic T is traced at: the least common
-    multiple of ``least``, every chunk length the config names (:data:`CHUNKS`) and the one its code pads to
-    unnamed (:data:`UNNAMED_CHUNKS`), so a padding to a chunk is exact at every traced T."""
+    multiple of ``least`` and every chunk length the config names (:data:`CHUNKS`), so a padding to a chunk is
+    exact at every traced T."""
     import math  # deferred: only a fit over T asks
 
-    step = math.lcm(least, UNNAMED_CHUNKS.get(getattr(config, "model_type", None), 1))
+    step = least
     for name in CHUNKS:
         value = getattr(config, name, None)
         if isinstance(value, int) and not isinstance(value, bool) and 1 < value <= 4096:

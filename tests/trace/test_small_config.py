@@ -20,11 +20,3 @@ def test_a_class_that_validates_its_layer_list_is_built_small():
     config = small_config("zamba2")  # 54 layers by default; "num_hidden_layers (2) must be equal to ... (54)"
     assert config.num_hidden_layers == 2 and len(config.layers_block_type) == 2
     assert set(config.layers_block_type) == {"linear_attention", "hybrid"}
-
-
-def test_the_step_in_t_is_a_multiple_of_a_chunk_the_code_pads_to_unnamed():
-    from costmodel.tracer.hf import chunk_of
-
-    # qwen3_next's gated delta rule pads T to 64 (torch_chunk_gated_delta_rule's chunk_size=64), no config field
-    assert chunk_of(small_config("qwen3_next")) % 64 == 0
-    assert chunk_of(small_config("llama")) == 16
