@@ -100,7 +100,8 @@ def _matmul(op: Op, counting: Counting) -> OpCost:
     ``tied`` (the weight belongs to another op: no parameters counted here),
     ``trainable`` (False for a frozen weight: no weight gradient), ``weight_dtype``,
     ``input_grad`` (False: the input needs no gradient, as a graph input such as an image's pixels:
-    no input-gradient contraction, as autograd skips it).
+    no input-gradient contraction, as autograd skips it), ``extra_tied`` (the bias belongs to another op, as a
+    module applied at every step of a loop: no bias parameters counted here).
     """
     check_contraction(op)
     p = op.parsed
@@ -123,7 +124,8 @@ def _matmul(op: Op, counting: Counting) -> OpCost:
         forward += Cost(flops=n_out, bytes_read=n_bias * size)
         if trainable(op):
             backward += Cost(flops=n_out, bytes_read=n_out * size, bytes_written=n_bias * size)
-        weights.append(vector(op, b_axes, "bias"))
+        if not op.attr("extra_tied"):
+            weights.append(vector(op, b_axes, "bias"))
     # the input is kept only for the weight gradient: PyTorch saves none for a frozen weight
     saved = (Saved("input", "input0", elements_of(op, x), op.dtype),) if trainable(op) else ()
     return OpCost(forward, backward, tuple(weights), saved)
@@ -289,7 +291,8 @@ def _norm(op: Op, counting: Counting) -> OpCost:
     affine ×, affine +), RMSNorm 4; backward twice that. Parameters: a gain (and a
     bias when ``bias=True``, the default for LayerNorm) over the axis. ``affine=False``: no gain and no
     bias, and one FLOP per element fewer for each (Llama 4's L2 norm of q and k: RMSNorm without a
-    gain, 3). Saves its input and per-row fp32 statistics (mean and 1/std; RMSNorm only 1/rms), as
+    gain, 3). ``extra_tied``: the gain and bias belong to another op (one norm module applied again): none
+    counted here. Saves its input and per-row fp32 statistics (mean and 1/std; RMSNorm only 1/rms), as
     PyTorch does.
     """
     axis, rows, width = _reduced(op)
@@ -301,7 +304,7 @@ def _norm(op: Op, counting: Counting) -> OpCost:
     size = dtype_bytes(op.dtype)
     backward = Cost(flops=2 * per * n, bytes_read=2 * n * size, bytes_written=n * size)
     parts = ("gain", "bias") if op.attr("bias", not rms) else ("gain",)
-    weights = tuple(vector(op, (axis,), part) for part in parts) if affine else ()
+    weights = tuple(vector(op, (axis,), part) for part in parts) if affine and not op.attr("extra_tied") else ()
     saved = (
         Saved("input", "input0", n, op.dtype),
         Saved("stats", "own", rows * (1 if rms else 2), "fp32", role="stats"),

@@ -40,6 +40,7 @@ class Traced:
     bounds: dict[str, int] = field(default_factory=dict)  # symbol → the largest size export allows
     values: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    graph: object = None  # the graph already written (a fit of collapsed traces, :mod:`.collapse`), or None
 
 
 def _check_supported(read, module_name: str) -> None:
@@ -130,6 +131,14 @@ def write(traced: Traced) -> nx.DiGraph:
     from .kinds import register  # deferred: the tracer's modules import each other
 
     register()
+    if traced.graph is not None:  # written already: its bounds and the trace's facts added
+        G = traced.graph
+        for name, upper in traced.bounds.items():
+            G.graph.setdefault("constraints", []).append(
+                (sym_(name) <= upper, f"traced with {name} ≤ {upper} (the range torch.export was given)")
+            )
+        G.graph["traced"] = {**traced.info, "folded": dict(G.graph.get("traced", {}).get("folded", {}))}
+        return G
     w = Writer(traced.name, traced.dtype, traced.read.alias, traced.plan, lambda fqn: fqn in traced.frozen)
     G = w.write()
     for name, upper in traced.bounds.items():
@@ -213,7 +222,14 @@ def trace(
     if isinstance(dynamic, str):
         dynamic = dynamic_from(dynamic, example_inputs)
     try:
-        traced = read_module(module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold)
+        try:
+            traced = read_module(module, example_inputs, dynamic, ranges=ranges, name=name, fold=fold)
+        except CostModelError as exc:
+            narrowed = _narrowed(str(exc), ranges)
+            if narrowed is None:
+                raise
+            traced = read_module(module, example_inputs, dynamic, ranges=narrowed, name=name, fold=fold)
+            traced.info["narrowed"] = {k: v[1] for k, v in narrowed.items() if v != (ranges or {}).get(k)}
     except CostModelError as exc:
         if t_step is None or not _fails_on_t(str(exc), dynamic or {}):
             raise
@@ -229,16 +245,38 @@ def trace(
             step=t_step,
             why=str(exc),
             read_module=read_module,
+            write=write,
         )
     G = write(traced)
-    notes = ()
+    notes = tuple(
+        f"{k} at most {v}: torch.export refuses {k} = {v + 1} (a guard {k} != {v + 1}), so its range was narrowed by one"
+        for k, v in traced.info.get("narrowed", {}).items()
+    )
     if "fixed_T" in traced.info:
         from .over_t import note  # deferred: as above
 
-        notes = (note(G, t_step),)
+        notes = (*notes, note(G, t_step))
     about = f"traced from {traced.info['module']} with torch.export ({traced.info['aten_nodes']} ATen nodes)"
     family = Family(f"traced:{traced.name}", lambda: G, about)
     return Model(traced.name, G, dict(traced.values), family, notes=notes)
+
+
+def _narrowed(message: str, ranges: Mapping[str, tuple[int | None, int | None]] | None):
+    """``ranges`` with a maximum one less where torch's only complaint is a guard ``T != maximum`` (a module that
+    fails only at the edge of its position table, gpt_neo's 4096), or None."""
+    import re  # deferred: only a failed export asks
+
+    guards = re.findall(r"satisfy the generated guard (.+?)\.\n", message)
+    if not guards or not ranges:
+        return None
+    out = dict(ranges)
+    for guard in guards:
+        edge = re.fullmatch(r"L\['\w+'\]\.size\(\)\[\d+\] != (\d+)", guard.strip())
+        hit = [k for k, (lo, hi) in out.items() if edge and hi == int(edge.group(1))]
+        if not hit:
+            return None
+        out[hit[0]] = (out[hit[0]][0], out[hit[0]][1] - 1)
+    return out
 
 
 def _fails_on_t(message: str, dynamic: Mapping[str, Mapping[int, str]]) -> bool:

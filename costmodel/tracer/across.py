@@ -120,14 +120,8 @@ def _fit_value(names, points, values) -> sympy.Expr | None:
     return total
 
 
-def fit_across(
-    traced: Sequence, points: Sequence[Mapping[str, int]], names: Sequence[str], samples: int, what: str, by: str
-) -> tuple[object, list[str]]:
-    """One Traced whose every size is fitted exactly in ``names`` across ``traced`` (traced at ``points``): the
-    first ``samples`` fit, the rest check; and the sizes no fit reproduces (left at the first trace's value).
-
-    The traces must have one structure, op by op (else an error naming the first op that differs: an op or a
-    layer pattern depends on ``by``)."""
+def structure_difference(traced: Sequence, points: Sequence[Mapping[str, int]], what: str, by: str) -> str | None:
+    """Why ``traced`` (traced at ``points``) have no one structure op by op (the first op that differs), or None."""
     reference = _structure(traced[0])
     for values, t in zip(points[1:], traced[1:]):
         other = _structure(t)
@@ -140,27 +134,50 @@ def fit_across(
                 ),
                 "the layer pattern",
             )
-            raise CostModelError(
+            return (
                 f"recover: the traced structure of {what} changes with {by} (at {dict(values)} against "
                 f"{dict(points[0])}, first at {where}): an op or a layer pattern depends on them, so one "
                 f"symbolic graph cannot describe them all; fix {by} that change it"
             )
+    return None
+
+
+def fit_values(
+    names: Sequence[str], points: Sequence[Mapping[str, int]], samples: int, values: Sequence[sympy.Expr]
+) -> sympy.Expr | None:
+    """One size (a polynomial in B and T) fitted exactly in ``names`` from its ``values`` at ``points``: the first
+    ``samples`` fit, the rest check; in costmodel's symbols, or None where no fit reproduces every value."""
+    expr = _fit_value(names, points[:samples], values[:samples])
+    if expr is None:
+        return None
+    subs = [{sympy.Symbol(n, positive=True, integer=True): p[n] for n in names} for p in points[samples:]]
+    if any(sympy.expand(expr.xreplace(s) - v) != 0 for s, v in zip(subs, values[samples:])):
+        return None
+    return expr.xreplace({sympy.Symbol(n, positive=True, integer=True): symbol(n) for n in names})
+
+
+def fit_across(
+    traced: Sequence, points: Sequence[Mapping[str, int]], names: Sequence[str], samples: int, what: str, by: str
+) -> tuple[object, list[str]]:
+    """One Traced whose every size is fitted exactly in ``names`` across ``traced`` (traced at ``points``): the
+    first ``samples`` fit, the rest check; and the sizes no fit reproduces (left at the first trace's value).
+
+    The traces must have one structure, op by op (else an error naming the first op that differs: an op or a
+    layer pattern depends on ``by``)."""
+    difference = structure_difference(traced, points, what, by)
+    if difference is not None:
+        raise CostModelError(difference)
     slots = [_slots(t) for t in traced]
     fitted, missing, cache = [], [], {}
     for j, (label, _) in enumerate(slots[0]):
         values = tuple(s[j][1] for s in slots)
         if values not in cache:
-            expr = _fit_value(names, points[:samples], values[:samples])
-            if expr is not None:  # checked on the points the fit did not see
-                subs = [{sympy.Symbol(n, positive=True, integer=True): p[n] for n in names} for p in points[samples:]]
-                if any(sympy.expand(expr.xreplace(s) - v) != 0 for s, v in zip(subs, values[samples:])):
-                    expr = None
-            cache[values] = expr
+            cache[values] = fit_values(names, points, samples, values)
         expr = cache[values]
         if expr is None:
             missing.append(f"{label}: {', '.join(map(str, values))} at the sample points")
             expr = values[0]
-        fitted.append(expr.xreplace({sympy.Symbol(n, positive=True, integer=True): symbol(n) for n in names}))
+        fitted.append(expr)
     result = copy.deepcopy(traced[0])
     _set_slots(result, fitted)
     return result, missing
@@ -169,4 +186,4 @@ def fit_across(
 #: At most this many traced configs (each takes seconds: 100,000 ran for hours).
 
 
-__all__ = ["fit_across"]
+__all__ = ["fit_across", "fit_values", "structure_difference"]

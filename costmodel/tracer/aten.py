@@ -255,7 +255,40 @@ class Reader:
             elif node.op == "output":
                 outputs = [a.name for a in node.all_input_nodes]
         unused = self._unused()
+        self._partial()
         return Read(self.items, self.alias, outputs, self.unsupported, unused)
+
+    def _partial(self) -> None:
+        """A parameter whose first reader reads a slice of it (``scale.unbind(0)``, ``base.split(4)``: views that are the parameter): that op counts
+        the slice and every later reader is tied to it, so the rest is a ``parameter`` op of its own right after
+        it (counted, no cost), and the count is the parameter's ``numel``."""
+        from .export import DTYPES  # deferred: the tracer's modules import each other
+
+        first: dict[str, int] = {}
+        for i, op in enumerate(self.items):
+            if isinstance(op, TOp) and op.weight is not None:  # a parameter op reads it whole: nothing left
+                first.setdefault(op.weight.source, i)
+        for fqn, i in sorted(first.items(), key=lambda kv: -kv[1]):  # from the end: an insert keeps earlier indices
+            op, t = self.items[i], self.prog.param_tensors.get(fqn)
+            if t is None:
+                continue
+            read = sympy.Mul(*(op.sizes[d] for d in op.weight.dims))
+            if not read.is_Integer or int(read) >= t.numel():
+                continue
+            dims, sizes = self.fresh((sympy.Integer(int(t.numel()) - int(read)),))
+            module, _, hint = fqn.rpartition(".")
+            rest = TOp(
+                f"rest#{fqn}",
+                "parameter",
+                [Operand(f"{fqn}#rest", dims, weight=True)],
+                dims,
+                sizes,
+                DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"),
+                module=module,
+                hint=f"{hint}_rest",
+                attrs={"detached": True},
+            )
+            self.items.insert(i + 1, rest)
 
     def _unused(self) -> dict[str, int]:
         """Parameters no op reads: each becomes a ``parameter`` op in its module's place (so it is counted,

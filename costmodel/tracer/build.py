@@ -91,6 +91,8 @@ class Writer:
                 attrs["tied"] = self.owner[w.source]
             if self.frozen(w.source):
                 attrs["trainable"] = False
+        if op.extra_params and all(p in self.owner for p in op.extra_params):
+            attrs["extra_tied"] = self.owner[op.extra_params[0]]  # a bias or gain a first use counted already
         inputs = [self.tensors[self.resolve(src)] for src in op.inputs]
         t = self.b.op(local, op.kind, inputs, pattern, dtype=op.dtype, attrs=attrs, **sizes)
         for p in op.owned:

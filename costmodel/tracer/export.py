@@ -44,6 +44,7 @@ DTYPES = {
 #: ATen ops whose outputs never need a gradient, whatever their inputs need.
 NONDIFF = {
     "detach.default",
+    "detach_.default",
     "argmax.default",
     "argmin.default",
     "sym_size.int",

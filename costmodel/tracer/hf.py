@@ -131,19 +131,50 @@ def config_class(spec: object):
     return cls
 
 
+#: Fields :func:`small_config` gives a value only where the class leaves them ``None`` (a class that builds only
+#: with one, such as dots1's shared experts).
+SMALL_IF_NONE = {"n_shared_experts": 1}
+
+#: Layer-count fields: a per-layer list of the class's default length is cut to the small count.
+LAYER_COUNTS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers")
+
+
+def _per_layer(values: list, n: int) -> list:
+    """``n`` entries of a per-layer list (``layer_types``), each kind of layer kept where ``n`` allows: the first
+    layer of each kind, then the first layers, in the list's order."""
+    firsts = sorted({v: i for i, v in reversed(list(enumerate(values)))}.values())[:n]
+    rest = [i for i in range(len(values)) if i not in firsts][: n - len(firsts)]
+    return [values[i] for i in sorted(firsts + rest)]
+
+
 def small_config(model_type: str, **overrides: object):
-    """The config of ``model_type`` with each size field it has set small (see :data:`SMALL`)."""
+    """The config of ``model_type`` with each size field it has set small (see :data:`SMALL`). A class whose
+    validation refuses the small layer count next to its default per-layer lists (``layer_types``,
+    ``layers_block_type``) gets those lists cut to it (:func:`_per_layer`)."""
     from transformers import AutoConfig  # deferred: torch is optional, imported only when tracing
 
     defaults = AutoConfig.for_model(model_type).to_dict()
     fields = {k: v for k, v in SMALL.items() if k in defaults and not isinstance(defaults[k], (dict, list))}
+    fields |= {k: v for k, v in SMALL_IF_NONE.items() if k in defaults and defaults[k] is None}
     for token in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id"):
         if isinstance(defaults.get(token), int):
             fields[token] = {"pad_token_id": 0, "eos_token_id": 2}.get(token, 1)
     if "qk_rope_head_dim" in fields and "head_dim" in fields:  # MLA: head_dim is the RoPE part
         fields["head_dim"] = fields["qk_rope_head_dim"]
     fields.update(overrides)
-    return AutoConfig.for_model(model_type, **fields)
+    try:
+        return AutoConfig.for_model(model_type, **fields)
+    except Exception:  # transformers' validation: per-layer lists of the default depth, retried cut to the small one
+        counts = [(defaults[k], fields[k]) for k in LAYER_COUNTS if isinstance(defaults.get(k), int) and k in fields]
+        cut = {
+            k: _per_layer(v, small)
+            for k, v in defaults.items()
+            for full, small in counts[:1]
+            if isinstance(v, list) and len(v) == full and k not in fields and not isinstance(v[0], (list, dict))
+        }
+        if not cut:
+            raise
+        return AutoConfig.for_model(model_type, **{**cut, **fields})
 
 
 def causal_lm(config, *, attn: str = "eager", dtype=None, experts: str = "batched_mm"):
