@@ -38,6 +38,7 @@ from .parallel import (
     layout_checks,
     layout_in_flight,
     layout_share,
+    split_axes,
     split_share,
     stages,
     weight_share,
@@ -118,7 +119,8 @@ def _per_layer(H: nx.DiGraph, acts, layout: Layout) -> sympy.Expr | None:
     size = Counter(block_of[n] for n in H if n in block_of)
     main = "layers" if "layers" in blocks else max(blocks, key=lambda b: size[b])
     inside = [k for k in acts.tensors.values() if all(in_block(s, main) for s in k.savers)]
-    per = sympy.Add(*(k.bytes * split_share(H, k, layout) for k in inside)) / blocks[main]
+    split = split_axes(H)
+    per = sympy.Add(*(k.bytes * split_share(H, k, layout, split) for k in inside)) / blocks[main]
     # with frozen weights an average over the iterations: the first layer keeps less than the later ones
     # (LoRA's q output is kept for the scores' backward only where k needs a gradient: (L − 1)/L of it)
     frozen = any(d["op"].attr("trainable", True) is False for _, d in H.nodes(data=True) if "op" in d)

@@ -353,10 +353,13 @@ def expert_data_parallel(layout: Layout) -> Layout:
     return Layout(dp=layout.dp // layout.ep, zero=layout.zero)
 
 
-def split_share(G: nx.DiGraph, kept: Kept, layout: Layout) -> sympy.Expr:
+def split_share(G: nx.DiGraph, kept: Kept, layout: Layout, split: set[str] | None = None) -> sympy.Expr:
     """The fraction of one copy of a kept tensor a device holds after tensor (and Megatron sequence) and
-    sequence/context parallelism split it."""
-    return tensor_share(kept.axes, split_axes(G), layout.tp, layout.sp, layout.megatron_sp)
+    sequence/context parallelism split it. ``split``: :func:`split_axes` of ``G``, given by a caller that asks
+    for many tensors (finding it is a pass over the graph: once per tensor was quadratic in distinct blocks)."""
+    if layout.tp == 1 and layout.sp == 1:
+        return sympy.Integer(1)
+    return tensor_share(kept.axes, split_axes(G) if split is None else split, layout.tp, layout.sp, layout.megatron_sp)
 
 
 def tensor_share(axes, split: set[str], tp, sp, megatron_sp: bool) -> sympy.Expr:
@@ -385,22 +388,22 @@ def layout_share(G: nx.DiGraph, layout: Layout):
 
 def activation_share(G: nx.DiGraph, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr) -> sympy.Expr:
     """The fraction of a kept tensor's bytes one device of ``stage`` holds."""
-    return _activation_share(G, structure(G), kept, layout, stage, in_flight)
+    return _activation_share(G, structure(G), split_axes(G), kept, layout, stage, in_flight)
 
 
 def activation_shares(
     G: nx.DiGraph, tensors: Mapping[tuple, Kept], layout: Layout, stage: str, in_flight: sympy.Expr
 ) -> dict[tuple, sympy.Expr]:
-    """:func:`activation_share` of every kept tensor, the graph's structure looked up once (checking that
-    cache is a pass over the graph's adjacency: once per tensor was quadratic in the ops)."""
-    st = structure(G)
-    return {key: _activation_share(G, st, k, layout, stage, in_flight) for key, k in tensors.items()}
+    """:func:`activation_share` of every kept tensor, the graph's structure and split axes looked up once
+    (each is a pass over the graph: once per tensor was quadratic in the ops)."""
+    st, split = structure(G), split_axes(G)
+    return {key: _activation_share(G, st, split, k, layout, stage, in_flight) for key, k in tensors.items()}
 
 
 def _activation_share(
-    G: nx.DiGraph, st: Structure, kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr
+    G: nx.DiGraph, st: Structure, split: set[str], kept: Kept, layout: Layout, stage: str, in_flight: sympy.Expr
 ) -> sympy.Expr:
-    part = split_share(G, kept, layout)
+    part = split_share(G, kept, layout, split)
     where = "block" if all(st.stage(s) == "block" for s in kept.savers) else st.stage(kept.savers[0])
     if where == "block":
         if stage == "middle":
