@@ -157,8 +157,9 @@ def _plan_table(rows, hardware: bool = False) -> list[str]:
     out = [head]
     for r in rows:
         usd = r.get("usd_per_million_output_tokens")
+        tokens = f"{r['max_num_batched_tokens']}{'+' if len(r.get('alike_engine_settings', ())) > 1 else ''}"
         out.append(
-            f"{r['rank']:>4} {dev(r)}{_layout(r):<16} {r['devices']:>7} {r['max_num_seqs']:>5} {r['max_num_batched_tokens']:>6} "
+            f"{r['rank']:>4} {dev(r)}{_layout(r):<16} {r['devices']:>7} {r['max_num_seqs']:>5} {tokens:>6} "
             f"{r['goodput_requests_per_s']:>10.3g} {r['output_tokens_per_s_per_gpu']:>10,.1f} "
             f"{r['tokens_per_s_per_user']:>10,.1f} {_t(r['ttft_s']):>9} {_t(r['tpot_s']):>9} "
             f"{'-' if usd is None else f'${usd:,.3f}':>8}"
@@ -183,6 +184,11 @@ def plan_lines(data: Mapping[str, object]) -> list[str]:
         out.append(f"  excluded {n:,}: {s['excluded_why'][key]}")
     several = len(s["hardware"]) > 1
     out += ["", *_plan_table(s["rows"], several)]
+    if any(len(r.get("alike_engine_settings", ())) > 1 for r in s["rows"]):
+        out.append(
+            "  +: the same outcome at other max_num_seqs or max_num_batched_tokens searched, shown once "
+            "(--json: alike_engine_settings)"
+        )
     verified = [r for r in s["rows"] if r.get("verified")]
     if verified:
         out.append("  by the simulation at the goodput rate (percentiles):")

@@ -319,3 +319,20 @@ def test_moe_rows_search_ep_and_attention_dp_as_serve_runs_them():
     assert dp["goodput_requests_per_s"] == served["max_rate_under_slo"]
     with pytest.raises(costmodel.CostModelError, match="no searched layout has ep 3"):
         costmodel.serve_plan("mixtral-8x7b", "h100-sxm", slo=SLO, tp=(4,), ep=(3,), **kw)
+
+
+def test_settings_that_never_bind_are_one_row_each_checked_alone():
+    # 512-token prompts: no chunk budget of 4096 or 8192 tokens cuts one, so the two budgets are one outcome, and
+    # the list shows the deployment once with both budgets named
+    kw = dict(devices="1", tp=(1,), max_num_seqs=(256,), input_len="512", output_len="64", slo=SLO)
+    both = costmodel.serve_plan("llama3-8b", "h100-sxm", max_num_batched_tokens=(4096, 8192), **kw)
+    (row,) = both["serving_plan"]["rows"]
+    assert row["alike_engine_settings"] == [[256, 4096], [256, 8192]]
+    for seqs, tokens in row["alike_engine_settings"]:  # each budget planned alone gives the row's outcome
+        (alone,) = costmodel.serve_plan("llama3-8b", "h100-sxm", max_num_batched_tokens=(tokens,), **kw)[
+            "serving_plan"
+        ]["rows"]
+        assert alone["alike_engine_settings"] == [[seqs, tokens]]
+        for key in ("goodput_requests_per_s", "ttft_s", "tpot_s"):
+            assert alone[key] == pytest.approx(row[key], rel=1e-4)
+    assert "+: the same outcome at other max_num_seqs or max_num_batched_tokens" in both.to_text()

@@ -458,7 +458,7 @@ def serve_plan(
         # values a table shows alike (4 significant digits) are one point: layouts that differ only in noise
         # (a prefill pool's chunk that never binds) do not crowd the front
         front = [rows[j] for j in front_of(_shown(y), _shown(x))]
-    best = rows[:top]
+    best = distinct_top(rows, top)
     if verify:
         for r in best:
             r["verified"] = _verify(model, settings, opts, spec, r)
@@ -493,6 +493,60 @@ def serve_plan(
     if plot is not None:
         serve_plan_chart({**out, "chart": rows}, plot)
     return ServePlan(out)
+
+
+#: What a row shows of its outcome: two rows of one deployment that differ in the engine's settings only
+#: (:data:`KNOBS`) and show these alike (4 significant digits) are one choice for a reader (the limits never bind).
+OUTCOME = (
+    "goodput_requests_per_s",
+    "output_tokens_per_s_per_gpu",
+    "tokens_per_s_per_user",
+    "ttft_s",
+    "tpot_s",
+    "usd_per_million_output_tokens",
+)
+#: The engine's settings the planner searches for each deployment.
+KNOBS = ("max_num_seqs", "max_num_batched_tokens")
+#: A row's keys that are neither its deployment nor its outcome: folded rows may differ in them.
+_NEITHER = frozenset(
+    {
+        *KNOBS,
+        "rank",
+        "kv_blocks",
+        "e2e_s",
+        "goodput_requests_per_s_max",
+        "input_tokens_per_s_per_gpu",
+        "output_tokens_per_usd",
+        "kv_transfer_s",
+    }
+)
+
+
+def distinct_top(rows: Sequence[dict], top: int) -> list[dict]:
+    """The first ``top`` of the ranked ``rows``, each later row of the same deployment and outcome but other
+    engine settings folded into the first: its ``[max_num_seqs, max_num_batched_tokens]`` listed in the kept
+    row's ``alike_engine_settings`` (the kept row's own first), so that the list does not spend its places on
+    one deployment at limits that never bind.
+
+    >>> r = {"tp": 4, "max_num_seqs": 64, "max_num_batched_tokens": 2048, "ttft_s": 0.35, "tpot_s": 0.05}
+    >>> rows = [r, {**r, "max_num_seqs": 128, "ttft_s": 0.350001}, {**r, "tp": 8}]
+    >>> [(x["tp"], x["alike_engine_settings"]) for x in distinct_top(rows, 2)]
+    [(4, [[64, 2048], [128, 2048]]), (8, [[64, 2048]])]
+    """
+
+    def key(r: dict) -> tuple:
+        deployment = tuple((k, repr(v)) for k, v in r.items() if k not in OUTCOME and k not in _NEITHER)
+        shown = tuple(None if r.get(k) is None else float(f"{r[k]:.4g}") for k in OUTCOME)
+        return deployment, shown
+
+    kept: dict[tuple, dict] = {}
+    for r in rows:
+        k, knobs = key(r), [r.get(n) for n in KNOBS]
+        if k in kept:
+            kept[k]["alike_engine_settings"].append(knobs)
+        elif len(kept) < top:
+            kept[k] = {**r, "alike_engine_settings": [knobs]}
+    return list(kept.values())
 
 
 def _combos(rows) -> int:
