@@ -56,6 +56,7 @@ from .kernels import (
     Split,
     divisors,
     gemm_dtype,
+    in_compute_copy,
     kv_bytes,
     on_device,
     op_time,
@@ -137,7 +138,7 @@ def regions(
     for name, data in op_nodes(F):
         op = data["op"]
         stage = stage_of(F, name)
-        own = gemm if stage == "block" else None  # Transformer Engine's fp8 scope: the layers (kernels' notes)
+        own = gemm if in_compute_copy(op, stage) else None  # Transformer Engine's fp8 scope (kernels' notes)
         t = times[name] = op_time(
             on_device(op, divisors(op, s), k.micro), dev, eff, dtype, counting, k.host.launch_s, own
         )

@@ -129,6 +129,12 @@ def gemm_dtype(options: Options, dtype: str) -> str:
     return precision(options.precision).compute_copy or dtype
 
 
+def in_compute_copy(op: Op, stage: str) -> bool:
+    """Whether ``op`` runs in the precision's compute copy (:func:`gemm_dtype`): a weight GEMM (dense or routed
+    experts) of the layers, ``stage`` ``"block"`` (module notes: Transformer Engine's scope)."""
+    return stage == "block" and weight_use(op) in ("dense", "routed")
+
+
 def op_time(
     op: Op,
     dev: Device,
@@ -139,8 +145,8 @@ def op_time(
     gemm: str | None = None,
 ) -> OpTime:
     """Forward and backward time of ``op`` (already sized for the device), each at least its kernels' host
-    launches, ``kernels × launch_s`` (:mod:`costmodel.timing.host`). ``gemm``: the dtype a weight GEMM of the
-    op runs in (:func:`gemm_dtype`; default ``dtype``)."""
+    launches, ``kernels × launch_s`` (:mod:`costmodel.timing.host`). ``gemm``: the dtype the op's GEMM runs in,
+    given where :func:`in_compute_copy` (default ``dtype``)."""
     t = _op_time(op, dev, eff, dtype, counting, gemm or dtype)
     if launch_s == 0:
         return t
@@ -177,8 +183,7 @@ def _op_time(op: Op, dev: Device, eff: Efficiency, dtype: str, counting: Countin
     gemm = _gemm(op, counting) if f.matmul_flops != 0 else None
     kernels_b = 1 + len(op.attr("parts") or ())
     if gemm is not None:
-        dt = gemm_dt if weight_use(op) in ("dense", "routed") else dtype  # a weight GEMM: the compute copy's
-        peak, curve = dev.peak(dt), eff.curve(dt)
+        peak, curve = dev.peak(gemm_dt), eff.curve(gemm_dt)
         A, Bm, C = gemm
         fwd_c = gemm_seconds(f.matmul_flops, A, Bm, C, peak, curve)
         dgrad = gemm_seconds(f.matmul_flops, C, Bm, A, peak, curve)  # dA = dC·Bᵀ: (M, K) from (M, N)·(N, K)

@@ -35,8 +35,9 @@ from ..formulas.quantities import maximum
 from ..graph.analysis import evaluate, op_nodes, structure
 from ..graph.cost import Cost
 from ..graph.passes import flash_attention, fuse_elementwise
-from ..graph.registry import op_cost, weight_use
+from ..graph.registry import op_cost
 from ..options import Counting
+from .kernels import in_compute_copy
 
 PHASES = ("forward", "backward", "training")
 
@@ -144,7 +145,7 @@ def op_bounds(
     for name, data in op_nodes(G):
         op = data["op"]
         own = dtype or op.dtype
-        if gemm is not None and weight_use(op) in ("dense", "routed") and structure(G).stage(name) == "block":
+        if gemm is not None and in_compute_copy(op, structure(G).stage(name)):
             own = gemm  # a layer's weight matmul runs in the compute copy (Transformer Engine's fp8 scope)
         peak = dev.peak(own)  # an error names the dtypes the device has
         count = data["count"]

@@ -262,8 +262,6 @@ class Reader:
         """A parameter whose first reader reads a slice of it (``scale.unbind(0)``, ``base.split(4)``: views that are the parameter): that op counts
         the slice and every later reader is tied to it, so the rest is a ``parameter`` op of its own right after
         it (counted, no cost), and the count is the parameter's ``numel``."""
-        from .export import DTYPES  # deferred: the tracer's modules import each other
-
         first: dict[str, int] = {}
         for i, op in enumerate(self.items):
             if isinstance(op, TOp) and op.weight is not None:  # a parameter op reads it whole: nothing left
@@ -275,20 +273,27 @@ class Reader:
             read = sympy.Mul(*(op.sizes[d] for d in op.weight.dims))
             if not read.is_Integer or int(read) >= t.numel():
                 continue
-            dims, sizes = self.fresh((sympy.Integer(int(t.numel()) - int(read)),))
-            module, _, hint = fqn.rpartition(".")
-            rest = TOp(
-                f"rest#{fqn}",
-                "parameter",
-                [Operand(f"{fqn}#rest", dims, weight=True)],
-                dims,
-                sizes,
-                DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"),
-                module=module,
-                hint=f"{hint}_rest",
-                attrs={"detached": True},
-            )
+            rest = self._parameter_op("rest", fqn, f"{fqn}#rest", (sympy.Integer(int(t.numel()) - int(read)),), t)
             self.items.insert(i + 1, rest)
+
+    def _parameter_op(self, why: str, fqn: str, source: str, shape: tuple, t) -> TOp:
+        """A ``parameter`` op (counted, no cost) of ``shape`` for the parameter ``fqn`` (its tensor ``t``), in
+        its module's place: the rest of a sliced one (``why`` "rest") or one no op reads ("unused")."""
+        from .export import DTYPES  # deferred: the tracer's modules import each other
+
+        dims, sizes = self.fresh(shape)
+        module, _, hint = fqn.rpartition(".")
+        return TOp(
+            f"{why}#{fqn}",
+            "parameter",
+            [Operand(source, dims, weight=True)],
+            dims,
+            sizes,
+            DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"),
+            module=module,
+            hint=f"{hint}_{why}" if why == "rest" else f"{why}_{hint}",
+            attrs={"detached": True},
+        )
 
     def _unused(self) -> dict[str, int]:
         """Parameters no op reads: each becomes a ``parameter`` op in its module's place (so it is counted,
@@ -298,22 +303,9 @@ class Reader:
         used = {p for op in self.items if isinstance(op, TOp) for p in op.owned}
         unused = {fqn: t for fqn, t in self.prog.param_tensors.items() if fqn not in used}
         for fqn, t in unused.items():
-            module, _, hint = fqn.rpartition(".")
-            dims, sizes = self.fresh(tuple(sympy.Integer(int(s)) for s in t.shape) or (sympy.Integer(1),))
-            from .export import DTYPES  # deferred: the tracer's modules import each other
-
-            op = TOp(
-                f"unused#{fqn}",
-                "parameter",
-                [Operand(fqn, dims, weight=True)],
-                dims,
-                sizes,
-                DTYPES.get(str(t.dtype).removeprefix("torch."), "fp32"),
-                module=module,
-                hint=f"unused_{hint}",
-                attrs={"detached": True},
-            )
-            key = layer_key(module)
+            shape = tuple(sympy.Integer(int(s)) for s in t.shape) or (sympy.Integer(1),)
+            op = self._parameter_op("unused", fqn, fqn, shape, t)
+            key = layer_key(op.module)
             at = len(self.items)
             if key is not None:  # right after the last op of its layer
                 at = max(
